@@ -1,0 +1,147 @@
+"""What a program in the sandbox asks of the host, and what it gets back.
+
+These values cross the seam between the sandbox (which knows nothing about MCP) and the
+broker (which knows nothing about Docker). The sandbox side builds requests from untrusted
+channel messages; identity, tenant and approvals are never part of a request: the host binds
+them to the run (see :class:`RunBinding`).
+
+Outcomes are a discriminated union on ``kind``; the runtime inside the sandbox turns each
+kind into a return value or a typed exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CallDenied",
+    "CallFailed",
+    "CallHandler",
+    "CallOutcome",
+    "ContentBlock",
+    "ModuleProvider",
+    "ModuleSource",
+    "PromptGetRequest",
+    "ResourceReadRequest",
+    "RunBinding",
+    "ToolCallRequest",
+    "ToolError",
+    "ToolResult",
+]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunBinding(_Value):
+    """Who a run acts for. Set by the host when the run starts; the sandbox cannot change it."""
+
+    run_id: str
+    principal: str
+    tenant: str
+    trace_id: str
+    session_id: str | None = None
+
+
+class ToolCallRequest(_Value):
+    """One stub call: ``server``/``tool`` as the stub names them, with the hash it was rendered from."""
+
+    seq: int = Field(ge=0, description="Per-run sequence number; the call id is '<run_id>/<seq>'.")
+    server: str
+    tool: str
+    schema_hash: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+class ResourceReadRequest(_Value):
+    seq: int = Field(ge=0)
+    server: str
+    uri: str
+
+
+class PromptGetRequest(_Value):
+    seq: int = Field(ge=0)
+    server: str
+    name: str
+    arguments: dict[str, str] = Field(default_factory=dict)
+
+
+class ContentBlock(_Value):
+    """One content item of a result, in MCP wire shape (``type`` plus its fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str
+
+
+class ToolResult(_Value):
+    """The call went through and the server answered without ``isError``."""
+
+    kind: Literal["ok"] = "ok"
+    structured: Any = None
+    content: tuple[ContentBlock, ...] = ()
+    truncated: bool = False
+    """The result filter cut the result to its size cap."""
+
+
+class ToolError(_Value):
+    """The server answered with ``isError: true`` (the tool ran and reported a failure)."""
+
+    kind: Literal["tool_error"] = "tool_error"
+    message: str
+    content: tuple[ContentBlock, ...] = ()
+
+
+class CallDenied(_Value):
+    """A broker gate refused the call; nothing was sent to the server."""
+
+    kind: Literal["denied"] = "denied"
+    gate: str
+    reason: str
+
+
+class CallFailed(_Value):
+    """The call could not be completed (server down, timeout, unknown outcome, conflict)."""
+
+    kind: Literal["failed"] = "failed"
+    reason: str
+    outcome_unknown: bool = False
+    """True when the request may have reached the server: it is never retried automatically."""
+
+
+CallOutcome = Annotated[ToolResult | ToolError | CallDenied | CallFailed, Field(discriminator="kind")]
+
+
+class ModuleSource(_Value):
+    source: str
+    is_package: bool
+
+
+class ModuleProvider(Protocol):
+    """Serves stub modules to the sandbox's import hook, already filtered for the run's principal."""
+
+    def module_source(self, module: str) -> ModuleSource | None:
+        """Return the source of ``module`` (dotted, e.g. ``servers.crm.get_customer``), or None."""
+        ...
+
+
+class CallHandler(Protocol):
+    """Executes the sandbox's requests for one run. The broker implements it."""
+
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome: ...
+
+    async def read_resource(self, binding: RunBinding, request: ResourceReadRequest) -> CallOutcome: ...
+
+    async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome: ...
+
+
+def content_blocks(items: Mapping[str, Any] | list[Any]) -> tuple[ContentBlock, ...]:
+    """Build content blocks from wire dicts, ignoring items without a ``type``."""
+    seq = [items] if isinstance(items, Mapping) else items
+    return tuple(
+        ContentBlock.model_validate(item) for item in seq if isinstance(item, Mapping) and "type" in item
+    )

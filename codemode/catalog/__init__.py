@@ -1,0 +1,72 @@
+"""The tool catalog: what each server offers, canonical hashes and pins."""
+
+from codemode.catalog._convert import (
+    MAX_DEFINITION_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    is_valid_tool_name,
+    prompt_from_mcp,
+    resource_from_mcp,
+    resource_template_from_mcp,
+    tool_from_mcp,
+)
+from codemode.catalog._hashing import canonical_json, tool_hash
+from codemode.catalog._lock import (
+    LockEntry,
+    LockFile,
+    PinnedDefinition,
+    ServerDiff,
+    approve,
+    load_lock,
+    locked,
+    observe,
+    parse_selector,
+    revoke,
+    save_lock,
+    status_of,
+    tool_definition,
+)
+from codemode.catalog._model import (
+    ExcludedTool,
+    PromptArgumentSpec,
+    PromptSpec,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ServerCatalog,
+    ToolSpec,
+    ToolStatus,
+)
+from codemode.catalog._pins import Pins
+
+__all__ = [
+    "MAX_DEFINITION_BYTES",
+    "MAX_DESCRIPTION_CHARS",
+    "ExcludedTool",
+    "LockEntry",
+    "LockFile",
+    "PinnedDefinition",
+    "Pins",
+    "PromptArgumentSpec",
+    "PromptSpec",
+    "ResourceSpec",
+    "ResourceTemplateSpec",
+    "ServerCatalog",
+    "ServerDiff",
+    "ToolSpec",
+    "ToolStatus",
+    "approve",
+    "canonical_json",
+    "is_valid_tool_name",
+    "load_lock",
+    "locked",
+    "observe",
+    "parse_selector",
+    "prompt_from_mcp",
+    "resource_from_mcp",
+    "resource_template_from_mcp",
+    "revoke",
+    "save_lock",
+    "status_of",
+    "tool_definition",
+    "tool_from_mcp",
+    "tool_hash",
+]

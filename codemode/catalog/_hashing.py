@@ -1,0 +1,46 @@
+"""Canonical hashing of tool definitions.
+
+The hash covers exactly the parts of a definition that change what a call means or what a
+model is told: name, title, description, inputSchema, outputSchema and annotations. It is
+computed over canonical JSON (sorted keys, no insignificant whitespace, UTF-8), so key order
+or formatting on the wire never changes it, while any change of content always does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+HASH_PREFIX = "sha256:"
+
+
+def canonical_json(value: Any) -> bytes:
+    """Serialise ``value`` deterministically: sorted keys, compact separators, UTF-8."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def tool_hash(
+    *,
+    name: str,
+    title: str | None,
+    description: str | None,
+    input_schema: dict[str, Any] | None,
+    output_schema: dict[str, Any] | None,
+    annotations: dict[str, Any] | None,
+) -> str:
+    """Return ``"sha256:<hex>"`` over the canonical form of a tool definition.
+
+    Absent and ``null`` are the same thing here (the wire may omit either way).
+    """
+    document = {
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": input_schema,
+        "outputSchema": output_schema,
+        "annotations": annotations,
+    }
+    return HASH_PREFIX + hashlib.sha256(canonical_json(document)).hexdigest()

@@ -1,0 +1,5 @@
+"""The ``codemode`` command line."""
+
+from codemode.cli._main import main
+
+__all__ = ["main"]

@@ -1,0 +1,47 @@
+"""Root of the ``codemode`` command group. Each sub-command lives in its own module."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+from codemode.cli import _init_cmd, _servers_cmd
+
+
+def _version() -> str:
+    try:
+        return version("codemode")
+    except PackageNotFoundError:  # running from a checkout without an install
+        return "0+unknown"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(_version(), prog_name="codemode")
+def cli() -> None:
+    """codemode: let an AI agent use many MCP servers by writing code.
+
+    codemode connects to the MCP servers in codemode.toml, renders their tools as typed Python
+    stubs, and runs the model's programs in a sandbox where every tool call passes a broker
+    that checks identity, pins, scope, consent and budgets.
+
+    \b
+    Start here:
+      codemode init              write a starter codemode.toml (or --from an mcpServers JSON)
+      codemode sync              connect, list tools, write codemode.lock
+      codemode pin --approve     approve new or changed tools
+      codemode servers           show each server's status and protocol
+    """
+
+
+for command in (
+    _init_cmd.init,
+    _servers_cmd.servers,
+    _servers_cmd.sync,
+    _servers_cmd.pin,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli(prog_name="codemode")

@@ -1,0 +1,282 @@
+"""``codemode servers``, ``codemode sync`` and ``codemode pin``."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from rich.table import Table
+
+from codemode.catalog import (
+    ServerCatalog,
+    ServerDiff,
+    ToolStatus,
+    approve,
+    load_lock,
+    locked,
+    observe,
+    parse_selector,
+    revoke,
+    save_lock,
+)
+from codemode.cli._common import (
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    stderr,
+    stdout,
+)
+from codemode.config import Config
+from codemode.host import ConnectionState, McpHost, ServerStatus
+
+
+async def _connect_and_collect(
+    config: Config, show_progress: bool
+) -> tuple[list[ServerStatus], list[ServerCatalog]]:
+    count = len(config.enabled_servers())
+    label = f"connecting to {count} server{'s' if count != 1 else ''}…"
+    if show_progress:
+        with stderr.status(label):
+            async with McpHost(config) as host:
+                return host.statuses(), host.catalogs()
+    async with McpHost(config) as host:
+        return host.statuses(), host.catalogs()
+
+
+def _status_json(status: ServerStatus) -> dict[str, Any]:
+    return status.model_dump(mode="json")
+
+
+def _state_style(state: ConnectionState) -> str:
+    return {
+        ConnectionState.READY: "green",
+        ConnectionState.FAILED: "red",
+        ConnectionState.DISABLED: "dim",
+    }.get(state, "yellow")
+
+
+def _print_failures(statuses: list[ServerStatus]) -> None:
+    for status in statuses:
+        if status.state is ConnectionState.FAILED:
+            stderr.print(f"[red]✗ {status.name}[/] ({status.target}): {status.error}", highlight=False)
+            if status.stderr_tail:
+                tail = "\n".join("    " + line for line in status.stderr_tail.splitlines()[-10:])
+                stderr.print(f"  [dim]last stderr lines:[/]\n{tail}", highlight=False)
+
+
+@click.command()
+@config_option
+@json_option
+@handle_errors
+def servers(config_path: Path | None, as_json: bool) -> None:
+    """Connect to every configured server and show its status.
+
+    Shows each server's transport, state, negotiated protocol version and era, tool count and,
+    for a failure, the reason and the tail of its stderr. Exit status 1 if any server failed.
+    """
+    config = load(config_path)
+    statuses, _ = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
+    if as_json:
+        print_json({"config": config.source, "servers": [_status_json(s) for s in statuses]})
+    else:
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("server", "transport", "state", "protocol", "tools", "server says it is"):
+            table.add_column(column)
+        for status in statuses:
+            info = status.server_info or {}
+            table.add_row(
+                status.name,
+                status.transport,
+                f"[{_state_style(status.state)}]{status.state.value}[/]",
+                f"{status.protocol_version} ({status.era})" if status.protocol_version else "-",
+                str(status.tool_count)
+                + (f" (+{status.excluded_count} excluded)" if status.excluded_count else ""),
+                f"{info.get('name', '')} {info.get('version', '')}".strip() or "-",
+            )
+        stdout.print(table)
+        _print_failures(statuses)
+    if any(s.state is ConnectionState.FAILED for s in statuses):
+        sys.exit(1)
+
+
+@click.command()
+@config_option
+@json_option
+@handle_errors
+def sync(config_path: Path | None, as_json: bool) -> None:
+    """Connect, list every server's tools and record them in codemode.lock.
+
+    Prints the tools added, changed and removed since the last sync. New and changed tools are
+    NOT usable until approved with 'codemode pin --approve'; removed tools fail closed. A server
+    that fails to connect keeps its previous pins untouched. Exit status 1 if any server failed.
+    """
+    config = load(config_path)
+    statuses, catalogs = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
+    diffs: list[ServerDiff] = []
+    with locked(config.lock_path):
+        lock = load_lock(config.lock_path)
+        for catalog in catalogs:
+            lock, diff = observe(lock, catalog)
+            diffs.append(diff)
+        save_lock(config.lock_path, lock)
+    excluded = [e.model_dump() for c in catalogs for e in c.excluded]
+    if as_json:
+        print_json(
+            {
+                "config": config.source,
+                "lock_file": str(config.lock_path),
+                "servers": [_status_json(s) for s in statuses],
+                "changes": [d.to_json() for d in diffs],
+                "excluded": excluded,
+            }
+        )
+    else:
+        for diff in diffs:
+            stdout.print(f"[bold]{diff.server}[/]: {len(diff.unchanged)} unchanged", highlight=False)
+            for label, names, style in (
+                ("added", diff.added, "green"),
+                ("changed", diff.changed, "yellow"),
+                ("removed", diff.removed, "red"),
+            ):
+                for name in names:
+                    stdout.print(f"  [{style}]{label:8}[/] {name}", highlight=False)
+        for item in excluded:
+            stderr.print(
+                f"[yellow]excluded[/] {item['server']}/{item['name']}: {item['reason']}", highlight=False
+            )
+        _print_failures(statuses)
+        pending = sum(len(d.pending) for d in diffs)
+        stdout.print(f"wrote {config.lock_path}", highlight=False)
+        if pending:
+            stdout.print(
+                f"{pending} tool{'s' if pending != 1 else ''} await approval: review with 'codemode pin', "
+                "approve with 'codemode pin --approve [SERVER[/TOOL]]'",
+                highlight=False,
+            )
+    if any(s.state is ConnectionState.FAILED for s in statuses):
+        sys.exit(1)
+
+
+def _pin_rows(config: Config) -> list[dict[str, Any]]:
+    lock = load_lock(config.lock_path)
+    rows: list[dict[str, Any]] = []
+    for server, tools in sorted(lock.servers.items()):
+        for name, entry in sorted(tools.items()):
+            if entry.removed:
+                status = ToolStatus.REMOVED
+            elif entry.observed is not None:
+                status = ToolStatus.CHANGED if entry.approved else ToolStatus.NEW
+            else:
+                status = ToolStatus.APPROVED
+            rows.append(
+                {
+                    "server": server,
+                    "tool": name,
+                    "status": status.value,
+                    "approved_hash": entry.approved.hash if entry.approved else None,
+                    "observed_hash": entry.observed.hash if entry.observed else None,
+                }
+            )
+    return rows
+
+
+def _definition_diff(config: Config, selector: str) -> str:
+    server, tool = parse_selector(selector)
+    if server is None or tool is None:
+        fail("--diff needs SERVER/TOOL")
+    entry = load_lock(config.lock_path).entry(server, tool)
+    if entry is None:
+        fail(f"no tool {selector} in {config.lock_path}")
+    old = entry.approved.definition if entry.approved else {}
+    new = entry.observed.definition if entry.observed else old
+
+    def lines(definition: dict[str, Any]) -> list[str]:
+        return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+    return "\n".join(difflib.unified_diff(lines(old), lines(new), "approved", "observed", lineterm=""))
+
+
+@click.command()
+@config_option
+@json_option
+@click.option(
+    "--approve",
+    "approve_flag",
+    is_flag=True,
+    help="Approve what is pending for SELECTORS (default: everything).",
+)
+@click.option("--revoke", "revoke_tool", metavar="SERVER/TOOL", help="Withdraw the approval of one tool.")
+@click.option(
+    "--diff", "diff_tool", metavar="SERVER/TOOL", help="Show how a tool changed since its approval."
+)
+@click.argument("selectors", nargs=-1, metavar="[SERVER[/TOOL]]...")
+@handle_errors
+def pin(
+    config_path: Path | None,
+    as_json: bool,
+    approve_flag: bool,
+    revoke_tool: str | None,
+    diff_tool: str | None,
+    selectors: tuple[str, ...],
+) -> None:
+    """Review and approve tool pins in codemode.lock.
+
+    \b
+    codemode pin                          list every pin and its status
+    codemode pin --diff crm/get_customer  show what changed since approval
+    codemode pin --approve                approve everything pending
+    codemode pin --approve crm            approve one server's pending tools
+    codemode pin --approve crm/add_note   approve one tool
+    codemode pin --revoke crm/add_note    make a tool unusable until approved again
+
+    Works on the lock file only: run 'codemode sync' first to record what servers list now.
+    """
+    config = load(config_path)
+    if diff_tool:
+        click.echo(_definition_diff(config, diff_tool) or "no difference")
+        return
+    if revoke_tool:
+        server, tool = parse_selector(revoke_tool)
+        if server is None or tool is None:
+            fail("--revoke needs SERVER/TOOL")
+        with locked(config.lock_path):
+            save_lock(config.lock_path, revoke(load_lock(config.lock_path), server, tool))
+        stdout.print(f"revoked {server}/{tool}", highlight=False)
+        return
+    if approve_flag:
+        with locked(config.lock_path):
+            lock, done = approve(load_lock(config.lock_path), list(selectors) or [None])
+            save_lock(config.lock_path, lock)
+        if as_json:
+            print_json({"approved": done})
+        else:
+            for label in done:
+                stdout.print(f"[green]approved[/] {label}", highlight=False)
+            if not done:
+                stdout.print("nothing was pending approval", highlight=False)
+        return
+    if selectors:
+        fail("SERVER[/TOOL] selectors go with --approve", hint="codemode pin --approve crm/add_note")
+    rows = _pin_rows(config)
+    if as_json:
+        print_json({"lock_file": str(config.lock_path), "pins": rows})
+        return
+    if not rows:
+        stdout.print(f"no pins in {config.lock_path}; run 'codemode sync' first", highlight=False)
+        return
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("server", "tool", "status", "hash"):
+        table.add_column(column)
+    styles = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
+    for row in rows:
+        digest = row["observed_hash"] or row["approved_hash"] or ""
+        table.add_row(row["server"], row["tool"], f"[{styles[row['status']]}]{row['status']}[/]", digest[:19])
+    stdout.print(table)

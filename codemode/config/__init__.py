@@ -1,0 +1,36 @@
+"""Configuration: ``codemode.toml`` models, loading, secrets and imports from other hosts."""
+
+from codemode.config._import import import_mcp_servers
+from codemode.config._load import CONFIG_ENV_VAR, config_from_mapping, default_config_path, load_config
+from codemode.config._model import (
+    Config,
+    HttpServerConfig,
+    LedgerConfig,
+    PinsConfig,
+    PolicyConfig,
+    SandboxConfig,
+    ServerConfig,
+    StdioServerConfig,
+)
+from codemode.config._secrets import MissingSecretError, check_references, resolve_references
+from codemode.config._starter import starter_config
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "Config",
+    "HttpServerConfig",
+    "LedgerConfig",
+    "MissingSecretError",
+    "PinsConfig",
+    "PolicyConfig",
+    "SandboxConfig",
+    "ServerConfig",
+    "StdioServerConfig",
+    "check_references",
+    "config_from_mapping",
+    "default_config_path",
+    "import_mcp_servers",
+    "load_config",
+    "resolve_references",
+    "starter_config",
+]

@@ -1,0 +1,116 @@
+"""Loading ``codemode.toml`` with errors that name the file, the key and the problem."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from codemode.config._model import (
+    Config,
+    HttpServerConfig,
+    LedgerConfig,
+    PinsConfig,
+    PolicyConfig,
+    SandboxConfig,
+    StdioServerConfig,
+)
+from codemode.errors import ConfigError
+
+DEFAULT_CONFIG_NAME = "codemode.toml"
+CONFIG_ENV_VAR = "CODEMODE_CONFIG"
+
+# Known keys per section, to suggest the right spelling of an unknown key.
+_SECTION_MODELS: dict[str, list[type[BaseModel]]] = {
+    "": [Config],
+    "servers.*": [StdioServerConfig, HttpServerConfig],
+    "sandbox": [SandboxConfig],
+    "policy": [PolicyConfig],
+    "ledger": [LedgerConfig],
+    "pins": [PinsConfig],
+}
+
+
+def default_config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit`` if given, else ``$CODEMODE_CONFIG``, else ``./codemode.toml``."""
+    if explicit is not None:
+        return Path(explicit)
+    env = os.environ.get(CONFIG_ENV_VAR)
+    return Path(env) if env else Path(DEFAULT_CONFIG_NAME)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        text = str(item)
+        # Discriminated unions add the tag (stdio/http) to the path; it is not a key the user wrote.
+        if text in {"stdio", "http"} and parts and parts[0] == "servers" and len(parts) == 2:
+            continue
+        parts.append(text)
+    return ".".join(parts)
+
+
+def _known_keys(location: str) -> list[str]:
+    parts = location.split(".")
+    section = "" if len(parts) == 1 else ("servers.*" if parts[0] == "servers" else parts[0])
+    keys: set[str] = set()
+    for model in _SECTION_MODELS.get(section, []):
+        keys.update(model.model_fields)
+    return sorted(keys)
+
+
+def _problems(error: ValidationError) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for item in error.errors(include_url=False):
+        location = _location(item["loc"])
+        if item["type"] == "extra_forbidden":
+            key = location.rsplit(".", 1)[-1]
+            hint = difflib.get_close_matches(key, _known_keys(location), n=1)
+            message = "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+        problems.append((location, message))
+    return problems
+
+
+def config_from_mapping(
+    data: Mapping[str, Any], *, source: str = "<objects>", base_dir: Path | None = None
+) -> Config:
+    """Validate an already-parsed configuration mapping."""
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, _problems(exc)) from exc
+    return config.with_origin(source, base_dir if base_dir is not None else Path.cwd())
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate a ``codemode.toml``.
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or does not validate.
+    """
+    config_path = default_config_path(path)
+    source = str(config_path)
+    try:
+        raw = config_path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            source, [("", "file not found; create one with 'codemode init' or pass --config PATH")]
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(source, [("", f"cannot read the file: {exc.strerror}")]) from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from exc
+    return config_from_mapping(data, source=source, base_dir=config_path.resolve().parent)

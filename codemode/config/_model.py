@@ -1,0 +1,211 @@
+"""The shape of ``codemode.toml``, validated with pydantic.
+
+Every section forbids unknown keys, so a typo is an error that names the key instead of a
+setting that silently does nothing. Secrets are written as ``${ENV_VAR}`` references and stay
+unresolved in these models; :mod:`codemode.config._secrets` resolves them on the host, at
+connect time only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
+
+from codemode.config._secrets import check_references
+
+SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+
+ProtocolChoice = Literal["auto", "legacy", "2026-07-28"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ServerCommon(_Section):
+    trusted: bool = False
+    """Trust the server's own annotations (``readOnlyHint`` …). Untrusted servers' hints are ignored."""
+    enabled: bool = True
+    protocol: ProtocolChoice = "auto"
+    """``auto`` tries the stateless 2026-07-28 revision and falls back to the 2025-11-25 handshake;
+    ``legacy`` forces the handshake; ``2026-07-28`` forces the stateless revision."""
+    connect_timeout: float = Field(default=30.0, gt=0, le=600)
+    """Seconds allowed for starting the server and negotiating the protocol."""
+    call_timeout: float = Field(default=60.0, gt=0, le=86_400)
+    """Seconds allowed for any one request (tools/call, tools/list …)."""
+
+
+class StdioServerConfig(_ServerCommon):
+    """A server launched as a subprocess and spoken to over its stdin/stdout."""
+
+    transport: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the server process; values may be ``${VAR}`` references."""
+    cwd: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_refs(cls, value: dict[str, str]) -> dict[str, str]:
+        for item in value.values():
+            check_references(item)
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args_refs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            check_references(item)
+        return value
+
+    def describe(self) -> str:
+        return " ".join([self.command, *self.args])
+
+
+class HttpServerConfig(_ServerCommon):
+    """A server reached over Streamable HTTP."""
+
+    transport: Literal["http"] = "http"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers; values may be ``${VAR}`` references (for example a bearer token)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        check_references(value)
+        if not re.match(r"https?://", value):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _header_refs(cls, value: dict[str, str]) -> dict[str, str]:
+        for item in value.values():
+            check_references(item)
+        return value
+
+    def describe(self) -> str:
+        return self.url
+
+
+def _server_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if "transport" in value:
+            return str(value["transport"])  # pyright: ignore[reportUnknownArgumentType]
+        if "url" in value:
+            return "http"
+        if "command" in value:
+            return "stdio"
+        return None
+    return getattr(value, "transport", None)
+
+
+ServerConfig = Annotated[
+    Annotated[StdioServerConfig, Tag("stdio")] | Annotated[HttpServerConfig, Tag("http")],
+    Discriminator(
+        _server_kind,
+        custom_error_type="server_kind",
+        custom_error_message="a server needs either 'command' (stdio) or 'url' (Streamable HTTP)",
+    ),
+]
+
+
+class SandboxConfig(_Section):
+    """Where and how programs run. Limits apply per run."""
+
+    backend: Literal["auto", "docker", "process"] = "auto"
+    """``auto`` uses Docker when an engine answers, else the (weaker) process backend."""
+    image: str = "codemode-sandbox:latest"
+    memory_mb: int = Field(default=512, ge=16, le=65_536)
+    cpus: float = Field(default=1.0, gt=0, le=64)
+    pids: int = Field(default=64, ge=4, le=4096)
+    wall_time_s: float = Field(default=60.0, gt=0, le=86_400)
+    output_bytes: int = Field(default=65_536, ge=1024, le=64 * 1024 * 1024)
+    """Cap on captured stdout and on stderr (each)."""
+    result_bytes: int = Field(default=65_536, ge=1024, le=64 * 1024 * 1024)
+    """Cap on the final result returned to the model."""
+    tmpfs_mb: int = Field(default=64, ge=1, le=16_384)
+    nofile: int = Field(default=256, ge=16, le=65_536)
+    pool_size: int = Field(default=2, ge=0, le=64)
+    """Warm containers (or processes) kept ready; 0 starts one per run."""
+    max_frame_bytes: int = Field(default=16 * 1024 * 1024, ge=4096, le=256 * 1024 * 1024)
+    """Largest single message accepted on a run's channel."""
+    max_inflight_calls: int = Field(default=32, ge=1, le=1024)
+    """Requests from one sandbox handled at once; beyond that the host stops reading its channel."""
+    start_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """Time allowed for a new sandbox to start and connect to its channel."""
+    process_python: str | None = None
+    """Interpreter for the process backend (Python >= 3.11). Default: this one, or a system python3
+    when the sandbox's private uid cannot read this one (e.g. a pyenv Python under /root)."""
+
+
+class PolicyConfig(_Section):
+    """Who may do what. The broker issue fills this section in."""
+
+    default_principal: str = "local"
+    default_tenant: str = "default"
+
+
+class LedgerConfig(_Section):
+    path: str = "codemode.db"
+    """SQLite file of the operation ledger, relative to the config file."""
+
+
+class PinsConfig(_Section):
+    lock_file: str = "codemode.lock"
+    """Pinned tool hashes, relative to the config file."""
+
+
+class Config(_Section):
+    """A whole ``codemode.toml``."""
+
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    pins: PinsConfig = Field(default_factory=PinsConfig)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _source: str = PrivateAttr(default="<objects>")
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not SERVER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"server name {name!r} must be 1-64 characters of letters, digits, '_', '-' or '.', "
+                    "starting with a letter or digit"
+                )
+        return value
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory that relative paths (lock file, ledger) are resolved against."""
+        return self._base_dir
+
+    @property
+    def source(self) -> str:
+        """Where this config came from (a file path, or ``<objects>``)."""
+        return self._source
+
+    def with_origin(self, source: str, base_dir: Path) -> Config:
+        self._source = source
+        self._base_dir = base_dir
+        return self
+
+    @property
+    def lock_path(self) -> Path:
+        return self.base_dir / self.pins.lock_file
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.base_dir / self.ledger.path
+
+    def enabled_servers(self) -> dict[str, StdioServerConfig | HttpServerConfig]:
+        return {name: server for name, server in self.servers.items() if server.enabled}

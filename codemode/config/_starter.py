@@ -1,0 +1,84 @@
+"""The commented starter ``codemode.toml`` written by ``codemode init``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from codemode.config import _toml
+
+ServerEntry = Mapping[str, "str | bool | float | int | Sequence[str] | Mapping[str, str]"]
+
+_HEADER = """\
+# codemode configuration. Reference: README.md ("Configuration").
+#
+# Each [servers.<name>] table is one MCP server. <name> is the server's identity inside
+# codemode (stubs live under servers/<name>/); the server's own serverInfo is never trusted.
+#
+#   stdio:  command = "...", args = [...], env = { KEY = "${ENV_VAR}" }, cwd = "..."
+#   HTTP:   url = "http://127.0.0.1:8000/mcp", headers = { Authorization = "Bearer ${TOKEN}" }
+#   both:   trusted = false          # trust the server's readOnlyHint and other annotations
+#           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28
+#           connect_timeout = 30     # seconds to start and negotiate
+#           call_timeout = 60        # seconds per request
+#
+# Secrets are never written here: use ${ENV_VAR} references, resolved on this machine only
+# when codemode connects. After adding or changing servers run `codemode sync`, review the
+# tools it lists and approve them with `codemode pin --approve`.
+"""
+
+_EXAMPLE_SERVERS = """\
+# [servers.time]
+# command = "uvx"
+# args = ["mcp-server-time"]
+#
+# [servers.tickets]
+# url = "http://127.0.0.1:8000/mcp"
+# headers = { Authorization = "Bearer ${TICKETS_TOKEN}" }
+"""
+
+_SECTIONS = """\
+[sandbox]
+# backend = "auto"          # auto | docker | process (process is weaker isolation; see README)
+# image = "codemode-sandbox:latest"
+# memory_mb = 512
+# cpus = 1.0
+# pids = 64
+# wall_time_s = 60
+# output_bytes = 65536      # cap on captured stdout and stderr, each
+# result_bytes = 65536      # cap on the final result returned to the model
+# tmpfs_mb = 64
+# nofile = 256
+# pool_size = 2             # warm sandboxes kept ready
+
+[policy]
+# default_principal = "local"
+# default_tenant = "default"
+
+[ledger]
+# path = "codemode.db"      # SQLite operation ledger, relative to this file
+
+[pins]
+# lock_file = "codemode.lock"
+"""
+
+
+def render_server(name: str, entry: ServerEntry, comment: str | None = None) -> str:
+    lines: list[str] = []
+    if comment:
+        lines += [f"# {line}" for line in comment.splitlines()]
+    lines.append(f"[servers.{_toml.key(name)}]")
+    lines += [f"{_toml.key(k)} = {_toml.value(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+def starter_config(
+    servers: Mapping[str, ServerEntry] | None = None, comments: Mapping[str, str] | None = None
+) -> str:
+    """Return the text of a starter config, with ``servers`` filled in (or commented examples)."""
+    parts = [_HEADER]
+    if servers:
+        parts += [render_server(name, entry, (comments or {}).get(name)) for name, entry in servers.items()]
+    else:
+        parts.append(_EXAMPLE_SERVERS)
+    parts.append(_SECTIONS)
+    return "\n".join(parts)

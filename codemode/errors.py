@@ -1,0 +1,108 @@
+"""The one error tree of codemode.
+
+Every error that crosses a public seam is a :class:`CodemodeError`. Lower-level exceptions
+(pydantic, the MCP SDK, docker-py, sqlite3, OS errors) are mapped at the seam with
+``raise X(...) from exc`` so callers catch one family and still see the cause.
+
+Each error carries a message written for the person who has to fix it: what went wrong,
+where, and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatalogError",
+    "ChannelError",
+    "CodemodeError",
+    "ConfigError",
+    "LedgerError",
+    "NameCollisionError",
+    "OutcomeUnknownError",
+    "PolicyError",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "ServerConnectionError",
+    "ServerUnavailableError",
+    "StubRenderError",
+]
+
+
+class CodemodeError(Exception):
+    """Base class of every error codemode raises on purpose."""
+
+
+class ConfigError(CodemodeError):
+    """The configuration (``codemode.toml``, an imported ``mcpServers`` file, a policy) is invalid.
+
+    ``problems`` lists each problem as ``(location, message)``; ``str()`` renders all of them.
+    """
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: invalid configuration"]
+        lines += [f"  - {loc}: {msg}" if loc else f"  - {msg}" for loc, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class ServerConnectionError(CodemodeError):
+    """A configured MCP server could not be started, reached or used."""
+
+    def __init__(self, server: str, target: str, reason: str, stderr_tail: str = "") -> None:
+        self.server = server
+        self.target = target
+        self.reason = reason
+        self.stderr_tail = stderr_tail
+        message = f"server {server!r} ({target}): {reason}"
+        if stderr_tail:
+            message += "\n  last stderr lines:\n" + "\n".join(
+                f"    {line}" for line in stderr_tail.splitlines()
+            )
+        super().__init__(message)
+
+
+class CatalogError(CodemodeError):
+    """The tool catalog or the lock file is unusable (corrupt lock, unknown server or tool)."""
+
+
+class NameCollisionError(CodemodeError):
+    """Two different MCP names would map to the same Python identifier."""
+
+
+class StubRenderError(CodemodeError):
+    """A stub module could not be rendered safely (the renderer refuses rather than emit it)."""
+
+
+class SandboxError(CodemodeError):
+    """The sandbox could not be started, or failed outside the program's control."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The requested sandbox backend cannot run on this machine (for example no Docker engine)."""
+
+
+class ChannelError(CodemodeError):
+    """A message on a run's channel broke the protocol (bad frame, bad auth, too large, too deep)."""
+
+
+class PolicyError(CodemodeError):
+    """The policy is invalid, or a run was bound to a principal the policy does not know."""
+
+
+class LedgerError(CodemodeError):
+    """The operation ledger cannot be opened, written or verified."""
+
+
+class ServerUnavailableError(ServerConnectionError):
+    """A request could not be sent because the server is not connected. Nothing reached it."""
+
+
+class OutcomeUnknownError(CodemodeError):
+    """A request was sent but no answer came (timeout, lost connection): it may or may not have
+    taken effect. Such calls are never retried automatically; they are reconciled."""
+
+    def __init__(self, server: str, tool: str, reason: str) -> None:
+        self.server = server
+        self.tool = tool
+        self.reason = reason
+        super().__init__(f"{server}/{tool}: outcome unknown - {reason}")

@@ -1,0 +1,435 @@
+"""One MCP client for one configured server, kept alive in its own task.
+
+Each connection lives in a dedicated task because the SDK's client is an async context manager
+whose internal task groups must be entered and exited by the same task. Other tasks call into
+the live client; the connection task only waits for ``stop()`` and for list-changed events.
+
+Failures stay local: a server that cannot be started, times out or crashes marks *this*
+connection failed (with the command or URL, the reason and the tail of its stderr) and never
+raises into the host's task group.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types
+from anyio.abc import TaskStatus
+from mcp import Client, StdioServerParameters
+from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from codemode.catalog import (
+    ExcludedTool,
+    PromptSpec,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ServerCatalog,
+    ToolSpec,
+    prompt_from_mcp,
+    resource_from_mcp,
+    resource_template_from_mcp,
+    tool_from_mcp,
+)
+from codemode.config import HttpServerConfig, MissingSecretError, StdioServerConfig, resolve_references
+from codemode.errors import OutcomeUnknownError, ServerConnectionError, ServerUnavailableError
+from codemode.host._errors import describe_exception
+from codemode.host._status import ConnectionState, ServerStatus
+from codemode.host._stderr import StderrTail
+
+SDK_VERSION = package_version("mcp")
+
+_LAUNCHER = Path(__file__).with_name("_launcher.py")
+"""Runs each stdio server and reaps its whole process group when it exits (no orphans)."""
+
+MAX_LIST_PAGES = 100
+"""A paginator that never ends must not hang the host: stop after this many pages."""
+
+MAX_TOOLS_PER_SERVER = 10_000
+
+_PageT = TypeVar("_PageT")
+_ItemT = TypeVar("_ItemT")
+
+CatalogListener = Callable[[ServerCatalog], Awaitable[None]]
+
+
+def find_executable(command: str, env: Mapping[str, str], cwd: str | None) -> str | None:
+    """Resolve ``command`` the way the server's own process would (its PATH, its cwd)."""
+    if os.sep in command:
+        path = Path(cwd or ".") / command
+        # abspath, not resolve(): a venv python is a symlink whose target would lose the venv.
+        return os.path.abspath(path) if os.access(path, os.X_OK) and path.is_file() else None
+    search = env.get("PATH") or os.environ.get("PATH") or os.defpath
+    return shutil.which(command, path=search)
+
+
+def _resolve(server: str, where: str, value: str, environ: Mapping[str, str]) -> str:
+    try:
+        return resolve_references(value, environ)
+    except MissingSecretError as exc:
+        raise ServerConnectionError(
+            server,
+            where,
+            f"{where} refers to ${{{exc.variable}}}, which is not set in codemode's environment; "
+            f"export {exc.variable} before starting codemode",
+        ) from None
+
+
+class ServerConnection:
+    def __init__(
+        self,
+        name: str,
+        config: StdioServerConfig | HttpServerConfig,
+        *,
+        environ: Mapping[str, str] | None = None,
+        on_catalog: CatalogListener | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._environ = os.environ if environ is None else environ
+        self._on_catalog = on_catalog
+        self._client: Client | None = None
+        self._stderr: StderrTail | None = None
+        self._catalog: ServerCatalog | None = None
+        self._state = ConnectionState.CONNECTING
+        self._error: str | None = None
+        self._protocol_version: str | None = None
+        self._server_info: dict[str, Any] | None = None
+        self._capabilities: dict[str, Any] | None = None
+        self._stop = anyio.Event()
+        self.settled = anyio.Event()
+        """Set once the first connection attempt has succeeded or failed."""
+        self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
+
+    # -- observation -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def catalog(self) -> ServerCatalog | None:
+        return self._catalog
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._protocol_version
+
+    def status(self) -> ServerStatus:
+        catalog = self._catalog
+        return ServerStatus(
+            name=self.name,
+            transport=self.config.transport,
+            target=self.config.describe(),
+            state=self._state,
+            protocol_version=self._protocol_version,
+            era=None
+            if self._protocol_version is None
+            else ("stateless" if self._protocol_version in MODERN_PROTOCOL_VERSIONS else "handshake"),
+            sdk_version=SDK_VERSION,
+            server_info=self._server_info,
+            capabilities=self._capabilities,
+            tool_count=len(catalog.tools) if catalog else 0,
+            excluded_count=len(catalog.excluded) if catalog else 0,
+            error=self._error,
+            stderr_tail=self._stderr.tail() if self._stderr else "",
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _fail(self, reason: str) -> None:
+        self._state = ConnectionState.FAILED
+        self._error = reason
+        self._client = None
+
+    def _client_for(self, stack: AsyncExitStack) -> Client:
+        cfg = self.config
+        mode = "legacy" if cfg.protocol == "legacy" else "auto"
+        common: dict[str, Any] = {
+            "mode": mode,
+            "read_timeout_seconds": cfg.call_timeout,
+            "message_handler": self._on_message,
+            # The catalog must reflect the server now; list-changed drift detection depends on it.
+            "cache": None,
+        }
+        if isinstance(cfg, StdioServerConfig):
+            env = {k: _resolve(self.name, f"env.{k}", v, self._environ) for k, v in cfg.env.items()}
+            command = _resolve(self.name, "command", cfg.command, self._environ)
+            executable = find_executable(command, env, cfg.cwd)
+            if executable is None:
+                raise ServerConnectionError(
+                    self.name, cfg.describe(), f"command {command!r} was not found; is it installed and on PATH?"
+                )
+            args = [_resolve(self.name, "args", a, self._environ) for a in cfg.args]
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-I", str(_LAUNCHER), "--", executable, *args],
+                env=env or None,
+                cwd=cfg.cwd,
+            )
+            self._stderr = StderrTail()
+            stack.callback(self._stderr.close)
+            from mcp.client.stdio import stdio_client
+
+            return Client(stdio_client(params, errlog=self._stderr.writer), **common)
+        headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
+        url = _resolve(self.name, "url", cfg.url, self._environ)
+        http_client = create_mcp_http_client(headers=headers or None)
+        return Client(streamable_http_client(url, http_client=http_client), **common)
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect, list the catalog, then stay connected until :meth:`stop`. Never raises."""
+        task_status.started()
+        try:
+            await self._serve()
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._state = ConnectionState.CLOSED
+                self.settled.set()
+                raise
+            self._fail(describe_exception(exc, self.config))
+        finally:
+            if self._state not in (ConnectionState.FAILED,):
+                self._state = ConnectionState.CLOSED
+            self._client = None
+            self.settled.set()
+
+    async def _serve(self) -> None:
+        cfg = self.config
+        connected = False
+        # The deadline bounds starting + negotiating + the first listing; it is lifted once
+        # connected. The client is entered and exited inside this one cancel scope so the SDK's
+        # task groups stay properly nested.
+        with anyio.CancelScope(deadline=anyio.current_time() + cfg.connect_timeout) as scope:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._client_for(stack))
+                version = client.protocol_version
+                if cfg.protocol == "2026-07-28" and version not in MODERN_PROTOCOL_VERSIONS:
+                    raise ServerConnectionError(
+                        self.name,
+                        cfg.describe(),
+                        f'protocol = "2026-07-28" is configured but the server negotiated {version}',
+                    )
+                self._client = client
+                self._protocol_version = version
+                info = client.server_info
+                self._server_info = info.model_dump(mode="json", exclude_none=True) if info else None
+                self._capabilities = client.server_capabilities.model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
+                async with anyio.create_task_group() as tg:
+                    # Subscribe before the first listing, so a change in between is never missed.
+                    if self._listens_modern(client):
+                        await tg.start(self._listen_modern, client)
+                    await self._load_catalog(client)
+                    scope.deadline = math.inf
+                    connected = True
+                    self._state = ConnectionState.READY
+                    self.settled.set()
+                    tg.start_soon(self._refresh_loop)
+                    await self._stop.wait()
+                    tg.cancel_scope.cancel()
+        if not connected:
+            raise TimeoutError(f"no answer within connect_timeout = {cfg.connect_timeout:g} s")
+
+    # -- catalog -----------------------------------------------------------------------------
+
+    async def _load_catalog(self, client: Client) -> None:
+        caps = client.server_capabilities
+        tools: list[ToolSpec] = []
+        excluded: list[ExcludedTool] = []
+        seen: set[str] = set()
+        if caps.tools is not None:
+            listed = await self._paginate(lambda c: client.list_tools(cursor=c), lambda p: p.tools)
+            for tool in listed:
+                converted = tool_from_mcp(self.name, tool)
+                if isinstance(converted, ExcludedTool):
+                    excluded.append(converted)
+                elif converted.name in seen:
+                    excluded.append(
+                        ExcludedTool(
+                            server=self.name, name=converted.name, reason="listed twice by the server"
+                        )
+                    )
+                elif len(tools) >= MAX_TOOLS_PER_SERVER:
+                    excluded.append(
+                        ExcludedTool(
+                            server=self.name, name=converted.name, reason=f"over {MAX_TOOLS_PER_SERVER} tools"
+                        )
+                    )
+                else:
+                    seen.add(converted.name)
+                    tools.append(converted)
+        resources: list[ResourceSpec] = []
+        templates: list[ResourceTemplateSpec] = []
+        if caps.resources is not None:
+            listed_resources = await self._paginate(
+                lambda c: client.list_resources(cursor=c), lambda p: p.resources
+            )
+            resources = [resource_from_mcp(self.name, r) for r in listed_resources]
+            listed_templates = await self._paginate(
+                lambda c: client.list_resource_templates(cursor=c), lambda p: p.resource_templates
+            )
+            templates = [resource_template_from_mcp(self.name, t) for t in listed_templates]
+        prompts: list[PromptSpec] = []
+        if caps.prompts is not None:
+            listed_prompts = await self._paginate(
+                lambda c: client.list_prompts(cursor=c), lambda p: p.prompts
+            )
+            prompts = [prompt_from_mcp(self.name, p) for p in listed_prompts]
+        self._catalog = ServerCatalog(
+            server=self.name,
+            tools=tuple(tools),
+            resources=tuple(resources),
+            resource_templates=tuple(templates),
+            prompts=tuple(prompts),
+            excluded=tuple(excluded),
+        )
+
+    async def _paginate(
+        self,
+        fetch: Callable[[str | None], Awaitable[_PageT]],
+        items: Callable[[_PageT], Sequence[_ItemT]],
+    ) -> list[_ItemT]:
+        """Follow ``nextCursor`` to the end, with a page cap and a repeated-cursor guard."""
+        collected: list[_ItemT] = []
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            page = await fetch(cursor)
+            collected.extend(items(page))
+            cursor = getattr(page, "next_cursor", None)
+            if cursor is None or cursor in seen_cursors:
+                break
+            seen_cursors.add(cursor)
+        return collected
+
+    async def refresh_catalog(self) -> ServerCatalog:
+        """List everything again (e.g. after ``notifications/tools/list_changed``)."""
+        client = self._require_client()
+        await self._load_catalog(client)
+        assert self._catalog is not None
+        if self._on_catalog is not None:
+            await self._on_catalog(self._catalog)
+        return self._catalog
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        list_changed = (
+            mcp_types.ToolListChangedNotification
+            | mcp_types.ResourceListChangedNotification
+            | mcp_types.PromptListChangedNotification
+        )
+        if isinstance(message, list_changed) and self._refresh_send_has_room():
+            self._refresh_send.send_nowait("list_changed")
+
+    def _refresh_send_has_room(self) -> bool:
+        stats = self._refresh_send.statistics()
+        return stats.current_buffer_used < stats.max_buffer_size
+
+    async def _refresh_loop(self) -> None:
+        async for _ in self._refresh_receive:
+            # Coalesce a burst of notifications into one re-listing.
+            while True:
+                try:
+                    self._refresh_receive.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+            try:
+                await self.refresh_catalog()
+            except Exception as exc:
+                self._fail(describe_exception(exc, self.config))
+                self._stop.set()
+                return
+
+    def _listens_modern(self, client: Client) -> bool:
+        caps = client.server_capabilities
+        if self._protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        return any(
+            c is not None and bool(getattr(c, "list_changed", False))
+            for c in (caps.tools, caps.resources, caps.prompts)
+        )
+
+    async def _listen_modern(
+        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream."""
+        started = False
+        try:
+            async with client.listen(
+                tools_list_changed=True, resources_list_changed=True, prompts_list_changed=True
+            ) as subscription:
+                task_status.started()
+                started = True
+                async for _event in subscription:
+                    if self._refresh_send_has_room():
+                        self._refresh_send.send_nowait("listen")
+        except Exception:
+            # The stream only speeds up drift detection; every call still checks the pins.
+            if not started:
+                task_status.started()
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _require_client(self) -> Client:
+        client = self._client
+        if client is None or self._state is not ConnectionState.READY:
+            raise ServerUnavailableError(
+                self.name,
+                self.config.describe(),
+                f"not connected ({self._state.value}{': ' + self._error if self._error else ''})",
+                self._stderr.tail() if self._stderr else "",
+            )
+        return client
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+    ) -> mcp_types.CallToolResult:
+        """Call a tool. Raises :class:`ServerUnavailableError` when nothing was sent, and
+        :class:`OutcomeUnknownError` when the request may have reached the server but no answer came."""
+        client = self._require_client()
+        try:
+            return await client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                self._mark_lost(exc)
+                raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc}") from exc
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                raise OutcomeUnknownError(
+                    self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
+                ) from exc
+            raise
+        except TimeoutError as exc:
+            raise OutcomeUnknownError(
+                self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
+            ) from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            self._mark_lost(exc)
+            raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc!r}") from exc
+
+    async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
+        client = self._require_client()
+        return await client.read_resource(uri)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> mcp_types.GetPromptResult:
+        client = self._require_client()
+        return await client.get_prompt(name, arguments)
+
+    def _mark_lost(self, exc: BaseException) -> None:
+        self._fail(f"connection lost: {exc}")
+        self._stop.set()

@@ -1,0 +1,55 @@
+"""Readable reasons for why a server connection failed.
+
+Failures arrive as whatever the transport raised, often wrapped in exception groups by the
+SDK's task groups. We dig out the root cause and say it in terms of the configuration the user
+wrote (the command, the URL, the timeout), because that is what they can change.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from mcp.shared.exceptions import MCPError
+
+from codemode.config import HttpServerConfig, StdioServerConfig
+from codemode.errors import CodemodeError, ServerConnectionError
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of nested exception groups, following explicit causes of wrappers."""
+    current: BaseException = exc
+    while True:
+        inner: tuple[BaseException, ...] = getattr(current, "exceptions", ())
+        if not inner:
+            return current
+        current = inner[0]
+
+
+def describe_exception(exc: BaseException, config: StdioServerConfig | HttpServerConfig) -> str:
+    exc = root_cause(exc)
+    if isinstance(exc, ServerConnectionError):
+        return exc.reason
+    if isinstance(exc, CodemodeError):
+        return str(exc)
+    if isinstance(config, StdioServerConfig) and isinstance(exc, OSError):
+        if config.cwd is not None and exc.filename == config.cwd:
+            return f"working directory {config.cwd!r} does not exist or is not a directory"
+        if isinstance(exc, FileNotFoundError):
+            return f"command {config.command!r} was not found; is it installed and on PATH?"
+        if isinstance(exc, PermissionError):
+            return f"command {config.command!r} is not executable (permission denied)"
+    if isinstance(exc, TimeoutError):
+        return str(exc) or f"no answer within connect_timeout = {config.connect_timeout:g} s"
+    if isinstance(exc, MCPError):
+        if isinstance(config, StdioServerConfig) and "closed" in str(exc).lower():
+            return f"the server process exited or closed its output ({exc})"
+        return f"the server answered with an error: {exc}"
+    if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
+        return "connection refused: is the server running and listening on that address?"
+    name = type(exc).__name__
+    if isinstance(config, HttpServerConfig) and (
+        "Connect" in name or "Network" in name or "Transport" in name
+    ):
+        detail = str(exc) or name
+        return f"could not reach {config.url}: {detail}"
+    return f"{name}: {exc}" if str(exc) else name

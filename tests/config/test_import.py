@@ -1,0 +1,116 @@
+"""Importing the mcpServers JSON of other MCP hosts."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from codemode.config import config_from_mapping, import_mcp_servers, starter_config
+from codemode.errors import ConfigError
+
+
+def write_json(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def roundtrip(servers: dict[str, object]) -> dict[str, object]:
+    """The imported servers, written as TOML by the starter and read back."""
+    text = starter_config(servers)  # type: ignore[arg-type]
+    data = tomllib.loads(text)
+    config_from_mapping(data)  # the written file must validate
+    return data["servers"]
+
+
+def test_claude_desktop_config_imports_with_secrets_turned_into_references(tmp_path: Path) -> None:
+    source = write_json(
+        tmp_path / "claude_desktop_config.json",
+        {
+            "mcpServers": {
+                "github": {
+                    "command": "npx",
+                    "args": ["-y", "@modelcontextprotocol/server-github"],
+                    "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_literal_secret", "LOG_LEVEL": "debug"},
+                },
+                "time": {"command": "uvx", "args": ["mcp-server-time"]},
+            }
+        },
+    )
+    result = import_mcp_servers(source)
+    servers = roundtrip(result.servers)
+    github = servers["github"]
+    assert isinstance(github, dict)
+    assert github["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_PERSONAL_ACCESS_TOKEN}", "LOG_LEVEL": "debug"}
+    assert "ghp_literal_secret" not in starter_config(result.servers), "a literal secret is never copied"
+    assert result.secrets_to_set == ["GITHUB_PERSONAL_ACCESS_TOKEN"]
+    assert servers["time"] == {"command": "uvx", "args": ["mcp-server-time"]}
+
+
+def test_vscode_mcp_json_maps_variables_and_transports(tmp_path: Path) -> None:
+    source = write_json(
+        tmp_path / "proj" / ".vscode" / "mcp.json",
+        {
+            "inputs": [{"id": "api-key", "type": "promptString", "password": True}],
+            "servers": {
+                "fs": {"type": "stdio", "command": "fs-server", "args": ["${workspaceFolder}/data"]},
+                "remote": {
+                    "type": "http",
+                    "url": "http://127.0.0.1:9000/mcp",
+                    "headers": {"Authorization": "Bearer ${input:api-key}"},
+                },
+                "tokened": {"type": "stdio", "command": "x", "env": {"KEY": "${env:MY_KEY}"}},
+                "legacy": {"type": "sse", "url": "http://127.0.0.1:9001/sse"},
+            },
+        },
+    )
+    result = import_mcp_servers(source)
+    servers = roundtrip(result.servers)
+    assert servers["fs"] == {"command": "fs-server", "args": [f"{(tmp_path / 'proj').resolve()}/data"]}
+    assert servers["remote"] == {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "Bearer ${API_KEY}"}}
+    assert servers["tokened"] == {"command": "x", "env": {"KEY": "${MY_KEY}"}}
+    assert "legacy" not in servers
+    assert any("SSE" in w for w in result.warnings)
+
+
+def test_literal_bearer_header_becomes_a_reference(tmp_path: Path) -> None:
+    source = write_json(
+        tmp_path / ".mcp.json",
+        {"mcpServers": {"api": {"type": "http", "url": "https://h.invalid/mcp", "headers": {"Authorization": "Bearer sk-1"}}}},
+    )
+    result = import_mcp_servers(source)
+    assert result.servers["api"]["headers"] == {"Authorization": "Bearer ${API_AUTHORIZATION}"}
+
+
+def test_a_literal_dollar_sign_survives_import(tmp_path: Path) -> None:
+    source = write_json(tmp_path / "a.json", {"mcpServers": {"a": {"command": "echo", "args": ["$HOME", "5$"]}}})
+    servers = roundtrip(import_mcp_servers(source).servers)
+    assert servers["a"] == {"command": "echo", "args": ["$$HOME", "5$$"]}
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "expected a JSON object"),
+        ('{"other": {}}', "no 'mcpServers'"),
+        ('{"mcpServers": {"a": {"args": []}}}', "needs a 'command'"),
+        ('{"mcpServers": {"a": {"type": "carrier-pigeon", "command": "x"}}}', "unknown transport"),
+    ],
+)
+def test_bad_import_files_give_clear_errors(tmp_path: Path, content: str, expected: str) -> None:
+    source = tmp_path / "bad.json"
+    source.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        import_mcp_servers(source)
+    assert expected in str(info.value)
+    assert str(source) in str(info.value)
+
+
+def test_the_commented_starter_file_is_valid_configuration() -> None:
+    text = starter_config()
+    config_from_mapping(tomllib.loads(text))
+    assert "${" in text and "codemode sync" in text

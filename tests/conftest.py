@@ -1,0 +1,103 @@
+"""Fixtures shared by the whole suite: the example servers over stdio and Streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis  # noqa: F401  - imported early: a late import at session end trips a CPython 3.11.7 ast bug
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_SERVERS = REPO / "examples" / "servers"
+FIXTURE_SERVERS = REPO / "tests" / "fixtures" / "servers"
+
+
+def example_server_script(name: str) -> Path:
+    return EXAMPLE_SERVERS / f"{name}_server.py"
+
+
+def stdio_entry(script: Path, *args: str, **options: Any) -> dict[str, Any]:
+    """A ``[servers.<name>]`` mapping that runs ``script`` with this Python over stdio."""
+    return {"command": sys.executable, "args": [str(script), *args], **options}
+
+
+@pytest.fixture
+def example_stdio() -> Callable[..., dict[str, Any]]:
+    def make(name: str, *args: str, **options: Any) -> dict[str, Any]:
+        return stdio_entry(example_server_script(name), *args, **options)
+
+    return make
+
+
+@pytest.fixture
+def fixture_stdio() -> Callable[..., dict[str, Any]]:
+    def make(name: str, *args: str, **options: Any) -> dict[str, Any]:
+        return stdio_entry(FIXTURE_SERVERS / f"{name}.py", *args, **options)
+
+    return make
+
+
+class HttpServers:
+    """Starts example servers over Streamable HTTP on 127.0.0.1 and stops them at teardown."""
+
+    def __init__(self) -> None:
+        self._processes: list[subprocess.Popen[str]] = []
+
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> str:
+        command = [sys.executable, str(example_server_script(name)), "--transport", "http", "--port", "0", *args]
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self._processes.append(process)
+        url: list[str] = []
+        ready = threading.Event()
+
+        def watch() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                if line.startswith("READY ") and not url:
+                    url.append(line.split()[1])
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        if not ready.wait(timeout) or not url:
+            raise RuntimeError(f"{name} server did not print READY within {timeout} s (exit {process.poll()})")
+        return url[0]
+
+    def stop_all(self) -> None:
+        for process in self._processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self._processes:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def http_servers() -> Iterator[HttpServers]:
+    servers = HttpServers()
+    try:
+        yield servers
+    finally:
+        servers.stop_all()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
