@@ -22,6 +22,8 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailableError",
     "ServerConnectionError",
+    "ServerRefusedError",
+    "ServerRejectedError",
     "ServerUnavailableError",
     "StubRenderError",
 ]
@@ -106,3 +108,28 @@ class OutcomeUnknownError(CodemodeError):
         self.tool = tool
         self.reason = reason
         super().__init__(f"{server}/{tool}: outcome unknown - {reason}")
+
+
+class ServerRefusedError(CodemodeError):
+    """The server refused the request before executing it (HTTP 429/503, or its tool schema changed).
+
+    Nothing happened on the server, so the call may be retried after ``retry_after`` seconds.
+    """
+
+    def __init__(self, server: str, tool: str, reason: str, retry_after: float | None = None) -> None:
+        self.server = server
+        self.tool = tool
+        self.reason = reason
+        self.retry_after = retry_after
+        super().__init__(f"{server}/{tool}: refused before execution - {reason}")
+
+
+class ServerRejectedError(CodemodeError):
+    """The server rejected the request as invalid (a client error). Never retried."""
+
+    def __init__(self, server: str, tool: str, code: int, message: str) -> None:
+        self.server = server
+        self.tool = tool
+        self.code = code
+        self.message = message
+        super().__init__(f"{server}/{tool}: rejected by the server ({code}): {message}")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import version as package_version
@@ -44,8 +46,14 @@ from codemode.catalog import (
     tool_from_mcp,
 )
 from codemode.config import HttpServerConfig, MissingSecretError, StdioServerConfig, resolve_references
-from codemode.errors import OutcomeUnknownError, ServerConnectionError, ServerUnavailableError
-from codemode.host._errors import describe_exception
+from codemode.errors import (
+    OutcomeUnknownError,
+    ServerConnectionError,
+    ServerRefusedError,
+    ServerRejectedError,
+    ServerUnavailableError,
+)
+from codemode.host._errors import describe_exception, root_cause
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 
@@ -58,6 +66,14 @@ MAX_LIST_PAGES = 100
 """A paginator that never ends must not hang the host: stop after this many pages."""
 
 MAX_TOOLS_PER_SERVER = 10_000
+
+_CALL_MARKER = "io.codemode/call"
+"""Key in a call's ``_meta`` that lets an HTTP 429/503 answer be tied to the call it refused."""
+
+_CLIENT_ERRORS = frozenset(
+    {mcp_types.INVALID_PARAMS, mcp_types.METHOD_NOT_FOUND, mcp_types.INVALID_REQUEST, mcp_types.PARSE_ERROR}
+)
+"""JSON-RPC errors that mean the request was rejected as invalid, before anything ran."""
 
 _PageT = TypeVar("_PageT")
 _ItemT = TypeVar("_ItemT")
@@ -112,6 +128,7 @@ class ServerConnection:
         self.settled = anyio.Event()
         """Set once the first connection attempt has succeeded or failed."""
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
+        self._http_refusals: dict[str, tuple[int, float | None]] = {}
 
     # -- observation -----------------------------------------------------------------------
 
@@ -190,6 +207,15 @@ class ServerConnection:
         headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
         url = _resolve(self.name, "url", cfg.url, self._environ)
         http_client = create_mcp_http_client(headers=headers or None)
+
+        async def on_response(response: Any) -> None:
+            if response.status_code in (429, 503):
+                self._on_http_response(
+                    response.status_code, response.request.content, response.headers.get("retry-after")
+                )
+
+        http_client.event_hooks["response"].append(on_response)
+        stack.push_async_callback(http_client.aclose)
         return Client(streamable_http_client(url, http_client=http_client), **common)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -400,20 +426,26 @@ class ServerConnection:
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
     ) -> mcp_types.CallToolResult:
-        """Call a tool. Raises :class:`ServerUnavailableError` when nothing was sent, and
-        :class:`OutcomeUnknownError` when the request may have reached the server but no answer came."""
+        """Call a tool once, and say precisely what happened when it did not work.
+
+        Raises:
+            ServerUnavailableError: not connected; nothing was sent.
+            ServerRefusedError: refused before execution (HTTP 429/503, or the server's schema for
+                the tool changed - a refresh is scheduled so the pins see the drift); may be retried.
+            ServerRejectedError: the server rejected the request as invalid; never retried.
+            OutcomeUnknownError: sent, but no usable answer (timeout, lost connection, internal
+                server error): it may have executed. Never retried automatically.
+        """
         client = self._require_client()
+        marker = uuid.uuid4().hex
+        call_meta: dict[str, Any] = {**(meta or {}), _CALL_MARKER: marker}
         try:
-            return await client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+            # session.call_tool, not Client.call_tool: the latter silently re-lists and resends
+            # when a 2026-07-28 server reports that the tool's schema changed; codemode must see
+            # that change and stop, not adopt it.
+            return await client.session.call_tool(name, arguments, meta=call_meta)  # type: ignore[arg-type]
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                self._mark_lost(exc)
-                raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc}") from exc
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise OutcomeUnknownError(
-                    self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
-                ) from exc
-            raise
+            raise self._classify(name, exc, self._http_refusals.pop(marker, None)) from exc
         except TimeoutError as exc:
             raise OutcomeUnknownError(
                 self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
@@ -421,6 +453,45 @@ class ServerConnection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             self._mark_lost(exc)
             raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc!r}") from exc
+        except Exception as exc:
+            # Anything else after sending (an HTTP transport error wrapped in an exception group,
+            # a malformed answer) leaves the outcome unknown: conservative, never retried.
+            cause = root_cause(exc)
+            raise OutcomeUnknownError(self.name, name, f"{type(cause).__name__}: {cause}") from exc
+        finally:
+            self._http_refusals.pop(marker, None)
+
+    def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
+        if refusal is not None:
+            status, retry_after = refusal
+            return ServerRefusedError(self.name, tool, f"HTTP {status}", retry_after)
+        if exc.code == mcp_types.HEADER_MISMATCH:
+            self._request_refresh("header_mismatch")
+            return ServerRefusedError(self.name, tool, "the server's definition of the tool changed")
+        if exc.code == mcp_types.CONNECTION_CLOSED:
+            self._mark_lost(exc)
+            return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
+        if exc.code == mcp_types.REQUEST_TIMEOUT:
+            return OutcomeUnknownError(self.name, tool, f"no answer within call_timeout = {self.config.call_timeout:g} s")
+        if exc.code in _CLIENT_ERRORS:
+            return ServerRejectedError(self.name, tool, exc.code, str(exc))
+        # An internal error may have happened half-way through executing the tool.
+        return OutcomeUnknownError(self.name, tool, f"server error {exc.code}: {exc}; it may have executed")
+
+    def _request_refresh(self, why: str) -> None:
+        if self._refresh_send_has_room():
+            self._refresh_send.send_nowait(why)
+
+    def _on_http_response(self, status: int, body: bytes, retry_after: str | None) -> None:
+        """Remember 429/503 answers per call (by the marker in ``_meta``): refused, not executed."""
+        if status not in (429, 503):
+            return
+        match = re.search(rb'"' + _CALL_MARKER.encode() + rb'"\s*:\s*"([0-9a-f]{32})"', body)
+        if match:
+            delay: float | None = None
+            if retry_after is not None and retry_after.strip().isdigit():
+                delay = min(float(retry_after), 30.0)
+            self._http_refusals[match.group(1).decode()] = (status, delay)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
         client = self._require_client()
