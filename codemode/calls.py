@@ -45,6 +45,8 @@ class RunBinding(_Value):
     tenant: str
     trace_id: str
     session_id: str | None = None
+    expires_at: float | None = None
+    """Unix time after which the run context is expired and every call is refused."""
 
 
 class ToolCallRequest(_Value):

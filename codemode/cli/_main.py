@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from codemode.cli import _init_cmd, _servers_cmd
+from codemode.cli import _init_cmd, _ledger_cmd, _run_cmd, _sandbox_cmd, _servers_cmd, _tree_cmd
 
 
 def _version() -> str:
@@ -30,7 +30,8 @@ def cli() -> None:
       codemode init              write a starter codemode.toml (or --from an mcpServers JSON)
       codemode sync              connect, list tools, write codemode.lock
       codemode pin --approve     approve new or changed tools
-      codemode servers           show each server's status and protocol
+      codemode run prog.py       run a program in the sandbox against the servers
+      codemode sandbox doctor    check the sandbox engine and image
     """
 
 
@@ -39,6 +40,12 @@ for command in (
     _servers_cmd.servers,
     _servers_cmd.sync,
     _servers_cmd.pin,
+    _tree_cmd.tree,
+    _tree_cmd.search,
+    _run_cmd.run,
+    _run_cmd.approve,
+    _ledger_cmd.ledger,
+    _sandbox_cmd.sandbox,
 ):
     cli.add_command(command)
 

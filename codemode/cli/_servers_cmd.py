@@ -160,6 +160,7 @@ def sync(config_path: Path | None, as_json: bool) -> None:
                 f"{pending} tool{'s' if pending != 1 else ''} await approval: review with 'codemode pin', "
                 "approve with 'codemode pin --approve [SERVER[/TOOL]]'",
                 highlight=False,
+                markup=False,
             )
     if any(s.state is ConnectionState.FAILED for s in statuses):
         sys.exit(1)

@@ -7,23 +7,39 @@ from codemode.config._model import (
     HttpServerConfig,
     LedgerConfig,
     PinsConfig,
-    PolicyConfig,
     SandboxConfig,
     ServerConfig,
     StdioServerConfig,
+)
+from codemode.config._policy import (
+    RISK_ORDER,
+    BudgetPolicy,
+    ConsentPolicy,
+    PolicyConfig,
+    PrincipalPolicy,
+    ResultPolicy,
+    Risk,
+    ScopeRule,
 )
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._starter import starter_config
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "RISK_ORDER",
+    "BudgetPolicy",
     "Config",
+    "ConsentPolicy",
     "HttpServerConfig",
     "LedgerConfig",
     "MissingSecretError",
     "PinsConfig",
     "PolicyConfig",
+    "PrincipalPolicy",
+    "ResultPolicy",
+    "Risk",
     "SandboxConfig",
+    "ScopeRule",
     "ServerConfig",
     "StdioServerConfig",
     "check_references",

@@ -16,9 +16,16 @@ from codemode.config._model import (
     HttpServerConfig,
     LedgerConfig,
     PinsConfig,
-    PolicyConfig,
     SandboxConfig,
     StdioServerConfig,
+)
+from codemode.config._policy import (
+    BudgetPolicy,
+    ConsentPolicy,
+    PolicyConfig,
+    PrincipalPolicy,
+    ResultPolicy,
+    ScopeRule,
 )
 from codemode.errors import ConfigError
 
@@ -31,6 +38,11 @@ _SECTION_MODELS: dict[str, list[type[BaseModel]]] = {
     "servers.*": [StdioServerConfig, HttpServerConfig],
     "sandbox": [SandboxConfig],
     "policy": [PolicyConfig],
+    "policy.principals.*": [PrincipalPolicy],
+    "policy.principals.*.scopes.*": [ScopeRule],
+    "policy.consent": [ConsentPolicy],
+    "policy.budget": [BudgetPolicy],
+    "policy.results": [ResultPolicy],
     "ledger": [LedgerConfig],
     "pins": [PinsConfig],
 }
@@ -56,8 +68,13 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _known_keys(location: str) -> list[str]:
-    parts = location.split(".")
-    section = "" if len(parts) == 1 else ("servers.*" if parts[0] == "servers" else parts[0])
+    parts = location.split(".")[:-1]  # the section that holds the unknown key
+    # Named tables (servers.<name>, policy.principals.<name>) and list items become "*".
+    wildcarded = [
+        "*" if (i > 0 and parts[i - 1] in ("servers", "principals", "scopes")) else part
+        for i, part in enumerate(parts)
+    ]
+    section = ".".join(wildcarded)
     keys: set[str] = set()
     for model in _SECTION_MODELS.get(section, []):
         keys.update(model.model_fields)
@@ -91,6 +108,43 @@ def config_from_mapping(
     return config.with_origin(source, base_dir if base_dir is not None else Path.cwd())
 
 
+def _read_toml(path: Path, source: str) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            source, [("", "file not found; create one with 'codemode init' or pass --config PATH")]
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(source, [("", f"cannot read the file: {exc.strerror}")]) from exc
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from exc
+
+
+def _include_policy_file(data: dict[str, Any], base_dir: Path, source: str) -> dict[str, Any]:
+    """``[policy] file = "policy.toml"`` keeps the policy in its own file (reviewed separately)."""
+    policy = data.get("policy")
+    if not isinstance(policy, dict) or "file" not in policy:
+        return data
+    section: dict[str, Any] = policy  # pyright: ignore[reportUnknownVariableType]
+    if set(section) != {"file"} or not isinstance(section["file"], str):
+        raise ConfigError(source, [("policy.file", "must be a string and the only key of [policy]")])
+    policy_path = base_dir / section["file"]
+    policy_data = _read_toml(policy_path, str(policy_path))
+    if set(policy_data) == {"policy"}:
+        policy_data = policy_data["policy"]
+    try:
+        PolicyConfig.model_validate(policy_data)
+    except ValidationError as exc:
+        problems = [(f"policy.{loc}" if loc else "policy", msg) for loc, msg in _problems(exc)]
+        raise ConfigError(str(policy_path), problems) from exc
+    return {**data, "policy": policy_data}
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read and validate a ``codemode.toml``.
 
@@ -99,18 +153,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """
     config_path = default_config_path(path)
     source = str(config_path)
-    try:
-        raw = config_path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            source, [("", "file not found; create one with 'codemode init' or pass --config PATH")]
-        ) from exc
-    except OSError as exc:
-        raise ConfigError(source, [("", f"cannot read the file: {exc.strerror}")]) from exc
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, [("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from exc
-    return config_from_mapping(data, source=source, base_dir=config_path.resolve().parent)
+    base_dir = config_path.resolve().parent
+    data = _include_policy_file(_read_toml(config_path, source), base_dir, source)
+    return config_from_mapping(data, source=source, base_dir=base_dir)

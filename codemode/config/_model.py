@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
 
+from codemode.config._policy import PolicyConfig
 from codemode.config._secrets import check_references
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
@@ -142,13 +143,6 @@ class SandboxConfig(_Section):
     process_python: str | None = None
     """Interpreter for the process backend (Python >= 3.11). Default: this one, or a system python3
     when the sandbox's private uid cannot read this one (e.g. a pyenv Python under /root)."""
-
-
-class PolicyConfig(_Section):
-    """Who may do what. The broker issue fills this section in."""
-
-    default_principal: str = "local"
-    default_tenant: str = "default"
 
 
 class LedgerConfig(_Section):

@@ -1,0 +1,130 @@
+"""Small adapters that let the broker talk to the host and the ledger through its own seams.
+
+The broker depends on Protocols (``CatalogView``, ``ToolBackend``, ``ApprovalStore``); these
+classes implement them on the concrete MCP host, configuration and SQLite ledger, so neither
+side imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import mcp_types
+
+from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.catalog import ToolSpec
+from codemode.config import Config
+from codemode.host import ConnectionState, McpHost
+from codemode.ledger import ApprovalConsumed, ApprovalRecord, Ledger
+
+
+class HostCatalog:
+    """``CatalogView`` over the live host: only tools of connected servers are listed."""
+
+    def __init__(self, host: McpHost, config: Config) -> None:
+        self._host = host
+        self._config = config
+
+    def live_tool(self, server: str, tool: str) -> ToolSpec | None:
+        connection = self._host.connections.get(server)
+        if connection is None or connection.state is not ConnectionState.READY or connection.catalog is None:
+            return None
+        return connection.catalog.tool(tool)
+
+    def is_trusted(self, server: str) -> bool:
+        entry = self._config.servers.get(server)
+        return bool(entry and entry.trusted)
+
+
+class HostBackend:
+    """``ToolBackend`` that sends through the MCP host."""
+
+    def __init__(self, host: McpHost) -> None:
+        self._host = host
+
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+    ) -> mcp_types.CallToolResult:
+        return await self._host.call_tool(server, tool, arguments, meta=meta)
+
+    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
+        return await self._host.connection(server).read_resource(uri)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str]
+    ) -> mcp_types.GetPromptResult:
+        return await self._host.connection(server).get_prompt(name, arguments)
+
+
+class LedgerApprovals:
+    """``ApprovalStore`` on the ledger: approvals are persisted, hash-chained and single-use."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def consume_preissued(
+        self,
+        *,
+        principal: str,
+        tenant: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        call_id: str,
+        now: float,
+    ) -> str | None:
+        moment = datetime.fromtimestamp(now, UTC)
+        for approval in self._ledger.find_approvals(
+            tenant=tenant,
+            principal=principal,
+            server=server,
+            tool=tool,
+            args_digest=args_digest,
+            usable_at=moment,
+        ):
+            used = self._ledger.consume_approval(
+                approval.approval_id,
+                call_id=call_id,
+                tenant=tenant,
+                principal=principal,
+                server=server,
+                tool=tool,
+                args_digest=args_digest,
+                now=moment,
+            )
+            if isinstance(used, ApprovalConsumed):
+                return approval.approval_id
+        return None
+
+    def record_granted(self, request: ApprovalRequest, answer: ApprovalAnswer) -> str:
+        now = datetime.now(UTC)
+        approval = ApprovalRecord(
+            approval_id="appr_" + secrets.token_hex(8),
+            tenant=request.tenant,
+            principal=request.principal,
+            server=request.server,
+            tool=request.tool,
+            args_digest=request.args_digest,
+            risk=request.risk,
+            call_id=request.call_id,
+            approver=answer.approver,
+            issued_at=now,
+            expires_at=datetime.fromtimestamp(request.expires_at, UTC),
+        )
+        self._ledger.record_approval(approval)
+        used = self._ledger.consume_approval(
+            approval.approval_id,
+            call_id=request.call_id,
+            tenant=request.tenant,
+            principal=request.principal,
+            server=request.server,
+            tool=request.tool,
+            args_digest=request.args_digest,
+            risk=request.risk,
+            now=now,
+        )
+        if not isinstance(used, ApprovalConsumed):
+            raise RuntimeError(f"a fresh approval could not be consumed: {used.reason}")
+        return approval.approval_id

@@ -1,0 +1,422 @@
+"""The broker: every call from the sandbox passes the gates, the ledger and the result filter.
+
+Per call, in order: map PII placeholders back to values → principal → tool identity →
+arguments → resource scope → consent → budget → side effects (reserve in the ledger:
+idempotency, conflict, one in-flight call per key) → the MCP call (under the run's concurrency
+cap) → record the outcome → result filter → back to the program.
+
+The broker knows nothing about Docker; the sandbox knows nothing about MCP. A denial is a
+value (``CallDenied``) that the runtime raises as a typed exception inside the program; the run
+goes on. Identity, tenant and approvals come only from the :class:`RunBinding` the host made.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+import anyio
+import mcp_types
+
+from codemode.broker._approvals import Approver
+from codemode.broker._context import CallContext
+from codemode.broker._decisions import Allow, Deny, NeedsApproval
+from codemode.broker._pii import PiiVault, map_strings
+from codemode.broker._receipts import find_receipt
+from codemode.broker._results import FilterReport, ResultFilter
+from codemode.broker._run import RunState
+from codemode.broker._selectors import server_granted
+from codemode.broker.gates import (
+    ArgumentGate,
+    BudgetGate,
+    CatalogView,
+    ConsentGate,
+    PrincipalGate,
+    ScopeGate,
+    ToolGate,
+)
+from codemode.broker.gates._consent import ApprovalStore
+from codemode.broker.gates._tool import LockView, may_use
+from codemode.calls import (
+    CallDenied,
+    CallFailed,
+    CallOutcome,
+    PromptGetRequest,
+    ResourceReadRequest,
+    RunBinding,
+    ToolCallRequest,
+    ToolError,
+    ToolResult,
+    content_blocks,
+)
+from codemode.catalog import canonical_json
+from codemode.config import PolicyConfig
+from codemode.errors import (
+    CodemodeError,
+    OutcomeUnknownError,
+    ServerRefusedError,
+    ServerRejectedError,
+    ServerUnavailableError,
+)
+from codemode.ledger import (
+    CallIntent,
+    Conflict,
+    Fresh,
+    InFlight,
+    Ledger,
+    Replay,
+    Unresolved,
+    arguments_digest,
+    reserve_waiting,
+)
+
+log = logging.getLogger("codemode.broker")
+
+REFUSED_RETRIES = 3
+"""Attempts after a refusal-before-execution (429/503) before giving up."""
+
+IN_FLIGHT_WAIT_S = 120.0
+
+
+class ToolBackend(Protocol):
+    """Sends requests to servers (the MCP host implements it)."""
+
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+    ) -> mcp_types.CallToolResult: ...
+
+    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult: ...
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str]
+    ) -> mcp_types.GetPromptResult: ...
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    calls: int
+    denials: int
+    peak_concurrency: int
+    result_bytes: int
+    money_spent: float
+    flags: tuple[str, ...]
+
+
+class Broker:
+    """Implements :class:`codemode.calls.CallHandler` for every run it has opened."""
+
+    def __init__(
+        self,
+        *,
+        policy: PolicyConfig,
+        catalog: CatalogView,
+        pins: LockView,
+        backend: ToolBackend,
+        ledger: Ledger,
+        approvals: ApprovalStore,
+        approver: Approver | None = None,
+        lease_s: float = 600.0,
+    ) -> None:
+        self.policy = policy
+        self.catalog = catalog
+        self.pins = pins
+        self.backend = backend
+        self.ledger = ledger
+        self.lease_s = lease_s
+        """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
+        self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
+        self.consent = ConsentGate(policy, approvals, approver)
+        self._gates = (
+            PrincipalGate(policy),
+            ToolGate(policy, catalog, pins),
+            ArgumentGate(policy),
+            ScopeGate(),
+            self.consent,
+            BudgetGate(policy),
+        )
+        self._runs: dict[str, RunState] = {}
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def open_run(self, binding: RunBinding) -> RunState:
+        state = RunState(binding=binding, concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls))
+        self._runs[binding.run_id] = state
+        return state
+
+    def run_state(self, run_id: str) -> RunState | None:
+        return self._runs.get(run_id)
+
+    def close_run(self, run_id: str) -> RunSummary:
+        state = self._runs.pop(run_id)
+        return RunSummary(
+            run_id=run_id,
+            calls=state.calls_allowed,
+            denials=state.denials,
+            peak_concurrency=state.peak_in_flight,
+            result_bytes=state.result_bytes,
+            money_spent=state.money_spent,
+            flags=tuple(sorted(state.flags)),
+        )
+
+    def visible(self, principal: str, server: str, tool: str) -> bool:
+        """Whether a principal may see a tool at all (the stub tree is filtered with this)."""
+        return may_use(self.policy, principal, server, tool)
+
+    def final_filter(self, run_id: str) -> ResultFilter:
+        state = self._runs[run_id]
+        return ResultFilter(self.policy.results, state.vault)
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _state(self, binding: RunBinding) -> RunState | None:
+        state = self._runs.get(binding.run_id)
+        # The binding object comes from the host; a mismatch means a confused caller. Fail closed.
+        if state is None or state.binding != binding:
+            return None
+        return state
+
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        run = self._state(binding)
+        if run is None:
+            return CallDenied(gate="principal", reason="no open run is bound to this call")
+        arguments: dict[str, Any] = map_strings(dict(request.arguments), run.vault.reveal)
+        ctx = CallContext(
+            binding=binding,
+            request=request,
+            run=run,
+            arguments=arguments,
+            args_digest=arguments_digest(arguments),
+            now=time.time(),
+        )
+        for gate in self._gates:
+            decision = await gate.check(ctx)
+            if isinstance(decision, Deny):
+                return await self._deny(ctx, decision.gate, decision.reason)
+            if isinstance(decision, NeedsApproval):  # gates ask the approver themselves
+                return await self._deny(ctx, gate.name, decision.why)
+            assert isinstance(decision, Allow)
+        return await self._execute(ctx)
+
+    async def _deny(self, ctx: CallContext, gate: str, reason: str) -> CallDenied:
+        with ctx.run.lock:
+            ctx.run.denials += 1
+        await anyio.to_thread.run_sync(
+            lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason)
+        )
+        log.info("denied %s (%s): %s", ctx.call_id, gate, reason)
+        return CallDenied(gate=gate, reason=reason)
+
+    def _intent(self, ctx: CallContext) -> CallIntent:
+        return CallIntent(
+            call_id=ctx.call_id,
+            run_id=ctx.binding.run_id,
+            trace_id=ctx.binding.trace_id,
+            principal=ctx.binding.principal,
+            tenant=ctx.binding.tenant,
+            server=ctx.request.server,
+            tool=ctx.request.tool,
+            schema_hash=ctx.request.schema_hash,
+            arguments=ctx.arguments,
+            idempotency_key=ctx.request.idempotency_key,
+            resource_scope=";".join(ctx.scope) or None,
+            approval_id=ctx.approval_id,
+        )
+
+    async def _execute(self, ctx: CallContext) -> CallOutcome:
+        intent = self._intent(ctx)
+        for attempt in range(1, REFUSED_RETRIES + 1):
+            # Reserve and mark sent in one transaction: the record exists before the request leaves.
+            reservation = await reserve_waiting(
+                self.ledger, intent, wait_s=IN_FLIGHT_WAIT_S, lease_s=self.lease_s, send=True
+            )
+            if isinstance(reservation, Replay):
+                # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
+                return self._per_run(ctx, reservation.outcome)
+            if isinstance(reservation, Conflict | Unresolved):
+                with ctx.run.lock:
+                    ctx.run.denials += 1
+                return CallDenied(gate="side_effects", reason=reservation.reason)
+            if isinstance(reservation, InFlight):
+                return CallFailed(
+                    reason="another call with this idempotency key is still running "
+                    f"({reservation.call_id}); nothing was sent"
+                )
+            assert isinstance(reservation, Fresh)
+            sent = await self._send(ctx, reservation.call_id)
+            if not isinstance(sent, ServerRefusedError):
+                return sent
+            # Refused before execution (429/503, or the tool's schema changed on the server):
+            # nothing happened, so a bounded, backed-off retry is safe. The ledger freed the key.
+            if attempt == REFUSED_RETRIES or "definition of the tool changed" in sent.reason:
+                return CallFailed(reason=f"{sent} (not executed; gave up after {attempt} attempt(s))")
+            await anyio.sleep(
+                min(sent.retry_after if sent.retry_after is not None else 0.2 * 2 ** (attempt - 1), 5.0)
+            )
+        raise AssertionError("unreachable")
+
+    async def _send(self, ctx: CallContext, call_id: str) -> CallOutcome | ServerRefusedError:
+        """Send one reserved call and record what happened. Returns the refusal to retry on."""
+        run = ctx.run
+        assert run.concurrency is not None
+        request = ctx.request
+        ledger = self.ledger
+        async with run.concurrency:
+            with run.lock:
+                run.in_flight += 1
+                run.peak_in_flight = max(run.peak_in_flight, run.in_flight)
+            try:
+                result = await self.backend.call_tool(
+                    request.server,
+                    request.tool,
+                    ctx.arguments,
+                    meta={"io.codemode/trace": ctx.binding.trace_id},
+                )
+            except ServerRefusedError as exc:
+                await self._record(
+                    partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
+                )
+                return exc
+            except ServerUnavailableError as exc:
+                await self._record(partial(ledger.mark_refused, call_id, exc.reason))
+                return CallFailed(reason=str(exc))
+            except ServerRejectedError as exc:
+                failure = CallFailed(reason=str(exc))
+                await self._record(partial(ledger.complete, call_id, failure))
+                return failure
+            except OutcomeUnknownError as exc:
+                await self._record(partial(ledger.mark_unknown, call_id, exc.reason))
+                return CallFailed(
+                    reason=f"{exc}. It is recorded as 'unknown' and will not be retried; "
+                    "see 'codemode ledger reconcile'",
+                    outcome_unknown=True,
+                )
+            except anyio.get_cancelled_exc_class():
+                # The run was cancelled while the request was out: it may still execute.
+                await self._record(
+                    partial(ledger.mark_unknown, call_id, "the run was cancelled during the call")
+                )
+                raise
+            except Exception as exc:  # a bug must not lose the record: the request may have left
+                await self._record(partial(ledger.mark_unknown, call_id, repr(exc)))
+                return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
+            finally:
+                with run.lock:
+                    run.in_flight -= 1
+        # Store with secrets redacted, PII in clear (so a replay in another run can tokenise anew).
+        stored, report = self._storage_filter.tool_result(result)
+        receipt = find_receipt(result)
+        await self._record(partial(ledger.complete, call_id, stored, receipt=receipt))
+        self._account(ctx, report)
+        return self._per_run(ctx, stored)
+
+    async def _record(self, write: Callable[[], object]) -> None:
+        """Write to the ledger even if the run is being cancelled: the record must not be lost."""
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(write)
+
+    def _account(self, ctx: CallContext, report: FilterReport) -> None:
+        if report.injection_suspected:
+            with ctx.run.lock:
+                ctx.run.flags.add(f"instruction-like text in {ctx.label} result")
+
+    def _per_run(self, ctx: CallContext, outcome: CallOutcome) -> CallOutcome:
+        """Apply the run's PII tokenisation and count the bytes against the result budget."""
+        run = ctx.run
+        report = FilterReport()
+        result_filter = ResultFilter(
+            self.policy.results.model_copy(update={"redact_secrets": False}), run.vault
+        )
+        if isinstance(outcome, ToolResult):
+            outcome = outcome.model_copy(
+                update={
+                    "structured": result_filter.value(outcome.structured, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
+        elif isinstance(outcome, ToolError):
+            outcome = outcome.model_copy(
+                update={
+                    "message": result_filter.text(outcome.message, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
+        size = len(canonical_json(outcome.model_dump(mode="json")))
+        with run.lock:
+            run.result_bytes += size
+            if report.injection_suspected:
+                run.flags.add(f"instruction-like text in {ctx.label} result")
+        return outcome
+
+    # -- resources and prompts -------------------------------------------------------------------
+
+    async def read_resource(self, binding: RunBinding, request: ResourceReadRequest) -> CallOutcome:
+        run = self._state(binding)
+        if run is None:
+            return CallDenied(gate="principal", reason="no open run is bound to this call")
+        denial = self._resource_denial(run, binding, request.server)
+        if denial is not None:
+            return denial
+        try:
+            result = await self.backend.read_resource(request.server, request.uri)
+        except CodemodeError as exc:
+            return CallFailed(reason=str(exc))
+        except Exception as exc:
+            return CallFailed(reason=f"{type(exc).__name__}: {exc}")
+        report = FilterReport()
+        result_filter = ResultFilter(self.policy.results, run.vault)
+        contents = [
+            result_filter.value(c.model_dump(mode="json", by_alias=True, exclude_none=True), report)
+            for c in result.contents
+        ]
+        return ToolResult(structured={"contents": contents})
+
+    async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
+        run = self._state(binding)
+        if run is None:
+            return CallDenied(gate="principal", reason="no open run is bound to this call")
+        denial = self._resource_denial(run, binding, request.server)
+        if denial is not None:
+            return denial
+        try:
+            result = await self.backend.get_prompt(request.server, request.name, dict(request.arguments))
+        except CodemodeError as exc:
+            return CallFailed(reason=str(exc))
+        except Exception as exc:
+            return CallFailed(reason=f"{type(exc).__name__}: {exc}")
+        report = FilterReport()
+        result_filter = ResultFilter(self.policy.results, run.vault)
+        messages = [
+            result_filter.value(m.model_dump(mode="json", by_alias=True, exclude_none=True), report)
+            for m in result.messages
+        ]
+        return ToolResult(structured={"messages": messages})
+
+    def _resource_denial(self, run: RunState, binding: RunBinding, server: str) -> CallDenied | None:
+        """Resources and prompts: the principal, the server grant and the call budget apply."""
+        principal = self.policy.principal(binding.principal)
+        reason: str | None = None
+        gate = "principal"
+        if principal is None or binding.tenant not in principal.tenants:
+            reason = f"principal {binding.principal!r} may not act in tenant {binding.tenant!r}"
+        elif not server_granted(principal.tools, server):
+            reason = f"principal {binding.principal!r} may not use server {server!r}"
+        with run.lock:
+            if reason is None and run.calls_allowed >= self.policy.budget.calls_per_run:
+                reason, gate = (
+                    f"call budget exhausted ({self.policy.budget.calls_per_run} calls per run)",
+                    "budget",
+                )
+            if reason is not None:
+                run.denials += 1
+                return CallDenied(gate=gate, reason=reason)
+            run.calls_allowed += 1
+        return None

@@ -1,0 +1,133 @@
+"""PII tokenisation: personal data becomes stable placeholders the model never sees through.
+
+A tool result such as ``{"email": "ana@example.com"}`` reaches the program as
+``{"email": "<pii:email:5d41402abc>"}``. The placeholder is stable within a run (same value,
+same placeholder: joins and de-duplication still work) and unguessable (an HMAC under a per-run
+key). When the program passes a placeholder to another tool, the broker maps it back to the
+real value just before the call, so data can flow from one server to another without ever
+being printed to the model. Placeholders the vault did not issue are left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+PLACEHOLDER = re.compile(r"<pii:([a-z]+):([0-9a-f]{12})>")
+
+_EMAIL = re.compile(
+    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b"
+)
+# International or national numbers with separators; at least 9 digits (checked below) keeps
+# dates, ids and amounts out.
+_PHONE = re.compile(
+    r"(?<![\w+])\+?\d{1,3}?[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w-])"
+)
+_CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
+_SSN = re.compile(r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card_ok(text: str) -> bool:
+    digits = re.sub(r"\D", "", text)
+    return 13 <= len(digits) <= 19 and _luhn_ok(digits)
+
+
+def _iban_ok(text: str) -> bool:
+    compact = text.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    rearranged = compact[4:] + compact[:4]
+    number = "".join(str(int(c, 36)) for c in rearranged)
+    return int(number) % 97 == 1
+
+
+def _phone_ok(text: str) -> bool:
+    digits = re.sub(r"\D", "", text)
+    return 9 <= len(digits) <= 15
+
+
+_DETECTORS: dict[str, tuple[re.Pattern[str], Callable[[str], bool] | None]] = {
+    "email": (_EMAIL, None),
+    "iban": (_IBAN, _iban_ok),
+    "card": (_CARD, _card_ok),
+    "ssn": (_SSN, None),
+    "phone": (_PHONE, _phone_ok),
+}
+
+
+class PiiVault:
+    """Issues placeholders for one run and maps them back."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
+        self._values: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def placeholder(self, kind: str, value: str) -> str:
+        digest = hmac.new(self._key, f"{kind}\x00{value}".encode(), hashlib.sha256).hexdigest()[:12]
+        token = f"<pii:{kind}:{digest}>"
+        with self._lock:
+            self._values[token] = value
+        return token
+
+    def reveal(self, text: str) -> str:
+        """Replace every placeholder this vault issued by its value."""
+        if "<pii:" not in text:
+            return text
+        with self._lock:
+            values = dict(self._values)
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(0), m.group(0)), text)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def scrub_text(text: str, kinds: Iterable[str], replace: Callable[[str, str], str]) -> tuple[str, int]:
+    """Replace each PII match of ``kinds`` by ``replace(kind, value)``; return text and count."""
+    count = 0
+    for kind, (pattern, check) in _DETECTORS.items():
+        if kind not in kinds:
+            continue
+
+        def substitute(
+            match: re.Match[str], kind: str = kind, check: Callable[[str], bool] | None = check
+        ) -> str:
+            nonlocal count
+            value = match.group(0)
+            if PLACEHOLDER.fullmatch(value) or (check is not None and not check(value)):
+                return value
+            count += 1
+            return replace(kind, value)
+
+        text = pattern.sub(substitute, text)
+    return text, count
+
+
+def map_strings(value: Any, transform: Callable[[str], str]) -> Any:
+    """Apply ``transform`` to every string inside a JSON value (keys included)."""
+    if isinstance(value, str):
+        return transform(value)
+    if isinstance(value, list):
+        return [map_strings(item, transform) for item in value]  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        mapped: dict[Any, Any] = {}
+        for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
+            mapped[transform(key) if isinstance(key, str) else key] = map_strings(item, transform)
+        return mapped
+    return value

@@ -1,0 +1,33 @@
+"""Per-run state the broker keeps: counters for budgets and the PII vault."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import anyio
+
+from codemode.broker._pii import PiiVault
+from codemode.calls import RunBinding
+
+
+@dataclass
+class RunState:
+    binding: RunBinding
+    started: float = field(default_factory=time.monotonic)
+    calls_allowed: int = 0
+    denials: int = 0
+    calls_per_tool: Counter[str] = field(default_factory=lambda: Counter[str]())
+    result_bytes: int = 0
+    money_spent: float = 0.0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    vault: PiiVault = field(default_factory=PiiVault)
+    flags: set[str] = field(default_factory=lambda: set[str]())
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    concurrency: anyio.Semaphore | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started

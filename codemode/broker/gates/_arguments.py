@@ -1,0 +1,140 @@
+"""Argument gate: arguments must validate against the tool's *pinned* input schema.
+
+JSON Schema 2020-12 (or the draft the schema names), with limits: a size and depth cap on the
+arguments, a time cap on validation (a hostile ``pattern`` must not hang the broker), and no
+network ``$ref`` (references are resolved inside the pinned schema only; anything else fails
+closed). With ``strict_arguments`` (the default) an argument the schema does not declare is
+refused, which is how fields such as ``principal`` or ``tenant`` smuggled into a call die here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+import anyio
+import jsonschema
+from jsonschema import exceptions as jsonschema_exceptions
+from jsonschema import validators
+from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+from codemode.broker._context import CallContext
+from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.config import PolicyConfig
+
+MAX_ARGUMENT_BYTES = 1_048_576
+MAX_ARGUMENT_DEPTH = 64
+VALIDATION_TIMEOUT_S = 2.0
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    # Called for any $ref that is not inside the pinned schema: never fetch, never read files.
+    raise NoSuchResource(ref=uri)
+
+
+# jsonschema's stubs leave best_match's return type open; it returns the most relevant error or None.
+best_match = cast(
+    Callable[[Iterable[ValidationError]], ValidationError | None],
+    jsonschema_exceptions.best_match,  # pyright: ignore[reportUnknownMemberType]
+)
+
+_REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # pyright: ignore[reportCallIssue]
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, stopping early once past ``limit`` (iterative: no recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return deepest
+
+
+class ArgumentGate:
+    name = "arguments"
+
+    def __init__(self, policy: PolicyConfig) -> None:
+        self.policy = policy
+        self._validators: dict[str, Validator | str] = {}
+
+    def _validator(self, key: str, schema: dict[str, Any]) -> Validator | str:
+        """A cached validator for a pinned schema, or the reason the schema cannot be used."""
+        cached = self._validators.get(key)
+        if cached is not None:
+            return cached
+        try:
+            cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            cls.check_schema(schema)
+            made: Validator | str = cls(schema, registry=_REGISTRY)
+        except SchemaError as exc:
+            made = f"the tool's pinned input schema is not valid JSON Schema ({exc.message})"
+        self._validators[key] = made
+        return made
+
+    def _undeclared(self, schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return []
+        extra = schema.get("additionalProperties")
+        if extra is False or (
+            self.policy.strict_arguments and extra is None and "patternProperties" not in schema
+        ):
+            return sorted(k for k in arguments if k not in properties)
+        return []
+
+    async def check(self, ctx: CallContext) -> Decision:
+        assert ctx.pinned is not None, "the tool gate runs first"
+        arguments = ctx.arguments
+        size = len(json.dumps(arguments, ensure_ascii=False).encode())
+        if size > MAX_ARGUMENT_BYTES:
+            return Deny(self.name, f"arguments are {size:,} bytes (limit {MAX_ARGUMENT_BYTES:,})")
+        if json_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+            return Deny(self.name, f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        schema = ctx.pinned.get("inputSchema") or {"type": "object"}
+        if not isinstance(schema, dict):
+            return Deny(self.name, "the tool's pinned input schema is not an object")
+        undeclared = self._undeclared(schema, arguments)  # pyright: ignore[reportUnknownArgumentType]
+        if undeclared:
+            return Deny(
+                self.name,
+                f"unexpected argument(s) {', '.join(map(repr, undeclared))}: not in the tool's schema",
+            )
+        validator = self._validator(f"{ctx.label}@{ctx.request.schema_hash}", schema)  # pyright: ignore[reportUnknownArgumentType]
+        if isinstance(validator, str):
+            return Deny(self.name, validator)
+
+        def first_error() -> ValidationError | str | None:
+            try:
+                return best_match(validator.iter_errors(arguments))
+            except Unresolvable as exc:
+                return f"the tool's schema refers to {exc.ref!r}, which is never fetched"
+            except (RecursionError, ValueError, TypeError) as exc:
+                return f"the arguments could not be validated ({type(exc).__name__})"
+
+        error: ValidationError | str | None = None
+        finished = False
+        with anyio.move_on_after(VALIDATION_TIMEOUT_S):
+            error = await anyio.to_thread.run_sync(first_error, abandon_on_cancel=True)
+            finished = True
+        if not finished:
+            return Deny(self.name, f"validating the arguments took longer than {VALIDATION_TIMEOUT_S:g} s")
+        if isinstance(error, str):
+            return Deny(self.name, error)
+        if error is not None:
+            where = "/".join(str(p) for p in list(error.absolute_path)) or "(top level)"  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+            text = str(error.message)
+            message = text if len(text) < 300 else text[:300] + "…"
+            return Deny(self.name, f"invalid argument at {where}: {message}")
+        return Allow()

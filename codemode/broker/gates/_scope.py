@@ -1,0 +1,118 @@
+"""Resource-scope gate: the concrete resource a call names must be inside what was granted.
+
+A scope rule names one argument of the matching tools (``path``, ``customer_id``, ``repo``…):
+
+- ``kind = "path"``: the value is decoded (percent-encoding, repeatedly; Unicode NFKC, so
+  full-width dots and slashes count), must be absolute, must not contain NUL, and its *real
+  path* (symlinks resolved) must lie under one of the allowed prefixes (themselves real-path
+  resolved). Both the literal and the decoded form must pass, so ``..``, ``%2e%2e%2f``,
+  ``．．／`` and symlinks that point out are all refused.
+- ``kind = "glob"``: the value (or each value of an array) must match one of the allowed globs.
+
+``access = "read"`` grants read-risk tools only: a write-risk tool on that resource is refused
+("only read granted but write requested"). A rule applies when its argument is present.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import unicodedata
+from typing import Any
+from urllib.parse import unquote
+
+from codemode.broker._context import CallContext
+from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._risk import access_for
+from codemode.broker._selectors import any_match
+from codemode.config import ScopeRule
+
+_MAX_DECODE_ROUNDS = 4
+
+
+def _decoded(value: str) -> str | None:
+    text = value
+    for _ in range(_MAX_DECODE_ROUNDS):
+        decoded = unquote(text, errors="strict")
+        if decoded == text:
+            break
+        text = decoded
+    else:
+        return None  # still changing after several rounds: someone is hiding something
+    text = unicodedata.normalize("NFKC", text)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    return text.replace("\\", "/")
+
+
+def _inside(path: str, prefixes: list[str]) -> str | None:
+    if "\x00" in path or not os.path.isabs(path):
+        return None
+    real = os.path.realpath(path)
+    for prefix in prefixes:
+        root = os.path.realpath(prefix)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return real
+    return None
+
+
+def check_path(value: str, allowed: list[str]) -> tuple[bool, str]:
+    """Whether ``value`` names a path under ``allowed``; the real path, or the reason it does not."""
+    try:
+        decoded = _decoded(value)
+    except UnicodeDecodeError:
+        return False, "the path's percent-encoding is not valid UTF-8"
+    if decoded is None:
+        return False, "the path is encoded too many times"
+    if any(ord(c) < 32 for c in decoded):
+        return False, "the path contains control characters"
+    for form in {value, decoded}:
+        if not os.path.isabs(form.replace("\\", "/")):
+            return False, f"{value!r} is not an absolute path"
+        if _inside(form, allowed) is None:
+            return False, f"{value!r} resolves outside the allowed roots {allowed}"
+    real = _inside(decoded, allowed)
+    return True, real or decoded
+
+
+def _values(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]  # pyright: ignore[reportUnknownArgumentType]
+
+
+class ScopeGate:
+    name = "resource"
+
+    async def check(self, ctx: CallContext) -> Decision:
+        assert ctx.principal is not None, "the principal gate runs first"
+        server, tool = ctx.request.server, ctx.request.tool
+        for rule in ctx.principal.scopes:
+            if not any_match(rule.tools, server, tool) or rule.argument not in ctx.arguments:
+                continue
+            decision = self._check_rule(ctx, rule)
+            if isinstance(decision, Deny):
+                return decision
+        return Allow()
+
+    def _check_rule(self, ctx: CallContext, rule: ScopeRule) -> Decision:
+        if rule.access == "read" and access_for(ctx.risk) == "write":
+            return Deny(
+                self.name,
+                f"only read access is granted on {rule.argument!r} resources, but {ctx.label} may write "
+                f"(risk {ctx.risk})",
+            )
+        for value in _values(ctx.arguments[rule.argument]):
+            if not isinstance(value, str | int):
+                return Deny(self.name, f"{rule.argument!r} must be a string to be checked against the scope")
+            text = str(value)
+            if rule.kind == "path":
+                ok, detail = check_path(text, rule.allow)
+                if not ok:
+                    return Deny(self.name, f"{rule.argument}: {detail}")
+                ctx.scope.append(f"{rule.argument}={detail}")
+            else:
+                if not any(fnmatch.fnmatchcase(text, pattern) for pattern in rule.allow):
+                    return Deny(
+                        self.name, f"{rule.argument}={text!r} is outside the granted scope {rule.allow}"
+                    )
+                ctx.scope.append(f"{rule.argument}={text}")
+        return Allow()

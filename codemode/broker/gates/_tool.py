@@ -1,0 +1,89 @@
+"""Tool gate: the call names a tool this principal may use, whose definition is the approved pin.
+
+Three hashes must agree: the one the stub was rendered from (sent with every call), the
+approved pin in codemode.lock, and the one the server lists right now. Any disagreement is a
+drift (or a rug-pull) and fails closed until a person reviews and approves the new definition.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from codemode.broker._context import CallContext
+from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._risk import tool_risk
+from codemode.broker._selectors import any_match
+from codemode.catalog import LockFile, ToolSpec
+from codemode.config import PolicyConfig
+
+
+class CatalogView(Protocol):
+    """What the broker needs to know about servers (the MCP host implements it)."""
+
+    def live_tool(self, server: str, tool: str) -> ToolSpec | None:
+        """The definition the server lists now, or None (not listed, or server down)."""
+        ...
+
+    def is_trusted(self, server: str) -> bool: ...
+
+
+class LockView(Protocol):
+    @property
+    def lock(self) -> LockFile: ...
+
+
+def may_use(policy: PolicyConfig, principal_name: str, server: str, tool: str) -> bool:
+    """Whether the policy lets a principal see and call a tool (used for the stub tree too)."""
+    principal = policy.principal(principal_name)
+    if principal is None:
+        return False
+    return any_match(principal.tools, server, tool) and not any_match(principal.deny_tools, server, tool)
+
+
+class ToolGate:
+    name = "tool"
+
+    def __init__(self, policy: PolicyConfig, catalog: CatalogView, pins: LockView) -> None:
+        self.policy = policy
+        self.catalog = catalog
+        self.pins = pins
+
+    async def check(self, ctx: CallContext) -> Decision:
+        request = ctx.request
+        label = ctx.label
+        if not may_use(self.policy, ctx.binding.principal, request.server, request.tool):
+            return Deny(self.name, f"principal {ctx.binding.principal!r} may not use {label}")
+        entry = self.pins.lock.entry(request.server, request.tool)
+        approved = entry.approved if entry else None
+        if approved is None:
+            return Deny(
+                self.name, f"{label} is not approved; review it and run 'codemode pin --approve {label}'"
+            )
+        if request.schema_hash != approved.hash:
+            return Deny(
+                self.name,
+                f"{label}: the stub was generated from {request.schema_hash[:19]}…, but the approved pin is "
+                f"{approved.hash[:19]}… (stale stub or tampered call)",
+            )
+        live = self.catalog.live_tool(request.server, request.tool)
+        if live is None:
+            return Deny(
+                self.name, f"{label} is not listed by the server now (removed, or the server is down)"
+            )
+        if live.schema_hash != approved.hash:
+            return Deny(
+                self.name,
+                f"{label} changed since approval (the server now lists {live.schema_hash[:19]}…); "
+                f"review with 'codemode pin --diff {label}' and approve to use it",
+            )
+        ctx.tool = live
+        ctx.pinned = approved.definition
+        ctx.trusted = self.catalog.is_trusted(request.server)
+        ctx.risk = tool_risk(
+            self.policy,
+            request.server,
+            request.tool,
+            approved.definition.get("annotations"),
+            trusted=ctx.trusted,
+        )
+        return Allow()

@@ -1,0 +1,383 @@
+"""``codemode ledger list|show|verify|reconcile``: read, check and settle the operation ledger."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from codemode.calls import CallFailed, ToolError
+from codemode.cli._common import (
+    EXIT_USAGE,
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    stdout,
+)
+from codemode.ledger import (
+    CALL_STATES,
+    CallRecord,
+    CallState,
+    LedgerEvent,
+    RunRecord,
+    SqliteLedger,
+    VerifyReport,
+    open_ledger,
+)
+
+_STATE_STYLE: dict[str, str] = {
+    "reserved": "cyan",
+    "sent": "cyan",
+    "succeeded": "green",
+    "failed": "red",
+    "refused": "yellow",
+    "unknown": "bold magenta",
+    "abandoned": "dim",
+    "denied": "red",
+    "replayed": "blue",
+    "reconciled_succeeded": "green",
+    "reconciled_failed": "yellow",
+}
+
+
+def _open(config_path: Path | None, *, recover: bool = True) -> SqliteLedger:
+    config = load(config_path)
+    return open_ledger(config.ledger_path, create=False, recover=recover)
+
+
+def _when(moment: Any) -> str:
+    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _styled(state: str) -> str:
+    return f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]"
+
+
+def _call_json(call: CallRecord) -> dict[str, Any]:
+    return call.model_dump(mode="json")
+
+
+def _detail(call: CallRecord) -> str:
+    if call.state == "replayed":
+        return f"replay of {call.replay_of}"
+    if call.receipt:
+        return f"receipt {call.receipt}"
+    if call.reason:
+        return call.reason if len(call.reason) <= 70 else call.reason[:69] + "…"
+    outcome = call.outcome()
+    if isinstance(outcome, ToolError | CallFailed):
+        text = outcome.message if isinstance(outcome, ToolError) else outcome.reason
+        return text[:70]
+    return ""
+
+
+def _calls_table(calls: list[CallRecord]) -> Table:
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("call", "state", "tool", "actor", "created"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("detail", min_width=24, ratio=1)
+    for call in calls:
+        table.add_row(
+            escape(call.call_id),
+            _styled(call.state),
+            escape(f"{call.server}/{call.tool}"),
+            escape(f"{call.principal}@{call.tenant}"),
+            _when(call.created_at),
+            escape(_detail(call)),
+        )
+    return table
+
+
+def _runs_table(runs: list[RunRecord]) -> Table:
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("run", "status", "actor", "started", "finished"):
+        table.add_column(column, no_wrap=True)
+    for run in runs:
+        table.add_row(
+            escape(run.run_id),
+            escape(run.status),
+            escape(f"{run.principal}@{run.tenant}"),
+            _when(run.started_at),
+            _when(run.finished_at),
+        )
+    return table
+
+
+@click.group()
+def ledger() -> None:
+    """Inspect, verify and reconcile the operation ledger.
+
+    The ledger (a SQLite file, [ledger] path in codemode.toml, default codemode.db beside it)
+    records every run and every tool call before it is sent and completes it after: who
+    called what with which arguments (as a digest), the approval used, the idempotency key,
+    the result or error, the external receipt. Every change is an event in a hash chain.
+
+    \b
+    codemode ledger list                  recent calls (--runs for runs)
+    codemode ledger show ID               one call with its history, or one run with its calls
+    codemode ledger verify                check the hash chain and every table (exit 1 if tampered)
+    codemode ledger reconcile             calls whose outcome is unknown, and what to do
+    codemode ledger reconcile ID --failed --evidence "no note in CRM at 10:02"
+    """
+
+
+@ledger.command(name="list")
+@config_option
+@json_option
+@click.option("--run", "run_id", metavar="RUN", help="Only the calls of this run.")
+@click.option(
+    "--state",
+    type=click.Choice(CALL_STATES),
+    help="Only calls in this state (e.g. unknown, denied, replayed).",
+)
+@click.option(
+    "--limit", type=click.IntRange(1, 100_000), default=50, show_default=True, help="At most N rows."
+)
+@click.option("--runs", "show_runs", is_flag=True, help="List runs instead of calls.")
+@handle_errors
+def list_cmd(
+    config_path: Path | None,
+    as_json: bool,
+    run_id: str | None,
+    state: CallState | None,
+    limit: int,
+    show_runs: bool,
+) -> None:
+    """List recent calls, newest first (or runs, with --runs)."""
+    with _open(config_path) as store:
+        if show_runs:
+            runs = store.list_runs(limit=limit)
+            if as_json:
+                print_json({"ledger": store.location, "runs": [r.model_dump(mode="json") for r in runs]})
+            elif runs:
+                stdout.print(_runs_table(runs))
+            else:
+                stdout.print("no runs recorded yet", highlight=False)
+            return
+        calls = store.list_calls(run_id=run_id, state=state, limit=limit)
+        if as_json:
+            print_json({"ledger": store.location, "calls": [_call_json(c) for c in calls]})
+        elif calls:
+            stdout.print(_calls_table(calls))
+        else:
+            stdout.print("no calls match", highlight=False)
+
+
+def _event_json(event: LedgerEvent) -> dict[str, Any]:
+    return event.model_dump(mode="json")
+
+
+def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
+    fields: list[tuple[str, Any]] = [
+        ("call", call.call_id),
+        ("state", _styled(call.state)),
+        ("run", call.run_id),
+        ("attempt", call.attempt),
+        ("actor", f"{call.principal}@{call.tenant}"),
+        ("tool", f"{call.server}/{call.tool}"),
+        ("schema hash", call.schema_hash),
+        ("tool version", call.tool_version),
+        ("arguments digest", call.args_digest),
+        ("arguments", None if call.arguments is None else str(call.arguments)),
+        ("resource scope", call.resource_scope),
+        ("approval", call.approval_id),
+        ("idempotency key", call.idempotency_key),
+        ("trace", call.trace_id),
+        ("gate", call.gate),
+        ("reason", call.reason),
+        ("replay of", call.replay_of),
+        ("outcome", call.outcome_kind),
+        ("result", None if call.result is None else str(call.result)[:500]),
+        ("result size", None if call.result_bytes is None else f"{call.result_bytes} bytes"),
+        ("receipt", call.receipt),
+        ("evidence", call.evidence),
+        ("resolved by", call.resolved_by),
+        ("created", _when(call.created_at)),
+        ("sent", _when(call.sent_at) if call.sent_at else None),
+        ("completed", _when(call.completed_at) if call.completed_at else None),
+    ]
+    for label, value in fields:
+        if value is not None:
+            text = value if label == "state" else escape(str(value))
+            stdout.print(f"[bold]{label:>17}[/]  {text}", highlight=False)
+    stdout.print("\n[bold]history[/]", highlight=False)
+    for event in events:
+        stdout.print(f"  #{event.seq:<6} {_when(event.at)}  {event.kind}", highlight=False)
+
+
+@ledger.command()
+@config_option
+@json_option
+@click.argument("item_id", metavar="CALL_ID|RUN_ID")
+@handle_errors
+def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
+    """Show one call with its history, or one run with its calls.
+
+    For a call: every field of its execution record (actor, tool and schema hash, argument
+    digest and arguments, scope, approval, key, outcome, receipt, evidence) and the events
+    that made it. For a run: its status and summary, and its calls in order.
+    """
+    with _open(config_path) as store:
+        call = store.get_call(item_id)
+        if call is not None:
+            events = store.events(call.call_id)
+            if as_json:
+                print_json({"call": _call_json(call), "events": [_event_json(e) for e in events]})
+            else:
+                _print_call(call, events)
+            return
+        run = store.get_run(item_id)
+        if run is None:
+            fail(escape(f"no call or run {item_id!r} in {store.location}"), hint="codemode ledger list")
+        calls = store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)
+        if as_json:
+            print_json({"run": run.model_dump(mode="json"), "calls": [_call_json(c) for c in calls]})
+            return
+        stdout.print(_runs_table([run]))
+        if run.summary:
+            stdout.print(f"summary: {escape(str(run.summary))}", highlight=False)
+        stdout.print(_calls_table(calls) if calls else "no calls", highlight=False)
+
+
+def _parse_anchor(value: str | None) -> tuple[int, str] | None:
+    if value is None:
+        return None
+    seq, sep, digest = value.partition(":")
+    if not sep or not seq.isdigit() or len(digest) != 64:
+        raise click.BadParameter("write SEQ:HASH as printed by an earlier 'codemode ledger verify'")
+    return int(seq), digest
+
+
+def _report_json(location: str, report: VerifyReport) -> dict[str, Any]:
+    return {"ledger": location, **report.model_dump(mode="json")}
+
+
+@ledger.command()
+@config_option
+@json_option
+@click.option(
+    "--anchor",
+    metavar="SEQ:HASH",
+    help="A head printed by an earlier verify and kept outside this machine: fail if history up "
+    "to it was rewritten (the one thing the chain alone cannot catch).",
+)
+@handle_errors
+def verify(config_path: Path | None, as_json: bool, anchor: str | None) -> None:
+    """Check that no record was edited, deleted or added.
+
+    Recomputes the hash chain over every event, checks the head (a truncated log fails), and
+    re-derives runs, calls and approvals from the events to compare them with the tables.
+    Does not change the file. Exit status 1 on any problem, listing what and where.
+
+    Limit: someone with write access who rewrites the whole file consistently (events,
+    hashes, head, tables) passes this check; keep a head elsewhere and pass it as --anchor.
+    """
+    parsed = _parse_anchor(anchor)
+    with _open(config_path, recover=False) as store:
+        report = store.verify(anchor=parsed)
+        location = store.location
+    if as_json:
+        print_json(_report_json(location, report))
+    elif report.ok:
+        stdout.print(
+            f"[green]ok[/]: {report.events} events, {report.rows_checked} rows consistent; "
+            f"head {report.head_seq}:{report.head_hash}",
+            highlight=False,
+        )
+    else:
+        stdout.print(
+            f"[bold red]ledger {location} FAILED verification[/] ({len(report.problems)} problems)",
+            highlight=False,
+        )
+        for problem in report.problems:
+            where, detail = escape(problem.where), escape(problem.detail)
+            stdout.print(f"  [red]✗[/] {problem.kind:15} {where}: {detail}", highlight=False)
+    if not report.ok:
+        sys.exit(1)
+
+
+def _advice(call: CallRecord) -> str:
+    target = f"{call.server}/{call.tool}"
+    return (
+        f"check in {call.server} whether {target} took effect (look for its receipt, or read the "
+        f"record it would have changed); then: codemode ledger reconcile {call.call_id} "
+        "--succeeded|--failed --evidence TEXT [--receipt R]"
+    )
+
+
+@ledger.command()
+@config_option
+@json_option
+@click.argument("call_id", required=False, metavar="[CALL_ID]")
+@click.option("--succeeded", "resolution", flag_value="succeeded", help="The call did take effect.")
+@click.option("--failed", "resolution", flag_value="failed", help="The call did NOT take effect.")
+@click.option("--evidence", metavar="TEXT", help="What you checked and what it showed (required with an ID).")
+@click.option("--receipt", metavar="R", help="The external receipt id of the side effect, if any.")
+@handle_errors
+def reconcile(
+    config_path: Path | None,
+    as_json: bool,
+    call_id: str | None,
+    resolution: str | None,
+    evidence: str | None,
+    receipt: str | None,
+) -> None:
+    """List calls whose outcome is unknown, or settle one.
+
+    A call is unknown when its request was sent but no answer came (timeout, lost
+    connection, the broker died). codemode never retries such a call by itself: it may have
+    taken effect. Check the server, then record what you found:
+
+    \b
+    --succeeded  later calls with the same idempotency key replay it instead of running again
+    --failed     the key is free again: the next call with it runs
+    """
+    with _open(config_path) as store:
+        if call_id is None:
+            if resolution or evidence or receipt:
+                fail("--succeeded/--failed/--evidence/--receipt need a CALL_ID", code=EXIT_USAGE)
+            unknown = store.unknown_calls()
+            if as_json:
+                print_json(
+                    {
+                        "ledger": store.location,
+                        "unknown": [{**_call_json(c), "advice": _advice(c)} for c in unknown],
+                    }
+                )
+                return
+            if not unknown:
+                stdout.print("no calls with an unknown outcome", highlight=False)
+                return
+            for call in unknown:
+                head = f"{call.server}/{call.tool}  sent {_when(call.sent_at)}"
+                head += f"  by {call.principal}@{call.tenant}"
+                stdout.print(f"[bold magenta]{escape(call.call_id)}[/]  {escape(head)}", highlight=False)
+                if call.idempotency_key:
+                    stdout.print(f"    key: {escape(call.idempotency_key)}", highlight=False)
+                if call.arguments is not None:
+                    stdout.print(f"    arguments: {escape(str(call.arguments))}", highlight=False)
+                stdout.print(f"    why: {escape(call.reason or '-')}", highlight=False)
+                stdout.print(f"    [dim]to do:[/] {escape(_advice(call))}", highlight=False)
+            return
+        if resolution is None:
+            fail("say what happened: --succeeded or --failed", code=EXIT_USAGE)
+        if not evidence:
+            fail("--evidence TEXT is required: what you checked and what it showed", code=EXIT_USAGE)
+        settled = store.resolve(
+            call_id,
+            "succeeded" if resolution == "succeeded" else "failed",
+            evidence,
+            receipt=receipt,
+            resolved_by="cli",
+        )
+    if as_json:
+        print_json({"call": _call_json(settled)})
+    else:
+        stdout.print(f"{escape(settled.call_id)} is now {_styled(settled.state)}", highlight=False)

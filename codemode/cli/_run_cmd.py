@@ -1,0 +1,202 @@
+"""``codemode run`` (a program against the configured servers) and ``codemode approve``."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import click
+
+from codemode._engine import CodeMode, RunResult
+from codemode.broker import Approver, TerminalApprover, terminal_available
+from codemode.broker._risk import tool_risk
+from codemode.catalog import load_lock, parse_selector
+from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stderr
+from codemode.ledger import ApprovalRecord, arguments_digest, open_ledger
+
+
+async def _run(
+    code: str,
+    config_path: Path | None,
+    backend: Literal["auto", "docker", "process"] | None,
+    principal: str | None,
+    tenant: str | None,
+    approver: Approver | None,
+    quiet: bool,
+) -> RunResult:
+    config = load(config_path)
+    engine = CodeMode(config, approver=approver, backend=backend)
+    if quiet:
+        async with engine:
+            return await engine.run(code, principal=principal, tenant=tenant)
+    with stderr.status("connecting to servers and starting a sandbox…"):
+        await engine.__aenter__()
+    try:
+        stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
+        with stderr.status("running…"):
+            return await engine.run(code, principal=principal, tenant=tenant)
+    finally:
+        await engine.__aexit__(None, None, None)
+
+
+def _print_human(result: RunResult) -> None:
+    if result.result_kind == "json":
+        click.echo(json.dumps(result.result, indent=2, ensure_ascii=False))
+    elif result.result is not None and result.result != "":
+        click.echo(str(result.result))
+    if result.result_kind != "stdout" and result.stdout:
+        stderr.print("[dim]--- stdout ---[/]")
+        stderr.print(result.stdout, markup=False, highlight=False)
+    if result.stderr:
+        stderr.print("[dim]--- stderr ---[/]")
+        stderr.print(result.stderr, markup=False, highlight=False)
+    if result.error is not None:
+        stderr.print(f"[bold red]{result.error.type}[/]: {result.error.message}", highlight=False)
+        if result.error.traceback:
+            stderr.print(result.error.traceback.rstrip(), markup=False, highlight=False)
+    for flag in result.flags:
+        stderr.print(f"[yellow]warning:[/] {flag}", highlight=False)
+    stderr.print(
+        f"[dim]{result.status} · run {result.run_id} · {result.calls} calls · {result.denials} denied · "
+        f"{result.duration_ms:.0f} ms · {result.backend}[/]",
+        highlight=False,
+    )
+
+
+@click.command()
+@config_option
+@json_option
+@click.argument("program", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "docker", "process"]),
+    default=None,
+    help="Sandbox backend [default: from [sandbox] backend, normally auto].",
+)
+@click.option("--principal", help="Run as this principal [default: policy.default_principal].")
+@click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
+@click.option("--no-input", is_flag=True, help="Never prompt for approvals; calls that need one are denied.")
+@handle_errors
+def run(
+    config_path: Path | None,
+    as_json: bool,
+    program: Any,
+    backend: Literal["auto", "docker", "process"] | None,
+    principal: str | None,
+    tenant: str | None,
+    no_input: bool,
+) -> None:
+    """Run a Python program in the sandbox against the configured servers.
+
+    The program imports the stubs it needs (from servers.crm import get_customer) and ends with
+    an expression, or calls codemode.result(value); otherwise its printed output is the result.
+    Calls that need approval are asked on this terminal (unless --no-input).
+
+    \b
+    Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.
+    --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
+    """
+    code = program.read()
+    approver: Approver | None = None if no_input or not terminal_available() else TerminalApprover()
+    quiet = as_json or not sys.stderr.isatty()
+    result = anyio.run(_run, code, config_path, backend, principal, tenant, approver, quiet)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        _print_human(result)
+    sys.exit(0 if result.status == "ok" else 1)
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def _parse_ttl(text: str) -> timedelta:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise click.BadParameter("use a number and a unit: 30s, 10m, 2h, 1d", param_hint="--ttl")
+    value, unit = float(match.group(1)), match.group(2)
+    return timedelta(seconds=value * {"s": 1, "m": 60, "h": 3600, "d": 86_400}[unit])
+
+
+@click.command()
+@config_option
+@json_option
+@click.argument("tool", metavar="SERVER/TOOL")
+@click.option("--args", "arguments", required=True, help="The exact arguments, as a JSON object.")
+@click.option("--principal", help="Who may use it [default: policy.default_principal].")
+@click.option("--tenant", help="In which tenant [default: policy.default_tenant].")
+@click.option(
+    "--ttl", default="10m", show_default=True, help="How long the approval stays valid (30s, 10m, 2h)."
+)
+@click.option("--note", default=None, help="Why it was approved (kept in the ledger).")
+@handle_errors
+def approve(
+    config_path: Path | None,
+    as_json: bool,
+    tool: str,
+    arguments: str,
+    principal: str | None,
+    tenant: str | None,
+    ttl: str,
+    note: str | None,
+) -> None:
+    """Pre-issue a single-use approval for one call with exactly these arguments.
+
+    The approval is bound to principal, tenant, tool and the digest of the canonical arguments,
+    expires after --ttl, and is consumed by the first call that matches it. A call with other
+    arguments, after expiry or a second time is not covered.
+
+    \b
+    codemode approve crm/record_payment \\
+        --args '{"customer_id": "CUST-0001", "amount_cents": 500, "reference": "INV-7"}'
+    """
+    config = load(config_path)
+    server, name = parse_selector(tool)
+    if server is None or name is None:
+        fail("give the tool as SERVER/TOOL", hint="codemode approve crm/record_payment --args '{...}'")
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        fail(f"--args is not valid JSON: {exc.msg} (column {exc.colno})")
+    if not isinstance(parsed, dict):
+        fail("--args must be a JSON object")
+    definition = load_lock(config.lock_path).approved_definition(server, name)
+    if definition is None:
+        fail(
+            f"{tool} is not an approved tool in {config.lock_path}",
+            hint="run 'codemode sync' and 'codemode pin'",
+        )
+    trusted = bool((entry := config.servers.get(server)) and entry.trusted)
+    risk = tool_risk(config.policy, server, name, definition.get("annotations"), trusted=trusted)
+    now = datetime.now(UTC)
+    record = ApprovalRecord(
+        approval_id="appr_" + secrets.token_hex(8),
+        tenant=tenant or config.policy.default_tenant,
+        principal=principal or config.policy.default_principal,
+        server=server,
+        tool=name,
+        args_digest=arguments_digest(parsed),  # pyright: ignore[reportUnknownArgumentType]
+        risk=risk,
+        approver="cli",
+        issued_at=now,
+        expires_at=now + _parse_ttl(ttl),
+        note=note,
+    )
+    ledger = open_ledger(config.ledger_path)
+    try:
+        ledger.record_approval(record)
+    finally:
+        ledger.close()
+    if as_json:
+        print_json(record.model_dump(mode="json"))
+    else:
+        click.echo(
+            f"approved one call of {tool} for {record.principal}@{record.tenant} until "
+            f"{record.expires_at:%Y-%m-%d %H:%M:%S} UTC ({record.approval_id})"
+        )

@@ -1,0 +1,107 @@
+"""``codemode tree`` and ``codemode search``: browse the stub tree the model sees."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import click
+
+from codemode.catalog import Pins
+from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
+from codemode.config import Config
+from codemode.host import McpHost
+from codemode.stubs import TreePathError, VirtualTree, render_tree
+
+
+async def load_tree(config: Config) -> VirtualTree:
+    """Connect, and render the stubs of approved tools (what programs may import)."""
+    async with McpHost(config) as host:
+        catalogs = host.catalogs()
+    return render_tree(Pins(config.lock_path).usable(catalogs))
+
+
+def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
+    if principal is None:
+        return tree
+    from codemode.broker.gates._tool import may_use
+
+    return tree.restrict(lambda spec: may_use(config.policy, principal, spec.server, spec.name))
+
+
+@click.command()
+@config_option
+@json_option
+@click.argument("path", default="", metavar="[PATH]")
+@click.option("--principal", help="Show the tree as this principal sees it.")
+@handle_errors
+def tree(config_path: Path | None, as_json: bool, path: str, principal: str | None) -> None:
+    """List a directory of the stub tree, or print a file.
+
+    \b
+    codemode tree                          servers/ and the runtime stub
+    codemode tree servers/crm              the crm tools, one line each
+    codemode tree servers/crm/get_customer.py
+
+    Only approved tools appear (see 'codemode pin').
+    """
+    config = load(config_path)
+    view = principal_view(config, anyio.run(load_tree, config), principal)
+    try:
+        if path.endswith((".py", ".pyi")):
+            source = view.read(path)
+            if as_json:
+                print_json({"path": path, "source": source})
+            else:
+                click.echo(source, nl=False)
+            return
+        entries = view.list(path)
+    except TreePathError as exc:
+        fail(str(exc), hint="run 'codemode tree' to see what exists")
+    if as_json:
+        print_json(
+            [{"path": e.path, "kind": e.kind, "name": e.name, "summary": e.summary} for e in entries]
+        )
+        return
+    for entry in entries:
+        suffix = "/" if entry.kind == "directory" else ""
+        stdout.print(f"{entry.path}{suffix}  [dim]{entry.summary}[/]", highlight=False)
+
+
+@click.command()
+@config_option
+@json_option
+@click.argument("query")
+@click.option("--k", "k", default=5, show_default=True, type=click.IntRange(1, 100), help="How many results.")
+@click.option(
+    "--detail",
+    type=click.Choice(["name", "summary", "full"]),
+    default="summary",
+    show_default=True,
+    help="name: the import path; summary: + one line; full: signature and docstring.",
+)
+@click.option("--principal", help="Search only what this principal may use.")
+@handle_errors
+def search(
+    config_path: Path | None,
+    as_json: bool,
+    query: str,
+    k: int,
+    detail: Literal["name", "summary", "full"],
+    principal: str | None,
+) -> None:
+    """Find tools for a task, in plain words ("close a ticket", "customer email")."""
+    config = load(config_path)
+    view = principal_view(config, anyio.run(load_tree, config), principal)
+    results = view.search(query, k=k, detail=detail)
+    if as_json:
+        print_json([dataclasses.asdict(r) for r in results])
+        return
+    if not results:
+        stdout.print("no matching tools", highlight=False)
+    for result in results:
+        stdout.print(result.text, highlight=False, markup=False)
+        if detail == "full":
+            stdout.print("")

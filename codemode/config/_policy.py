@@ -1,0 +1,127 @@
+"""The ``[policy]`` section: who may call what, on which resources, with whose consent, how often.
+
+The policy is data; the broker's gates evaluate it. Everything unknown is rejected at load
+time, so a misspelt rule is an error instead of a rule that silently never matches.
+
+Tool selectors are globs over ``server/tool`` (``crm/*``, ``*/get_*``, ``*``). Risk levels:
+
+- ``low``: declared read-only by this policy (``consent.read_only``), or ``readOnlyHint`` on a
+  server configured ``trusted = true``;
+- ``medium``: ``readOnlyHint`` on an untrusted server (the server says so; nobody checked);
+- ``high``: everything else, and anything with ``destructiveHint``.
+
+By default ``high`` needs approval, so any tool not marked read-only needs consent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+Risk = Literal["low", "medium", "high"]
+RISK_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_selector(value: str) -> str:
+    if not value or value.count("/") > 1 or (value != "*" and "/" not in value):
+        raise ValueError(f"{value!r} is not a tool selector: write SERVER/TOOL with * globs, or *")
+    return value
+
+
+ToolSelector = Annotated[str, AfterValidator(_check_selector)]
+"""``server/tool`` with ``*`` and ``?`` globs, or ``*`` for everything."""
+
+
+class ScopeRule(_Section):
+    """Limits one argument of the matching tools to allowed values."""
+
+    tools: list[ToolSelector] = Field(min_length=1)
+    argument: str = Field(min_length=1)
+    """The argument (JSON property name) that names the resource, e.g. ``path`` or ``customer_id``."""
+    kind: Literal["path", "glob"] = "glob"
+    """``path``: filesystem paths, decoded, normalised and real-path checked against ``allow`` prefixes;
+    ``glob``: record ids, repo names and similar, matched against ``allow`` globs."""
+    allow: list[str] = Field(min_length=1)
+    access: Literal["read", "write"] = "write"
+    """``read`` grants only read-risk tools on these resources; a write-risk tool is refused."""
+
+
+class PrincipalPolicy(_Section):
+    tenants: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+    """Tenants this principal may act in; a run bound to any other tenant is refused."""
+    tools: list[ToolSelector] = Field(default_factory=lambda: ["*"])
+    """Tool selectors this principal may call (and see in the stub tree)."""
+    deny_tools: list[ToolSelector] = Field(default_factory=lambda: [])
+    scopes: list[ScopeRule] = Field(default_factory=lambda: [])
+
+
+class ConsentPolicy(_Section):
+    require_at_risk: Risk = "high"
+    """Calls at or above this risk need an approval."""
+    always: list[ToolSelector] = Field(default_factory=lambda: [])
+    """Tools that always need approval, whatever their risk."""
+    never: list[ToolSelector] = Field(default_factory=lambda: [])
+    """Tools that never need approval (use with care: it overrides risk)."""
+    read_only: list[ToolSelector] = Field(default_factory=lambda: [])
+    """Tools this policy declares read-only (risk ``low``), whatever the server says."""
+    approval_ttl_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
+
+
+class BudgetPolicy(_Section):
+    calls_per_run: int = Field(default=1_000, ge=0)
+    calls_per_tool: dict[ToolSelector, int] = Field(default_factory=lambda: {})
+    """Per-run caps for matching tools, e.g. ``{ "crm/record_payment" = 5 }``."""
+    result_bytes_per_run: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Total size of tool results a run may receive."""
+    concurrent_calls: int = Field(default=16, ge=1, le=1024)
+    wall_time_s: float = Field(default=600.0, gt=0)
+    """No call starts after a run has lasted this long."""
+    money_per_run: float | None = Field(default=None, ge=0)
+    costs: dict[ToolSelector, float] = Field(default_factory=lambda: {})
+    """Price per call for matching tools, in the unit of ``money_per_run``."""
+
+
+class ResultPolicy(_Section):
+    max_tool_result_bytes: int = Field(default=1_048_576, ge=1024)
+    """Each tool result is cut to this size (with a truncation marker) before the program sees it."""
+    content_types: list[str] = Field(
+        default_factory=lambda: ["text", "image", "audio", "resource", "resource_link"]
+    )
+    redact_secrets: bool = True
+    pii: Literal["tokenize", "redact", "off"] = "tokenize"
+    """``tokenize``: replace PII by stable placeholders the broker maps back when passed to a tool."""
+    pii_kinds: list[Literal["email", "phone", "card", "iban", "ssn"]] = Field(
+        default_factory=lambda: ["email", "phone", "card", "iban", "ssn"]
+    )
+
+
+class PolicyConfig(_Section):
+    mode: Literal["allow", "deny"] = "allow"
+    """``deny``: deny by default - only configured principals, only the tools they are granted."""
+    default_principal: str = "local"
+    default_tenant: str = "default"
+    principals: dict[str, PrincipalPolicy] = Field(default_factory=lambda: {})
+    consent: ConsentPolicy = Field(default_factory=ConsentPolicy)
+    budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
+    results: ResultPolicy = Field(default_factory=ResultPolicy)
+    strict_arguments: bool = True
+    """Refuse arguments the tool's pinned schema does not declare (stops smuggled fields)."""
+
+    @model_validator(mode="after")
+    def _deny_mode_needs_principals(self) -> PolicyConfig:
+        if self.mode == "deny" and not self.principals:
+            raise ValueError("mode = 'deny' needs at least one [policy.principals.<name>] table")
+        return self
+
+    def principal(self, name: str) -> PrincipalPolicy | None:
+        """The rules for ``name``; in allow mode an unconfigured principal gets the open default."""
+        if name in self.principals:
+            return self.principals[name]
+        if self.mode == "allow":
+            return PrincipalPolicy(tenants=[self.default_tenant])
+        return None

@@ -1,0 +1,111 @@
+"""The operation ledger: every run and tool call, recorded before it is sent, hash-chained.
+
+It is the side-effects gate's memory (DESIGN.md §4, "Execution record"):
+
+* **Idempotency.** A call with a key (scoped ``tenant:principal:server:tool:key``) runs once.
+  The same key and arguments later replay the stored first outcome, errors included; other
+  arguments are a conflict; a call still running makes others wait (one lease per key).
+* **Unknown outcomes.** A request sent without an answer (timeout, lost stream, broker
+  crash) becomes ``unknown`` and is never retried automatically; it is reconciled from a
+  receipt or a read-back (``resolve``, ``codemode ledger reconcile``).
+* **Approvals** are stored and consumed once, atomically, bound to call/tool, arguments,
+  risk and expiry.
+* **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
+  the events, and ``verify`` proves both. See :mod:`codemode.ledger._chain` for the limits.
+
+The broker's order for one tool call (all methods block: run them with ``anyio.to_thread``)::
+
+    gate denial            → mark_denied(intent, gate=…, reason=…)          (nothing sent)
+    r = reserve(intent)    # or: await reserve_waiting(ledger, intent, wait_s=…)
+    Fresh      → mark_sent(r.call_id)  (skip if reserve(send=True); if it raises, do NOT send)
+                 → send → complete(r.call_id, outcome, receipt=…)        # any answer
+                        | mark_unknown(r.call_id, why)                    # post-send failure
+                        | mark_refused(r.call_id, why, retry_after_s=…)   # 429/503, not run
+    Replay     → return r.outcome (nothing sent)
+    InFlight   → wait_for(r.call_id, t), then reserve again (reserve_waiting does this)
+    Conflict / Unresolved → CallFailed(r.reason) (already recorded as denied; nothing sent)
+
+See :mod:`codemode.ledger._retry` for which failures may be retried.
+"""
+
+from codemode.ledger._async import ReadBack, ReadBackVerdict, reserve_waiting, resolve_with_read_back
+from codemode.ledger._digest import arguments_digest, scoped_key
+from codemode.ledger._errors import LeaseLostError, LedgerStateError
+from codemode.ledger._models import (
+    CALL_STATES,
+    IN_FLIGHT,
+    KEY_FREEING,
+    KEY_HOLDING,
+    REPLAYABLE,
+    ApprovalConsumed,
+    ApprovalRecord,
+    ApprovalRefused,
+    ApprovalUse,
+    CallIntent,
+    CallRecord,
+    CallState,
+    Completion,
+    Conflict,
+    Fresh,
+    InFlight,
+    LedgerEvent,
+    RecoveryReport,
+    Replay,
+    Reservation,
+    Resolution,
+    RunRecord,
+    Unresolved,
+    VerifyProblem,
+    VerifyReport,
+)
+from codemode.ledger._retry import RetryClass, classify_failure
+from codemode.ledger._sqlite import (
+    DEFAULT_LEASE_S,
+    DEFAULT_MAX_RESULT_BYTES,
+    SqliteLedger,
+    open_ledger,
+)
+from codemode.ledger._store import Ledger
+
+__all__ = [
+    "CALL_STATES",
+    "DEFAULT_LEASE_S",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "IN_FLIGHT",
+    "KEY_FREEING",
+    "KEY_HOLDING",
+    "REPLAYABLE",
+    "ApprovalConsumed",
+    "ApprovalRecord",
+    "ApprovalRefused",
+    "ApprovalUse",
+    "CallIntent",
+    "CallRecord",
+    "CallState",
+    "Completion",
+    "Conflict",
+    "Fresh",
+    "InFlight",
+    "LeaseLostError",
+    "Ledger",
+    "LedgerEvent",
+    "LedgerStateError",
+    "ReadBack",
+    "ReadBackVerdict",
+    "RecoveryReport",
+    "Replay",
+    "Reservation",
+    "Resolution",
+    "RetryClass",
+    "RunRecord",
+    "SqliteLedger",
+    "Unresolved",
+    "VerifyProblem",
+    "VerifyReport",
+    "arguments_digest",
+    "classify_failure",
+    "open_ledger",
+    "reserve_waiting",
+    "resolve_with_read_back",
+    "scoped_key",
+]

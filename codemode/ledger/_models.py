@@ -1,0 +1,336 @@
+"""The values the ledger takes and returns.
+
+States of a call (see ``_reduce.CALL_TRANSITIONS`` for the allowed moves)::
+
+    (new) ─► reserved ─► sent ─► succeeded | failed            the server answered
+               │           ├──► refused                         answered "not executed" (429/503)
+               │           └──► unknown ─► reconciled_succeeded | reconciled_failed
+               │                       └─► succeeded | failed   a late answer arrived after all
+               ├──► refused                                     refused before sending
+               └──► abandoned                                   never sent (crash, lease lost)
+    (new) ─► denied                                             a gate said no; never sent
+    (new) ─► replayed                                           answered from an earlier call
+
+Which states hold an idempotency key (block a second execution) and which free it:
+
+- holding: ``reserved``, ``sent`` (in flight), ``unknown`` (must be reconciled first),
+  ``succeeded``, ``failed``, ``reconciled_succeeded`` (replayed to later callers);
+- freeing: ``refused``, ``abandoned``, ``reconciled_failed`` (nothing happened, a new attempt
+  may run), and ``denied``/``replayed`` rows never hold a key at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from codemode.calls import CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError, ToolResult
+
+CallState = Literal[
+    "reserved",
+    "sent",
+    "succeeded",
+    "failed",
+    "refused",
+    "unknown",
+    "abandoned",
+    "denied",
+    "replayed",
+    "reconciled_succeeded",
+    "reconciled_failed",
+]
+CALL_STATES: tuple[CallState, ...] = (
+    "reserved",
+    "sent",
+    "succeeded",
+    "failed",
+    "refused",
+    "unknown",
+    "abandoned",
+    "denied",
+    "replayed",
+    "reconciled_succeeded",
+    "reconciled_failed",
+)
+IN_FLIGHT: frozenset[str] = frozenset({"reserved", "sent"})
+KEY_HOLDING: frozenset[str] = frozenset(
+    {"reserved", "sent", "unknown", "succeeded", "failed", "reconciled_succeeded"}
+)
+REPLAYABLE: frozenset[str] = frozenset({"succeeded", "failed", "reconciled_succeeded"})
+KEY_FREEING: frozenset[str] = frozenset({"refused", "abandoned", "reconciled_failed"})
+
+Resolution = Literal["succeeded", "failed"]
+Completion = ToolResult | ToolError | CallFailed
+"""What the server answered (or a definite failure after sending): the outcome ``complete`` stores."""
+
+_OUTCOME: TypeAdapter[CallOutcome] = TypeAdapter(CallOutcome)
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CallIntent(_Value):
+    """Everything known about a call before it is sent: the first half of the execution record.
+
+    Identity (``principal``, ``tenant``, ``trace_id``) comes from the host's :class:`RunBinding`,
+    never from the sandbox. ``idempotency_key`` is the program's own key; the ledger scopes it
+    to ``tenant:principal:server:tool:key``.
+    """
+
+    call_id: str = Field(min_length=1, max_length=512)
+    run_id: str
+    trace_id: str
+    principal: str
+    tenant: str
+    server: str
+    tool: str
+    schema_hash: str
+    tool_version: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+    resource_scope: str | None = None
+    """The concrete resource and action the resource gate granted, e.g. ``write:crm/customer/42``."""
+    approval_id: str | None = None
+    """The approval consumed for this call (consent proof), if one was needed."""
+
+    @classmethod
+    def from_request(
+        cls,
+        binding: RunBinding,
+        request: ToolCallRequest,
+        *,
+        resource_scope: str | None = None,
+        approval_id: str | None = None,
+        tool_version: str | None = None,
+    ) -> CallIntent:
+        """The intent of one stub call; its call id is ``<run_id>/<seq>``."""
+        return cls(
+            call_id=f"{binding.run_id}/{request.seq}",
+            run_id=binding.run_id,
+            trace_id=binding.trace_id,
+            principal=binding.principal,
+            tenant=binding.tenant,
+            server=request.server,
+            tool=request.tool,
+            schema_hash=request.schema_hash,
+            tool_version=tool_version,
+            arguments=dict(request.arguments),
+            idempotency_key=request.idempotency_key,
+            resource_scope=resource_scope,
+            approval_id=approval_id,
+        )
+
+
+class CallRecord(_Value):
+    """One row of the ``calls`` table: the execution record of DESIGN.md §4."""
+
+    call_id: str
+    run_id: str
+    attempt: int | None
+    """1, 2, … for reserved attempts under one idempotency key (or without a key); None for
+    rows that never reserved (denied, replayed)."""
+    trace_id: str
+    principal: str
+    tenant: str
+    server: str
+    tool: str
+    schema_hash: str
+    tool_version: str | None
+    idempotency_key: str | None
+    """The scoped key ``tenant:principal:server:tool:key``."""
+    args_digest: str
+    arguments: dict[str, Any] | None
+    """The canonical arguments, when the ledger stores them (needed for read-back)."""
+    resource_scope: str | None
+    approval_id: str | None
+    state: CallState
+    gate: str | None
+    reason: str | None
+    replay_of: str | None
+    owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    sent_at: datetime | None
+    completed_at: datetime | None
+    outcome_kind: str | None
+    result: Any
+    """The stored outcome as JSON (a dumped :data:`codemode.calls.CallOutcome`), or None."""
+    result_digest: str | None
+    result_bytes: int | None
+    result_truncated: bool
+    receipt: str | None
+    retry_after: datetime | None
+    evidence: str | None
+    resolved_by: str | None
+    updated_at: datetime
+
+    def outcome(self) -> CallOutcome | None:
+        """The stored outcome as the value the broker returns to the sandbox."""
+        if self.result is None:
+            return None
+        return _OUTCOME.validate_python(self.result)
+
+
+class RunRecord(_Value):
+    run_id: str
+    principal: str
+    tenant: str
+    trace_id: str
+    session_id: str | None
+    code_digest: str
+    status: str
+    """``running`` until finished; then what ``finish_run`` said, or ``interrupted``."""
+    summary: dict[str, Any] | None
+    owner: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class ApprovalRecord(_Value):
+    """A stored approval: bound to a call (or, pre-issued, to a tool) + argument digest + risk + expiry.
+
+    ``call_id`` None means pre-issued: usable by any one call of ``server``/``tool`` in
+    ``tenant`` for ``principal`` with exactly these arguments. Single-use either way.
+    """
+
+    approval_id: str = Field(min_length=1)
+    tenant: str
+    principal: str
+    server: str
+    tool: str
+    args_digest: str
+    risk: str
+    call_id: str | None = None
+    approver: str
+    issued_at: datetime
+    expires_at: datetime
+    note: str | None = None
+    used_at: datetime | None = None
+    used_by_call: str | None = None
+
+
+class LedgerEvent(_Value):
+    seq: int
+    at: datetime
+    kind: str
+    subject: str
+    payload: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+# Results of ``reserve``: a discriminated union on ``kind``.
+
+
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """Go ahead: this call holds the key (if any). Call ``mark_sent`` just before sending."""
+
+    call_id: str
+    attempt: int
+    sent: bool = False
+    """True when ``reserve(send=True)`` already recorded it as sent."""
+    kind: Literal["fresh"] = "fresh"
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The same key and arguments already ran: return ``outcome`` without calling again."""
+
+    call_id: str
+    """This call's own row (state ``replayed``)."""
+    original_call_id: str
+    outcome: CallOutcome
+    kind: Literal["replay"] = "replay"
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The key was first used with other arguments. Recorded as ``denied``; nothing is sent."""
+
+    call_id: str
+    existing_call_id: str
+    reason: str
+    kind: Literal["conflict"] = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """Another call with this key is running. Nothing was recorded: wait, then reserve again."""
+
+    call_id: str
+    """The running call (not this one)."""
+    owner: str | None
+    lease_expires_at: datetime | None
+    kind: Literal["in_flight"] = "in_flight"
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """An earlier call with this key has an unknown outcome: it must be reconciled, not retried."""
+
+    call_id: str
+    """This call's own row (state ``denied``, gate ``side_effects``)."""
+    unknown_call_id: str
+    reason: str
+    kind: Literal["unresolved"] = "unresolved"
+
+
+Reservation = Fresh | Replay | Conflict | InFlight | Unresolved
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalConsumed:
+    approval: ApprovalRecord
+    kind: Literal["consumed"] = "consumed"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRefused:
+    approval_id: str
+    reason: str
+    kind: Literal["refused"] = "refused"
+
+
+ApprovalUse = ApprovalConsumed | ApprovalRefused
+
+ProblemKind = Literal[
+    "event_edited",
+    "event_missing",
+    "chain_broken",
+    "invalid_event",
+    "row_edited",
+    "row_missing",
+    "row_extra",
+    "head_mismatch",
+    "anchor_mismatch",
+    "database",
+]
+
+
+class VerifyProblem(_Value):
+    kind: ProblemKind
+    where: str
+    """``event 12``, ``calls/run-1/3 column state``, ``head``…"""
+    detail: str
+
+
+class VerifyReport(_Value):
+    ok: bool
+    events: int
+    head_seq: int
+    head_hash: str
+    rows_checked: int
+    problems: tuple[VerifyProblem, ...] = ()
+
+
+class RecoveryReport(_Value):
+    """What :meth:`SqliteLedger.recover` settled."""
+
+    calls_unknown: tuple[str, ...] = ()
+    calls_abandoned: tuple[str, ...] = ()
+    runs_interrupted: tuple[str, ...] = ()

@@ -1,0 +1,147 @@
+"""The one function that turns events into rows.
+
+Every change to the ledger is an event whose payload is the set of columns it writes. The
+writer runs :func:`reduce` on the current row to get the new one (and to refuse illegal
+state changes *before* anything is written); ``verify`` runs the same function over the whole
+log from scratch and compares the result with the tables. One reducer for both means "the
+tables are derived from the events" is checked, not just claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+
+Row = dict[str, str | int | None]
+Op = Literal["create", "update"]
+
+EVENT_KINDS: dict[str, tuple[Table, Op]] = {
+    "run_started": ("runs", "create"),
+    "run_finished": ("runs", "update"),
+    "run_interrupted": ("runs", "update"),
+    "call_reserved": ("calls", "create"),
+    "call_denied": ("calls", "create"),
+    "call_replayed": ("calls", "create"),
+    "call_sent": ("calls", "update"),
+    "lease_extended": ("calls", "update"),
+    "call_completed": ("calls", "update"),
+    "call_refused": ("calls", "update"),
+    "call_unknown": ("calls", "update"),
+    "call_abandoned": ("calls", "update"),
+    "call_reconciled": ("calls", "update"),
+    "approval_recorded": ("approvals", "create"),
+    "approval_consumed": ("approvals", "update"),
+}
+
+# The state each call event must leave the row in (None: the state must not change).
+_CALL_EVENT_STATES: dict[str, frozenset[str] | None] = {
+    "call_reserved": frozenset({"reserved"}),
+    "call_denied": frozenset({"denied"}),
+    "call_replayed": frozenset({"replayed"}),
+    "call_sent": frozenset({"sent"}),
+    "lease_extended": None,
+    "call_completed": frozenset({"succeeded", "failed"}),
+    "call_refused": frozenset({"refused"}),
+    "call_unknown": frozenset({"unknown"}),
+    "call_abandoned": frozenset({"abandoned"}),
+    "call_reconciled": frozenset({"reconciled_succeeded", "reconciled_failed"}),
+}
+
+CALL_TRANSITIONS: dict[str, frozenset[str]] = {
+    "reserved": frozenset({"sent", "abandoned", "refused"}),
+    "sent": frozenset({"succeeded", "failed", "refused", "unknown"}),
+    # A late answer may still arrive for an unknown call; it settles the question.
+    "unknown": frozenset({"succeeded", "failed", "reconciled_succeeded", "reconciled_failed"}),
+}
+"""Allowed moves between existing states. Every other state is final."""
+
+
+class ReduceError(Exception):
+    """An event that cannot apply to the current state (an illegal transition, a bad field)."""
+
+
+def empty_row(table: Table) -> Row:
+    return dict.fromkeys(COLUMNS[table])
+
+
+def _check_fields(table: Table, fields: Mapping[str, Any]) -> None:
+    columns = COLUMNS[table]
+    for name, value in fields.items():
+        if name not in columns:
+            raise ReduceError(f"unknown column {table}.{name}")
+        # bool is an int subclass; refuse it (and floats) so rows compare exactly after a replay.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            raise ReduceError(f"{table}.{name} must be text, an integer or null, not {type(value).__name__}")
+
+
+def _check_call(kind: str, current: Row | None, new: Row) -> None:
+    allowed = _CALL_EVENT_STATES[kind]
+    old_state = None if current is None else current["state"]
+    new_state = new["state"]
+    if allowed is None:
+        if new_state != old_state:
+            raise ReduceError(f"{kind} must not change the state ({old_state} -> {new_state})")
+        if old_state not in ("reserved", "sent"):
+            raise ReduceError(f"{kind} applies to a call in flight, not to one in state {old_state}")
+        return
+    if new_state not in allowed:
+        raise ReduceError(f"{kind} cannot leave a call in state {new_state}")
+    if current is not None and new_state not in CALL_TRANSITIONS.get(str(old_state), frozenset()):
+        raise ReduceError(f"a call in state {old_state} cannot become {new_state}")
+
+
+def _check_run(kind: str, current: Row | None, new: Row) -> None:
+    if kind == "run_started":
+        if new["status"] != "running":
+            raise ReduceError("a run starts in status running")
+    elif current is None or current["status"] != "running":
+        status = None if current is None else current["status"]
+        raise ReduceError(f"{kind}: the run is already finished (status {status})")
+    elif new["status"] == "running":
+        raise ReduceError(f"{kind} must set a final status")
+
+
+def _check_approval(kind: str, current: Row | None, new: Row) -> None:
+    if kind == "approval_recorded":
+        if new["used_at"] is not None:
+            raise ReduceError("an approval is recorded unused")
+    elif current is None or current["used_at"] is not None:
+        raise ReduceError("the approval is already used")
+    elif new["used_at"] is None or new["used_by_call"] is None:
+        raise ReduceError("consuming an approval records when and by which call")
+
+
+def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | None) -> tuple[Table, Row]:
+    """Apply one event to the current row of its subject (None if none); return the new row."""
+    try:
+        table, op = EVENT_KINDS[kind]
+    except KeyError:
+        raise ReduceError(f"unknown event kind {kind!r}") from None
+    _check_fields(table, fields)
+    key = PRIMARY_KEY[table]
+    if op == "create":
+        if current is not None:
+            raise ReduceError(f"{table} row {subject!r} already exists")
+        if fields.get(key) != subject:
+            raise ReduceError(f"{kind}: {key} must equal the event subject {subject!r}")
+        new = empty_row(table)
+        new.update(fields)
+    else:
+        if current is None:
+            raise ReduceError(f"{kind}: no {table} row {subject!r}")
+        if key in fields and fields[key] != subject:
+            raise ReduceError(f"{kind} must not change the {key}")
+        new = dict(current)
+        new.update(fields)
+    for name, spec in COLUMNS[table].items():
+        if "NOT NULL" in spec and new[name] is None:
+            raise ReduceError(f"{kind}: {table}.{name} must not be null")
+    if table == "calls":
+        _check_call(kind, current, new)
+    elif table == "runs":
+        _check_run(kind, current, new)
+    else:
+        _check_approval(kind, current, new)
+    return table, new

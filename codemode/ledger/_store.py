@@ -1,0 +1,111 @@
+"""The storage seam: what the broker and the CLI need from a ledger.
+
+:class:`codemode.ledger.SqliteLedger` is the embedded implementation. A server database
+(PostgreSQL, say) can implement the same Protocol; its contract is in the SQLite methods'
+docstrings: ``reserve`` must decide and write atomically across every process that shares
+the store, and every change must be an event in one hash chain from which the tables derive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from codemode.calls import RunBinding
+from codemode.ledger._models import (
+    ApprovalRecord,
+    ApprovalUse,
+    CallIntent,
+    CallRecord,
+    CallState,
+    Completion,
+    LedgerEvent,
+    RecoveryReport,
+    Reservation,
+    Resolution,
+    RunRecord,
+    VerifyReport,
+)
+
+
+class Ledger(Protocol):
+    """Runs, calls, approvals and receipts, hash-chained. Methods block; see ``SqliteLedger``."""
+
+    # runs
+    def begin_run(self, binding: RunBinding, code_digest: str) -> RunRecord: ...
+    def finish_run(self, run_id: str, status: str, summary: Mapping[str, Any] | None = None) -> RunRecord: ...
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+    def list_runs(self, *, limit: int = 50) -> list[RunRecord]: ...
+
+    # calls
+    def reserve(
+        self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False
+    ) -> Reservation: ...
+    def mark_denied(self, intent: CallIntent, *, gate: str, reason: str) -> CallRecord: ...
+    def mark_sent(self, call_id: str, *, lease_s: float | None = None) -> CallRecord: ...
+    def extend_lease(self, call_id: str, lease_s: float) -> CallRecord: ...
+    def complete(self, call_id: str, outcome: Completion, *, receipt: str | None = None) -> CallRecord: ...
+    def mark_refused(
+        self, call_id: str, reason: str, *, retry_after_s: float | None = None
+    ) -> CallRecord: ...
+    def mark_unknown(self, call_id: str, reason: str) -> CallRecord: ...
+    def mark_abandoned(self, call_id: str, reason: str) -> CallRecord: ...
+    def wait_for(self, call_id: str, timeout_s: float, *, poll_s: float = 0.05) -> CallRecord: ...
+
+    # reconciliation
+    def unknown_calls(self) -> list[CallRecord]: ...
+    def resolve(
+        self,
+        call_id: str,
+        resolution: Resolution,
+        evidence: str,
+        *,
+        receipt: str | None = None,
+        result: Any = None,
+        resolved_by: str = "manual",
+    ) -> CallRecord: ...
+
+    # approvals
+    def record_approval(self, approval: ApprovalRecord) -> ApprovalRecord: ...
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+    def find_approvals(
+        self,
+        *,
+        tenant: str,
+        principal: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        usable_at: datetime | None = None,
+    ) -> list[ApprovalRecord]: ...
+    def consume_approval(
+        self,
+        approval_id: str,
+        *,
+        call_id: str,
+        tenant: str,
+        principal: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        risk: str | None = None,
+        now: datetime | None = None,
+    ) -> ApprovalUse: ...
+
+    # queries, integrity
+    def get_call(self, call_id: str) -> CallRecord | None: ...
+    def list_calls(
+        self,
+        *,
+        run_id: str | None = None,
+        state: CallState | None = None,
+        limit: int = 100,
+        newest_first: bool = True,
+    ) -> list[CallRecord]: ...
+    def find_by_receipt(self, receipt: str) -> list[CallRecord]: ...
+    def events(self, subject: str | None = None, *, limit: int | None = None) -> list[LedgerEvent]: ...
+    def head(self) -> tuple[int, str]: ...
+    def verify(self, *, anchor: tuple[int, str] | None = None) -> VerifyReport: ...
+    def recover(self) -> RecoveryReport: ...
+    def close(self) -> None: ...

@@ -1,0 +1,177 @@
+"""``verify``: re-check the hash chain and re-derive every table from the events.
+
+What it detects, and how:
+
+* an edited event (any column of it) → its recomputed hash differs from the stored one;
+* a deleted event in the middle → a gap in ``seq`` (and the next event links to a hash
+  that is no longer there);
+* a deleted or edited last event (truncated tail) → the head (last ``seq`` + hash, updated
+  in the same transaction as every append) no longer matches the log;
+* an edited, deleted or added row in ``runs``/``calls``/``approvals`` → replaying the events
+  through the same reducer the writer uses gives other rows;
+* an event that could never have been written (illegal state change, bad payload);
+* with an anchor (a head recorded elsewhere earlier): any rewrite of history up to it.
+
+What it cannot detect: a consistent rewrite of the whole file by someone who has this code
+and write access (recompute all hashes, the head and the tables). See :mod:`._chain`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, cast
+
+from codemode.ledger._chain import event_hash
+from codemode.ledger._models import VerifyProblem, VerifyReport
+from codemode.ledger._reduce import EVENT_KINDS, ReduceError, Row, reduce
+from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+
+_MAX_PROBLEMS = 1000
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[VerifyProblem] = []
+        self.dropped = 0
+
+    def add(self, kind: Any, where: str, detail: str) -> None:
+        if len(self.items) < _MAX_PROBLEMS:
+            self.items.append(VerifyProblem(kind=kind, where=where, detail=detail))
+        else:
+            self.dropped += 1
+
+
+def _replay_events(
+    conn: sqlite3.Connection, genesis: str, problems: _Problems
+) -> tuple[int, int, str, dict[Table, dict[str, Row]]]:
+    derived: dict[Table, dict[str, Row]] = {table: {} for table in COLUMNS}
+    count, last_seq, last_hash = 0, 0, genesis
+    cursor = conn.execute("SELECT seq, at, kind, subject, payload, prev_hash, hash FROM events ORDER BY seq")
+    for seq, at, kind, subject, payload, prev_hash, stored_hash in cursor:
+        count += 1
+        where = f"event {seq}"
+        if seq != last_seq + 1:
+            missing = f"event {last_seq + 1}" if seq == last_seq + 2 else f"events {last_seq + 1}..{seq - 1}"
+            problems.add("event_missing", missing, f"deleted: the log jumps from event {last_seq} to {seq}")
+        elif prev_hash != last_hash:
+            problems.add(
+                "chain_broken",
+                where,
+                "does not link to the event before it (an event was replaced or reordered)",
+            )
+        try:
+            recomputed = event_hash(
+                str(prev_hash),
+                seq=int(seq),
+                at=str(at),
+                kind=str(kind),
+                subject=str(subject),
+                payload=str(payload),
+            )
+        except (TypeError, ValueError) as exc:
+            recomputed = f"<unhashable: {exc}>"
+        if recomputed != stored_hash:
+            problems.add("event_edited", where, f"its content does not match its hash ({kind} {subject})")
+        last_seq, last_hash = int(seq), str(stored_hash)
+        try:
+            decoded: object = json.loads(payload)
+            if not isinstance(decoded, dict):
+                raise ReduceError("the payload is not a JSON object")
+            fields = cast("dict[str, Any]", decoded)
+            table = EVENT_KINDS[kind][0] if kind in EVENT_KINDS else "calls"
+            _, row = reduce(str(kind), str(subject), fields, derived[table].get(str(subject)))
+            derived[table][str(subject)] = row
+        except (ReduceError, ValueError, TypeError) as exc:
+            problems.add("invalid_event", where, f"{kind} {subject}: {exc}")
+    return count, last_seq, last_hash, derived
+
+
+def _compare_tables(
+    conn: sqlite3.Connection, derived: dict[Table, dict[str, Row]], problems: _Problems
+) -> int:
+    checked = 0
+    for table, columns in COLUMNS.items():
+        key = PRIMARY_KEY[table]
+        actual: dict[str, Row] = {}
+        for found in conn.execute(f"SELECT {', '.join(columns)} FROM {table}"):  # noqa: S608 - constants
+            row = {name: found[i] for i, name in enumerate(columns)}
+            actual[str(row[key])] = row
+        expected = derived[table]
+        checked += len(actual)
+        for pk in sorted(expected.keys() - actual.keys()):
+            problems.add("row_missing", f"{table}/{pk}", "the events record it, the table has no such row")
+        for pk in sorted(actual.keys() - expected.keys()):
+            problems.add("row_extra", f"{table}/{pk}", "in the table, but no event ever created it")
+        for pk in sorted(expected.keys() & actual.keys()):
+            for name in columns:
+                if actual[pk][name] != expected[pk][name]:
+                    problems.add(
+                        "row_edited",
+                        f"{table}/{pk} column {name}",
+                        f"the table has {_short(actual[pk][name])}, "
+                        f"the events say {_short(expected[pk][name])}",
+                    )
+    return checked
+
+
+def verify_connection(
+    conn: sqlite3.Connection, genesis: str | None, *, anchor: tuple[int, str] | None = None
+) -> VerifyReport:
+    problems = _Problems()
+    if genesis is None:
+        problems.add("database", "meta", "the ledger id is missing, so the chain cannot be checked")
+        genesis = ""
+    try:
+        quick = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+        if quick != ["ok"]:
+            problems.add("database", "file", "SQLite integrity check: " + "; ".join(quick[:5]))
+        count, last_seq, last_hash, derived = _replay_events(conn, genesis, problems)
+        head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+        head_seq, head_hash = (-1, "") if head is None else (int(head[0]), str(head[1]))
+        if head is None:
+            problems.add("head_mismatch", "head", "the head row is missing")
+        elif head_seq > last_seq:
+            problems.add(
+                "head_mismatch",
+                "head",
+                f"truncated: the head says the log ends at event {head_seq}, it ends at {last_seq}",
+            )
+        elif head_seq < last_seq:
+            problems.add(
+                "head_mismatch", "head", f"events {head_seq + 1}..{last_seq} were appended outside codemode"
+            )
+        elif head_hash != last_hash:
+            problems.add("head_mismatch", "head", f"the hash of event {last_seq} is not the head's hash")
+        if anchor is not None:
+            anchor_seq, anchor_hash = anchor
+            found = conn.execute("SELECT hash FROM events WHERE seq = ?", (anchor_seq,)).fetchone()
+            if found is None:
+                problems.add("anchor_mismatch", f"event {anchor_seq}", "the anchored event is gone")
+            elif str(found[0]) != anchor_hash:
+                problems.add(
+                    "anchor_mismatch", f"event {anchor_seq}", "history up to the anchor was rewritten"
+                )
+        rows = _compare_tables(conn, derived, problems)
+    except sqlite3.Error as exc:
+        problems.add("database", "file", f"cannot read the ledger: {exc}")
+        count, rows, head_seq, head_hash = 0, 0, -1, ""
+    if problems.dropped:
+        problems.items.append(
+            VerifyProblem(
+                kind="database", where="report", detail=f"{problems.dropped} more problems not listed"
+            )
+        )
+    return VerifyReport(
+        ok=not problems.items,
+        events=count,
+        head_seq=head_seq,
+        head_hash=head_hash,
+        rows_checked=rows,
+        problems=tuple(problems.items),
+    )

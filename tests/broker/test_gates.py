@@ -1,0 +1,382 @@
+"""Each gate's allow and deny paths, on hand-built calls (no servers, no sandbox)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
+from codemode.broker._context import CallContext
+from codemode.broker._decisions import Allow, Deny
+from codemode.broker._run import RunState
+from codemode.broker.gates import (
+    ArgumentGate,
+    BudgetGate,
+    ConsentGate,
+    PrincipalGate,
+    ScopeGate,
+    ToolGate,
+    check_path,
+)
+from codemode.calls import RunBinding, ToolCallRequest
+from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe, tool_hash
+from codemode.config import PolicyConfig
+from codemode.ledger import arguments_digest
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"customer_id": {"type": "string", "pattern": "^CUST-[0-9]{4}$"}, "note": {"type": "string"}},
+    "required": ["customer_id"],
+}
+
+
+def spec(name: str = "add_note", *, annotations: dict[str, Any] | None = None, schema: Any = None) -> ToolSpec:
+    schema = SCHEMA if schema is None else schema
+    digest = tool_hash(
+        name=name, title=None, description="d", input_schema=schema, output_schema=None, annotations=annotations
+    )
+    return ToolSpec(
+        server="crm", name=name, description="d", input_schema=schema, annotations=annotations, schema_hash=digest
+    )
+
+
+def policy(**data: Any) -> PolicyConfig:
+    return PolicyConfig.model_validate(data)
+
+
+def binding(principal: str = "local", tenant: str = "default", **extra: Any) -> RunBinding:
+    return RunBinding(run_id="run-1", principal=principal, tenant=tenant, trace_id="t", **extra)
+
+
+def context(tool: ToolSpec | None = None, arguments: dict[str, Any] | None = None, **binding_args: Any) -> CallContext:
+    tool = tool or spec()
+    arguments = {"customer_id": "CUST-0001"} if arguments is None else arguments
+    bound = binding(**binding_args)
+    return CallContext(
+        binding=bound,
+        request=ToolCallRequest(seq=1, server="crm", tool=tool.name, schema_hash=tool.schema_hash, arguments=arguments),
+        run=RunState(binding=bound),
+        arguments=arguments,
+        args_digest=arguments_digest(arguments),
+        now=time.time(),
+    )
+
+
+class Catalog:
+    def __init__(self, *tools: ToolSpec, trusted: bool = False) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.trusted = trusted
+
+    def live_tool(self, server: str, tool: str) -> ToolSpec | None:
+        return self.tools.get(tool) if server == "crm" else None
+
+    def is_trusted(self, server: str) -> bool:
+        return self.trusted
+
+
+class Pins:
+    def __init__(self, *tools: ToolSpec) -> None:
+        lock, _ = observe(LockFile(), ServerCatalog(server="crm", tools=tools))
+        self.lock, _ = approve(lock)
+
+
+# -- principal ----------------------------------------------------------------------------------
+
+
+async def test_principal_gate_allows_the_default_principal_in_allow_mode() -> None:
+    ctx = context()
+    assert isinstance(await PrincipalGate(policy()).check(ctx), Allow)
+    assert ctx.principal is not None
+
+
+async def test_principal_gate_refuses_an_unknown_principal_in_deny_mode() -> None:
+    gate = PrincipalGate(policy(mode="deny", principals={"alice": {}}))
+    decision = await gate.check(context(principal="mallory"))
+    assert isinstance(decision, Deny) and "unknown principal 'mallory'" in decision.reason
+
+
+async def test_principal_gate_refuses_cross_tenant_access() -> None:
+    gate = PrincipalGate(policy(principals={"alice": {"tenants": ["acme"]}}))
+    assert isinstance(await gate.check(context(principal="alice", tenant="acme")), Allow)
+    decision = await gate.check(context(principal="alice", tenant="globex"))
+    assert isinstance(decision, Deny) and "cross-tenant" in decision.reason
+
+
+async def test_principal_gate_refuses_a_missing_identity_and_an_expired_context() -> None:
+    gate = PrincipalGate(policy())
+    assert isinstance(await gate.check(context(principal="")), Deny)
+    expired = await gate.check(context(expires_at=time.time() - 1))
+    assert isinstance(expired, Deny) and "expired" in expired.reason
+
+
+# -- tool identity ------------------------------------------------------------------------------
+
+
+async def test_tool_gate_allows_an_approved_unchanged_tool() -> None:
+    tool = spec()
+    ctx = context(tool)
+    ctx.principal = policy().principal("local")
+    assert isinstance(await ToolGate(policy(), Catalog(tool), Pins(tool)).check(ctx), Allow)
+    assert ctx.risk == "high", "no readOnlyHint: high risk"
+
+
+async def test_tool_gate_refuses_a_tool_that_was_never_approved() -> None:
+    tool = spec()
+    decision = await ToolGate(policy(), Catalog(tool), Pins()).check(context(tool))
+    assert isinstance(decision, Deny) and "not approved" in decision.reason
+
+
+async def test_tool_gate_refuses_a_stub_hash_that_is_not_the_pin() -> None:
+    tool = spec()
+    ctx = context(tool)
+    ctx.request = ctx.request.model_copy(update={"schema_hash": "sha256:" + "0" * 64})
+    decision = await ToolGate(policy(), Catalog(tool), Pins(tool)).check(ctx)
+    assert isinstance(decision, Deny) and "stale stub" in decision.reason
+
+
+async def test_tool_gate_refuses_a_rug_pull_where_the_live_definition_changed() -> None:
+    approved = spec()
+    drifted = spec(schema={**SCHEMA, "properties": {**SCHEMA["properties"], "bcc": {"type": "string"}}})
+    decision = await ToolGate(policy(), Catalog(drifted), Pins(approved)).check(context(approved))
+    assert isinstance(decision, Deny) and "changed since approval" in decision.reason
+
+
+async def test_tool_gate_refuses_a_removed_tool() -> None:
+    tool = spec()
+    decision = await ToolGate(policy(), Catalog(), Pins(tool)).check(context(tool))
+    assert isinstance(decision, Deny) and "not listed" in decision.reason
+
+
+async def test_tool_gate_refuses_tools_outside_the_principals_grant() -> None:
+    tool = spec()
+    rules = policy(principals={"local": {"tools": ["tickets/*"]}})
+    decision = await ToolGate(rules, Catalog(tool), Pins(tool)).check(context(tool))
+    assert isinstance(decision, Deny) and "may not use crm/add_note" in decision.reason
+    denied = policy(principals={"local": {"tools": ["*"], "deny_tools": ["crm/add_*"]}})
+    assert isinstance(await ToolGate(denied, Catalog(tool), Pins(tool)).check(context(tool)), Deny)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "trusted", "risk"),
+    [
+        ({"readOnlyHint": True}, True, "low"),
+        ({"readOnlyHint": True}, False, "medium"),
+        ({"destructiveHint": True}, True, "high"),
+        (None, True, "high"),
+    ],
+)
+async def test_risk_trusts_read_only_hints_only_from_trusted_servers(
+    annotations: dict[str, Any] | None, trusted: bool, risk: str
+) -> None:
+    tool = spec(annotations=annotations)
+    ctx = context(tool)
+    await ToolGate(policy(), Catalog(tool, trusted=trusted), Pins(tool)).check(ctx)
+    assert ctx.risk == risk
+
+
+# -- arguments ----------------------------------------------------------------------------------
+
+
+async def arguments_decision(arguments: dict[str, Any], **policy_data: Any) -> Any:
+    tool = spec()
+    ctx = context(tool, arguments)
+    ctx.pinned = {"inputSchema": SCHEMA}
+    return await ArgumentGate(policy(**policy_data)).check(ctx)
+
+
+async def test_argument_gate_allows_valid_arguments() -> None:
+    assert isinstance(await arguments_decision({"customer_id": "CUST-0001", "note": "hi"}), Allow)
+
+
+async def test_argument_gate_refuses_invalid_arguments_with_the_location() -> None:
+    decision = await arguments_decision({"customer_id": "nope"})
+    assert isinstance(decision, Deny) and "customer_id" in decision.reason
+    missing = await arguments_decision({})
+    assert isinstance(missing, Deny) and "required" in missing.reason
+
+
+async def test_identity_fields_smuggled_in_arguments_are_refused() -> None:
+    decision = await arguments_decision({"customer_id": "CUST-0001", "principal": "admin", "tenant": "globex"})
+    assert isinstance(decision, Deny)
+    assert "'principal'" in decision.reason and "'tenant'" in decision.reason
+
+
+async def test_undeclared_arguments_pass_when_strict_arguments_is_off() -> None:
+    assert isinstance(await arguments_decision({"customer_id": "CUST-0001", "x": 1}, strict_arguments=False), Allow)
+
+
+async def test_argument_gate_never_fetches_a_network_ref() -> None:
+    tool = spec()
+    ctx = context(tool, {"customer_id": "CUST-0001"})
+    ctx.pinned = {"inputSchema": {"type": "object", "properties": {"customer_id": {"$ref": "https://example.invalid/s.json"}}}}
+    decision = await ArgumentGate(policy()).check(ctx)
+    assert isinstance(decision, Deny)
+
+
+async def test_argument_gate_refuses_oversized_and_deeply_nested_arguments() -> None:
+    deep: Any = "x"
+    for _ in range(100):
+        deep = [deep]
+    decision = await arguments_decision({"customer_id": "CUST-0001", "note": deep}, strict_arguments=False)
+    assert isinstance(decision, Deny) and "nested deeper" in decision.reason
+    big = await arguments_decision({"customer_id": "CUST-0001", "note": "x" * 2_000_000})
+    assert isinstance(big, Deny) and "bytes" in big.reason
+
+
+# -- resource scope -----------------------------------------------------------------------------
+
+
+def scoped(rule: dict[str, Any], arguments: dict[str, Any], annotations: dict[str, Any] | None = None) -> CallContext:
+    tool = spec(annotations=annotations)
+    ctx = context(tool, arguments)
+    ctx.principal = policy(principals={"local": {"scopes": [rule]}}).principals["local"]
+    ctx.risk = "low" if annotations else "high"
+    return ctx
+
+
+async def test_scope_gate_allows_record_ids_in_scope_and_refuses_others() -> None:
+    rule = {"tools": ["crm/*"], "argument": "customer_id", "allow": ["CUST-00*"]}
+    assert isinstance(await ScopeGate().check(scoped(rule, {"customer_id": "CUST-0042"})), Allow)
+    decision = await ScopeGate().check(scoped(rule, {"customer_id": "CUST-0420"}))
+    assert isinstance(decision, Deny) and "outside the granted scope" in decision.reason
+
+
+async def test_scope_gate_refuses_a_write_where_only_read_is_granted() -> None:
+    rule = {"tools": ["crm/*"], "argument": "customer_id", "allow": ["*"], "access": "read"}
+    assert isinstance(await ScopeGate().check(scoped(rule, {"customer_id": "C"}, {"readOnlyHint": True})), Allow)
+    decision = await ScopeGate().check(scoped(rule, {"customer_id": "C"}))
+    assert isinstance(decision, Deny) and "only read access" in decision.reason
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> dict[str, Path]:
+    allowed = tmp_path / "allowed"
+    (allowed / "sub").mkdir(parents=True)
+    (allowed / "sub" / "file.txt").write_text("ok")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key.pem").write_text("private")
+    os.symlink(secret, allowed / "escape")
+    return {"allowed": allowed, "secret": secret}
+
+
+def test_paths_inside_the_root_are_allowed(roots: dict[str, Path]) -> None:
+    ok, real = check_path(str(roots["allowed"] / "sub" / "file.txt"), [str(roots["allowed"])])
+    assert ok and real.endswith("file.txt")
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        "/../secret/key.pem",
+        "/sub/../../secret/key.pem",
+        "/%2e%2e/secret/key.pem",
+        "/%252e%252e/secret/key.pem",
+        "/..%2fsecret/key.pem",
+        "/．．/secret/key.pem",
+        "/escape/key.pem",
+        "/sub/\x00/../../secret",
+    ],
+    ids=["dotdot", "nested-dotdot", "percent", "double-percent", "mixed", "fullwidth", "symlink", "nul"],
+)
+def test_path_traversal_in_every_form_is_refused(roots: dict[str, Path], suffix: str) -> None:
+    ok, reason = check_path(str(roots["allowed"]) + suffix, [str(roots["allowed"])])
+    assert not ok, reason
+
+
+def test_relative_paths_are_refused(roots: dict[str, Path]) -> None:
+    ok, reason = check_path("sub/file.txt", [str(roots["allowed"])])
+    assert not ok and "absolute" in reason
+
+
+# -- consent ------------------------------------------------------------------------------------
+
+
+class Store:
+    def __init__(self, preissued: dict[tuple[str, str], str] | None = None) -> None:
+        self.preissued = dict(preissued or {})
+        self.granted: list[ApprovalRequest] = []
+
+    def consume_preissued(self, *, tool: str, args_digest: str, **_: Any) -> str | None:
+        return self.preissued.pop((tool, args_digest), None)
+
+    def record_granted(self, request: ApprovalRequest, answer: ApprovalAnswer) -> str:
+        self.granted.append(request)
+        return f"appr-{len(self.granted)}"
+
+
+def approver(approved: bool) -> CallbackApprover:
+    async def answer(_: ApprovalRequest) -> ApprovalAnswer:
+        return ApprovalAnswer(approved, "test")
+
+    return CallbackApprover(answer)
+
+
+async def test_low_risk_calls_need_no_consent() -> None:
+    ctx = context()
+    ctx.risk = "low"
+    assert isinstance(await ConsentGate(policy(), Store(), None).check(ctx), Allow)
+
+
+async def test_high_risk_calls_without_an_approver_are_denied_with_what_to_do() -> None:
+    decision = await ConsentGate(policy(), Store(), None).check(context())
+    assert isinstance(decision, Deny) and "codemode approve crm/add_note" in decision.reason
+
+
+async def test_an_interactive_approval_is_bound_to_the_call_and_its_arguments() -> None:
+    store = Store()
+    ctx = context()
+    assert isinstance(await ConsentGate(policy(), store, approver(True)).check(ctx), Allow)
+    assert ctx.approval_id == "appr-1"
+    request = store.granted[0]
+    assert request.call_id == "run-1/1" and request.args_digest == ctx.args_digest
+
+
+async def test_a_declined_approval_denies_the_call() -> None:
+    decision = await ConsentGate(policy(), Store(), approver(False)).check(context())
+    assert isinstance(decision, Deny) and "not given" in decision.reason
+
+
+async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> None:
+    ctx = context()
+    store = Store({("add_note", ctx.args_digest): "pre-1"})
+    gate = ConsentGate(policy(), store, None)
+    mutated = context(arguments={"customer_id": "CUST-0002"})
+    assert isinstance(await gate.check(mutated), Deny), "other arguments do not match the approval"
+    assert isinstance(await gate.check(ctx), Allow)
+    assert ctx.approval_id == "pre-1"
+    assert isinstance(await gate.check(context()), Deny), "single use"
+
+
+async def test_policy_can_require_or_waive_consent_per_tool() -> None:
+    always = context()
+    always.risk = "low"
+    assert isinstance(await ConsentGate(policy(consent={"always": ["crm/*"]}), Store(), None).check(always), Deny)
+    assert isinstance(await ConsentGate(policy(consent={"never": ["crm/add_note"]}), Store(), None).check(context()), Allow)
+
+
+# -- budget -------------------------------------------------------------------------------------
+
+
+async def test_budget_stops_exactly_at_the_call_cap() -> None:
+    gate = BudgetGate(policy(budget={"calls_per_run": 3}))
+    ctx = context()
+    results = [await gate.check(ctx) for _ in range(5)]
+    assert [isinstance(r, Allow) for r in results] == [True, True, True, False, False]
+
+
+async def test_budget_caps_per_tool_and_money() -> None:
+    gate = BudgetGate(policy(budget={"calls_per_tool": {"crm/add_*": 1}}))
+    ctx = context()
+    assert isinstance(await gate.check(ctx), Allow)
+    decision = await gate.check(ctx)
+    assert isinstance(decision, Deny) and "crm/add_note" in decision.reason
+    money = BudgetGate(policy(budget={"money_per_run": 1.0, "costs": {"crm/*": 0.4}}))
+    ctx = context()
+    assert [isinstance(await money.check(ctx), Allow) for _ in range(3)] == [True, True, False]
