@@ -143,8 +143,13 @@ class Broker:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def open_run(self, binding: RunBinding) -> RunState:
-        state = RunState(binding=binding, concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls))
+    def open_run(self, binding: RunBinding, *, approver: Approver | None = None) -> RunState:
+        """Start tracking a run; ``approver`` overrides the broker's approver for this run only."""
+        state = RunState(
+            binding=binding,
+            concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
+            approver=approver,
+        )
         self._runs[binding.run_id] = state
         return state
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from codemode.broker._approvals import Approver
 from codemode.broker._pii import PiiVault
 from codemode.calls import RunBinding
 
@@ -28,6 +29,8 @@ class RunState:
     flags: set[str] = field(default_factory=lambda: set[str]())
     lock: threading.Lock = field(default_factory=threading.Lock)
     concurrency: anyio.Semaphore | None = None
+    approver: Approver | None = None
+    """Who approves this run's risky calls (e.g. the MCP client that asked for the run)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

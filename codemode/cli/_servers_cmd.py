@@ -13,6 +13,7 @@ import click
 from rich.table import Table
 
 from codemode.catalog import (
+    Pins,
     ServerCatalog,
     ServerDiff,
     ToolStatus,
@@ -110,13 +111,22 @@ def servers(config_path: Path | None, as_json: bool) -> None:
 @click.command()
 @config_option
 @json_option
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write the stub tree of approved tools to DIR (servers/ + codemode_runtime.pyi).",
+)
 @handle_errors
-def sync(config_path: Path | None, as_json: bool) -> None:
+def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> None:
     """Connect, list every server's tools and record them in codemode.lock.
 
     Prints the tools added, changed and removed since the last sync. New and changed tools are
     NOT usable until approved with 'codemode pin --approve'; removed tools fail closed. A server
     that fails to connect keeps its previous pins untouched. Exit status 1 if any server failed.
+
+    With --export DIR the stubs of the approved tools are written to DIR, e.g. to read them,
+    type-check them, or give them to an editor.
     """
     config = load(config_path)
     statuses, catalogs = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
@@ -128,6 +138,12 @@ def sync(config_path: Path | None, as_json: bool) -> None:
             diffs.append(diff)
         save_lock(config.lock_path, lock)
     excluded = [e.model_dump() for c in catalogs for e in c.excluded]
+    exported: str | None = None
+    if export_dir is not None:
+        from codemode.stubs import render_tree
+
+        tree = render_tree(Pins(config.lock_path).usable(catalogs))
+        exported = str(tree.export(export_dir))
     if as_json:
         print_json(
             {
@@ -136,6 +152,7 @@ def sync(config_path: Path | None, as_json: bool) -> None:
                 "servers": [_status_json(s) for s in statuses],
                 "changes": [d.to_json() for d in diffs],
                 "excluded": excluded,
+                "exported_to": exported,
             }
         )
     else:
@@ -155,6 +172,8 @@ def sync(config_path: Path | None, as_json: bool) -> None:
         _print_failures(statuses)
         pending = sum(len(d.pending) for d in diffs)
         stdout.print(f"wrote {config.lock_path}", highlight=False)
+        if exported:
+            stdout.print(f"exported the stub tree to {exported}", highlight=False)
         if pending:
             stdout.print(
                 f"{pending} tool{'s' if pending != 1 else ''} await approval: review with 'codemode pin', "

@@ -22,6 +22,7 @@ from codemode.config._policy import (
     ScopeRule,
 )
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
+from codemode.config._serve import ServeConfig, TokenGrant
 from codemode.config._starter import starter_config
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "Risk",
     "SandboxConfig",
     "ScopeRule",
+    "ServeConfig",
+    "TokenGrant",
     "ServerConfig",
     "StdioServerConfig",
     "check_references",

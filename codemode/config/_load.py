@@ -27,6 +27,7 @@ from codemode.config._policy import (
     ResultPolicy,
     ScopeRule,
 )
+from codemode.config._serve import ServeConfig, TokenGrant
 from codemode.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "codemode.toml"
@@ -45,6 +46,8 @@ _SECTION_MODELS: dict[str, list[type[BaseModel]]] = {
     "policy.results": [ResultPolicy],
     "ledger": [LedgerConfig],
     "pins": [PinsConfig],
+    "serve": [ServeConfig],
+    "serve.tokens.*": [TokenGrant],
 }
 
 
@@ -71,7 +74,7 @@ def _known_keys(location: str) -> list[str]:
     parts = location.split(".")[:-1]  # the section that holds the unknown key
     # Named tables (servers.<name>, policy.principals.<name>) and list items become "*".
     wildcarded = [
-        "*" if (i > 0 and parts[i - 1] in ("servers", "principals", "scopes")) else part
+        "*" if (i > 0 and parts[i - 1] in ("servers", "principals", "scopes", "tokens")) else part
         for i, part in enumerate(parts)
     ]
     section = ".".join(wildcarded)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, T
 
 from codemode.config._policy import PolicyConfig
 from codemode.config._secrets import check_references
+from codemode.config._serve import ServeConfig
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
@@ -148,6 +149,8 @@ class SandboxConfig(_Section):
 class LedgerConfig(_Section):
     path: str = "codemode.db"
     """SQLite file of the operation ledger, relative to the config file."""
+    store_arguments: bool = True
+    """Keep each call's canonical arguments (needed to reconcile by read-back; may hold PII)."""
 
 
 class PinsConfig(_Section):
@@ -163,6 +166,7 @@ class Config(_Section):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     pins: PinsConfig = Field(default_factory=PinsConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="<objects>")

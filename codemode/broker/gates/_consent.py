@@ -85,7 +85,8 @@ class ConsentGate:
         if approval_id is not None:
             ctx.approval_id = approval_id
             return Allow(note="pre-issued approval")
-        if self.approver is None:
+        approver = ctx.run.approver or self.approver
+        if approver is None:
             return Deny(
                 self.name,
                 f"needs approval: {why}. No approver is available here; pre-issue one with "
@@ -103,7 +104,7 @@ class ConsentGate:
             args_digest=ctx.args_digest,
             expires_at=time.time() + self.policy.consent.approval_ttl_s,
         )
-        answer = await self.approver.ask(request)
+        answer = await approver.ask(request)
         if not answer.approved:
             detail = f": {answer.reason}" if answer.reason else ""
             return Deny(self.name, f"approval for {ctx.label} was not given by {answer.approver}{detail}")

@@ -1,0 +1,49 @@
+"""Typed, injection-safe Python stubs for every tool: the virtual file tree.
+
+:func:`render_tree` turns server catalogs into a :class:`VirtualTree` of modules::
+
+    servers/__init__.py                  index: one line per server
+    servers/<server>/__init__.py         one line per tool; lazy (PEP 562) names
+    servers/<server>/<tool>.py           one function named like the module
+    servers/<server>/_resources.py       read functions for resources and templates
+    servers/<server>/_prompts.py         one function per prompt
+    codemode_runtime.pyi                 the runtime API the stubs call (types only)
+
+The tree lists, reads, searches (``name`` / ``summary`` / ``full`` detail), exports to a
+directory, serves modules to the sandbox's import hook (``module_source``) and makes
+per-principal views (:meth:`VirtualTree.restrict`). See ``stubs_templates/README.md`` for the
+name mapping and the safety rules for untrusted server text.
+"""
+
+from codemode.stubs._names import NameKind, assign_identifiers
+from codemode.stubs._tree import (
+    DetailLevel,
+    SearchResult,
+    TreeEntry,
+    TreePathError,
+    VirtualTree,
+    render_tree,
+)
+from codemode.stubs._typecheck import (
+    ExportCheck,
+    PyrightReport,
+    check_export,
+    import_export,
+    typecheck_export,
+)
+
+__all__ = [
+    "DetailLevel",
+    "ExportCheck",
+    "NameKind",
+    "PyrightReport",
+    "SearchResult",
+    "TreeEntry",
+    "TreePathError",
+    "VirtualTree",
+    "assign_identifiers",
+    "check_export",
+    "import_export",
+    "render_tree",
+    "typecheck_export",
+]

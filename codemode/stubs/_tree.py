@@ -1,0 +1,553 @@
+"""The virtual file tree: rendered stub modules, browsable, searchable, exportable.
+
+A :class:`VirtualTree` is an immutable view. :func:`render_tree` renders every module once;
+:meth:`VirtualTree.restrict` makes a per-principal view that shares those modules and only
+re-renders the small index modules (``servers/__init__.py`` and each server's
+``__init__.py``), so hidden tools vanish from listings, search, imports and docstrings alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+from codemode._resources import resource_dir
+from codemode.calls import ModuleSource
+from codemode.catalog import ServerCatalog, ToolSpec
+from codemode.errors import CodemodeError, StubRenderError
+from codemode.search import SearchDocument, ToolIndex
+from codemode.stubs._names import NameKind, assign_identifiers
+from codemode.stubs._render import (
+    ServerInitTool,
+    render_prompts,
+    render_resources,
+    render_root,
+    render_server_init,
+    render_tool,
+    tool_summary,
+)
+from codemode.stubs._sanitize import first_sentence
+from codemode.stubs._schema import as_map, description_of
+
+__all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
+
+DetailLevel = Literal["name", "summary", "full"]
+_DETAIL_LEVELS: Final = frozenset(get_args(DetailLevel))
+
+RUNTIME_STUB: Final = "codemode_runtime.pyi"
+_EXPORT_MARKER: Final = ".codemode-tree"
+_PARAM_DOC_CHARS: Final = 300
+
+
+class TreePathError(CodemodeError, KeyError):
+    """A path that is not in the tree (or not allowed: absolute, ``..``, not a file)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return f"{self.path!r}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One item of :meth:`VirtualTree.list`."""
+
+    path: str
+    """Path in the tree, e.g. ``servers/crm/get_customer.py`` (directories without a slash)."""
+    name: str
+    """Last path component."""
+    kind: Literal["directory", "file"]
+    module: str | None
+    """Dotted module name (``servers.crm``, ``servers.crm.get_customer``); None for the runtime stub."""
+    summary: str
+    """One line about the entry (cleaned server text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One tool found by :meth:`VirtualTree.search`."""
+
+    server: str
+    """The configured server name."""
+    tool: str
+    """The MCP tool name."""
+    module: str
+    """``servers.crm.get_customer``."""
+    path: str
+    """``servers/crm/get_customer.py``."""
+    import_line: str
+    """``from servers.crm import get_customer``."""
+    score: float
+    detail: DetailLevel
+    text: str
+    """``name``: the module; ``summary``: module + one line; ``full``: types + signature + docstring."""
+
+
+class _Lazy:
+    """A module source rendered on first use (then cached); rendering runs under ``lock``."""
+
+    __slots__ = ("_lock", "_render", "_value")
+
+    def __init__(self, render: Callable[[], str], lock: threading.Lock) -> None:
+        self._render = render
+        self._lock = lock
+        self._value: str | None = None
+
+    def get(self) -> str:
+        value = self._value
+        if value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._render()
+                value = self._value
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Tool:
+    spec: ToolSpec
+    server_ident: str
+    ident: str
+    lazy: _Lazy
+    summary: str
+
+    @property
+    def source(self) -> str:
+        return self.lazy.get()
+
+    @property
+    def module(self) -> str:
+        return f"servers.{self.server_ident}.{self.ident}"
+
+    @property
+    def path(self) -> str:
+        return f"servers/{self.server_ident}/{self.ident}.py"
+
+
+@dataclass(frozen=True, slots=True)
+class _Server:
+    catalog: ServerCatalog
+    ident: str
+    tools: tuple[_Tool, ...]
+    resources: _Lazy | None
+    prompts: _Lazy | None
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    module: str
+    package: bool
+    lazy: _Lazy
+
+
+class _Shared:
+    """What all views of one rendering share: the rendered modules and the search index."""
+
+    def __init__(self, servers: tuple[_Server, ...], lock: threading.Lock) -> None:
+        self.servers = servers
+        self.tool_count = sum(len(s.tools) for s in servers)
+        self.lock = lock
+        self._index: ToolIndex | None = None
+        self._index_lock = threading.Lock()
+        self._runtime_stub: str | None = None
+
+    def index(self) -> ToolIndex:
+        with self._index_lock:
+            if self._index is None:
+                self._index = ToolIndex.build([_search_document(t) for s in self.servers for t in s.tools])
+            return self._index
+
+    def runtime_stub(self) -> str:
+        if self._runtime_stub is None:
+            path = resource_dir("stubs_templates") / RUNTIME_STUB
+            self._runtime_stub = path.read_text(encoding="utf-8")
+        return self._runtime_stub
+
+
+def _search_document(tool: _Tool) -> SearchDocument:
+    spec = tool.spec
+    props = as_map(spec.input_schema.get("properties")) or {}
+    parameters = tuple((str(key), description_of(sub)[:_PARAM_DOC_CHARS]) for key, sub in props.items())
+    return SearchDocument(
+        key=tool.module,
+        server=spec.server,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description or "",
+        parameters=parameters,
+    )
+
+
+def render_tree(catalogs: Sequence[ServerCatalog]) -> VirtualTree:
+    """Render the stub tree for ``catalogs`` (deterministic: same catalogs, same bytes).
+
+    Server and tool identifiers, summaries and the index modules are computed here; each
+    tool, resource and prompt module is rendered (and checked) the first time it is read,
+    imported, searched at ``full`` detail or exported, then cached. :meth:`VirtualTree.render_all`
+    renders everything up front.
+
+    Raises :class:`~codemode.errors.NameCollisionError` when two server or tool names cannot
+    be told apart as identifiers, and :class:`~codemode.errors.StubRenderError` for a
+    catalog that is inconsistent. A module that cannot be rendered safely raises
+    ``StubRenderError`` (or ``NameCollisionError`` for its parameters) when it is first used.
+    """
+    lock = threading.Lock()
+    server_idents = assign_identifiers((c.server for c in catalogs), NameKind.SERVER, where="servers")
+    servers: list[_Server] = []
+    for catalog in catalogs:
+        ident = server_idents[catalog.server]
+        tool_idents = assign_identifiers(
+            (t.name for t in catalog.tools), NameKind.TOOL, where=f"tools of server {catalog.server!r}"
+        )
+        tools: list[_Tool] = []
+        for spec in catalog.tools:
+            if spec.server != catalog.server:
+                raise StubRenderError(
+                    f"tool {spec.name!r} says it belongs to server {spec.server!r}"
+                    f" but is listed by {catalog.server!r}"
+                )
+            tool_ident = tool_idents[spec.name]
+            lazy = _Lazy(functools.partial(render_tool, spec, tool_ident), lock)
+            tools.append(_Tool(spec, ident, tool_ident, lazy, tool_summary(spec)))
+        tools.sort(key=lambda t: (t.ident.lower(), t.ident))
+        resources = (
+            _Lazy(
+                functools.partial(
+                    render_resources, catalog.server, catalog.resources, catalog.resource_templates
+                ),
+                lock,
+            )
+            if catalog.resources or catalog.resource_templates
+            else None
+        )
+        prompts = (
+            _Lazy(functools.partial(render_prompts, catalog.server, catalog.prompts), lock)
+            if catalog.prompts
+            else None
+        )
+        servers.append(_Server(catalog, ident, tuple(tools), resources, prompts))
+    servers.sort(key=lambda s: (s.ident.lower(), s.ident))
+    return VirtualTree(_Shared(tuple(servers), lock), None)
+
+
+class VirtualTree:
+    """A rendered stub tree (or a restricted view of one). Implements ``ModuleProvider``.
+
+    Paths are ``/``-separated and relative: ``""`` (the root), ``servers``,
+    ``servers/crm``, ``servers/crm/get_customer.py``, ``codemode_runtime.pyi``.
+    """
+
+    def __init__(self, shared: _Shared, predicate: Callable[[ToolSpec], bool] | None) -> None:
+        self._shared = shared
+        self._predicate = predicate
+        self._files: dict[str, _File] = {}
+        self._modules: dict[str, _File] = {}
+        self._children: dict[str, list[TreeEntry]] = {}
+        self._tools: dict[str, _Tool] = {}
+        self._tools_by_name: dict[tuple[str, str], _Tool] = {}
+        self._build()
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def _visible(self, server: _Server) -> list[_Tool]:
+        if self._predicate is None:
+            return list(server.tools)
+        predicate = self._predicate
+        return [t for t in server.tools if predicate(t.spec)]
+
+    def _build(self) -> None:
+        lock = self._shared.lock
+        root_dirs: list[TreeEntry] = []
+        index_lines: list[tuple[str, str]] = []
+        for server in self._shared.servers:
+            tools = self._visible(server)
+            if not tools and server.resources is None and server.prompts is None:
+                continue
+            catalog = server.catalog
+            summary = _server_summary(len(tools), catalog)
+            index_lines.append((server.ident, summary))
+            base = f"servers/{server.ident}"
+            init = _Lazy(
+                functools.partial(
+                    render_server_init,
+                    catalog.server,
+                    server.ident,
+                    [ServerInitTool(t.ident, t.summary) for t in tools],
+                    resources=len(catalog.resources) + len(catalog.resource_templates),
+                    prompts=len(catalog.prompts),
+                    excluded=len(catalog.excluded) + len(server.tools) - len(tools),
+                ),
+                lock,
+            )
+            entries = [
+                self._add_file(
+                    f"{base}/__init__.py", init, f"servers.{server.ident}", f"index: {summary}", True
+                )
+            ]
+            for tool in tools:
+                self._tools[tool.module] = tool
+                self._tools_by_name[(tool.spec.server, tool.spec.name)] = tool
+                entries.append(self._add_file(tool.path, tool.lazy, tool.module, tool.summary, False))
+            if server.prompts is not None:
+                count = len(catalog.prompts)
+                entries.append(
+                    self._add_file(
+                        f"{base}/_prompts.py",
+                        server.prompts,
+                        f"servers.{server.ident}._prompts",
+                        f"{count} prompt" + ("" if count == 1 else "s"),
+                        False,
+                    )
+                )
+            if server.resources is not None:
+                count = len(catalog.resources) + len(catalog.resource_templates)
+                entries.append(
+                    self._add_file(
+                        f"{base}/_resources.py",
+                        server.resources,
+                        f"servers.{server.ident}._resources",
+                        f"{count} resource" + ("" if count == 1 else "s") + " (read functions)",
+                        False,
+                    )
+                )
+            self._children[base] = entries
+            root_dirs.append(TreeEntry(base, server.ident, "directory", f"servers.{server.ident}", summary))
+        root = _Lazy(functools.partial(render_root, index_lines), lock)
+        init_entry = self._add_file("servers/__init__.py", root, "servers", "index of all servers", True)
+        self._children["servers"] = [init_entry, *root_dirs]
+        runtime = TreeEntry(
+            RUNTIME_STUB, RUNTIME_STUB, "file", None, "the runtime API the stubs call (types only)"
+        )
+        count = len(root_dirs)
+        self._children[""] = [
+            TreeEntry(
+                "servers", "servers", "directory", "servers", f"{count} server" + ("" if count == 1 else "s")
+            ),
+            runtime,
+        ]
+
+    def _add_file(self, path: str, lazy: _Lazy, module: str, summary: str, package: bool) -> TreeEntry:
+        file = _File(module, package, lazy)
+        self._files[path] = file
+        self._modules[module] = file
+        return TreeEntry(path, path.rsplit("/", 1)[-1], "file", module, summary)
+
+    def render_all(self) -> None:
+        """Render (and check) every module of this view now; raises what rendering raises."""
+        for file in self._files.values():
+            file.lazy.get()
+
+    # -- browsing -------------------------------------------------------------------------------
+
+    def list(self, path: str = "") -> list[TreeEntry]:
+        """The entries of a directory (or the one entry of a file)."""
+        normalized = _normalize(path)
+        children = self._children.get(normalized)
+        if children is not None:
+            return list(children)
+        parent = normalized.rpartition("/")[0]
+        for entry in self._children.get(parent, []):
+            if entry.path == normalized:
+                return [entry]
+        raise TreePathError(path, "no such file or directory in the tree")
+
+    def read(self, path: str) -> str:
+        """The source of one file."""
+        normalized = _normalize(path)
+        if normalized == RUNTIME_STUB:
+            return self._shared.runtime_stub()
+        file = self._files.get(normalized)
+        if file is not None:
+            return file.lazy.get()
+        if normalized in self._children:
+            raise TreePathError(path, "is a directory; use list()")
+        raise TreePathError(path, "no such file in the tree")
+
+    def files(self) -> Iterator[str]:
+        """Every file path of this view, in a stable order (the runtime stub last)."""
+        yield from sorted(self._files)
+        yield RUNTIME_STUB
+
+    def module_source(self, module: str) -> ModuleSource | None:
+        """``ModuleProvider``: the source of a dotted ``servers...`` module, or None.
+
+        Renders the module on first use; raises ``StubRenderError`` if it cannot be rendered safely.
+        """
+        file = self._modules.get(module)
+        if file is None:
+            return None
+        return ModuleSource(source=file.lazy.get(), is_package=file.package)
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def tool_for_module(self, module: str) -> ToolSpec | None:
+        """The tool behind ``servers.<server>.<tool>`` (None if unknown or hidden in this view)."""
+        tool = self._tools.get(module)
+        return tool.spec if tool is not None else None
+
+    def tool(self, server: str, tool_name: str) -> ToolSpec | None:
+        """The tool with this configured server name and MCP tool name, if visible."""
+        tool = self._tools_by_name.get((server, tool_name))
+        return tool.spec if tool is not None else None
+
+    def module_for_tool(self, server: str, tool_name: str) -> str | None:
+        """The dotted module of a tool (``servers.crm.get_customer``), if visible."""
+        tool = self._tools_by_name.get((server, tool_name))
+        return tool.module if tool is not None else None
+
+    def tools(self) -> list[ToolSpec]:
+        """Every visible tool, in tree order."""
+        return [tool.spec for tool in self._tools.values()]
+
+    def restrict(self, predicate: Callable[[ToolSpec], bool]) -> VirtualTree:
+        """A view without the tools ``predicate`` rejects (applied on top of this view's filter)."""
+        outer = self._predicate
+        if outer is None:
+            return VirtualTree(self._shared, predicate)
+
+        def combined(spec: ToolSpec) -> bool:
+            return outer(spec) and predicate(spec)
+
+        return VirtualTree(self._shared, combined)
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 5, detail: DetailLevel = "summary") -> list[SearchResult]:
+        """The ``k`` visible tools that best match ``query``, with text at the requested detail."""
+        if detail not in _DETAIL_LEVELS:
+            raise ValueError(f"detail must be one of {sorted(_DETAIL_LEVELS)}, not {detail!r}")
+        if k <= 0:
+            return []
+        hidden = self._shared.tool_count - len(self._tools)
+        # Over-fetch by the number of hidden tools so hidden hits cannot crowd out visible ones.
+        hits = self._shared.index().search(query, k + hidden)
+        results: list[SearchResult] = []
+        for hit in hits:
+            tool = self._tools.get(hit.key)
+            if tool is None:
+                continue
+            results.append(
+                SearchResult(
+                    server=tool.spec.server,
+                    tool=tool.spec.name,
+                    module=tool.module,
+                    path=tool.path,
+                    import_line=f"from servers.{tool.server_ident} import {tool.ident}",
+                    score=hit.score,
+                    detail=detail,
+                    text=_detail_text(tool, detail),
+                )
+            )
+            if len(results) == k:
+                break
+        return results
+
+    def build_index(self) -> None:
+        """Build the search index now instead of on the first search."""
+        self._shared.index()
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def export(self, directory: Path) -> Path:
+        """Write the tree under ``directory`` (``servers/`` plus ``codemode_runtime.pyi``).
+
+        A previous export in the same place is replaced as a whole (stale tool modules
+        disappear); a ``servers`` directory that codemode did not write is never touched.
+        Returns ``directory``.
+        """
+        directory = Path(directory)
+        target = directory / "servers"
+        if target.exists() and not (target / _EXPORT_MARKER).is_file():
+            raise CodemodeError(
+                f"{target} exists and was not written by codemode; refusing to overwrite it"
+                " (choose another directory)"
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".servers-new-", dir=directory))
+        try:
+            for path, file in self._files.items():
+                out = staging / path.removeprefix("servers/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(file.lazy.get(), encoding="utf-8", newline="\n")
+            (staging / _EXPORT_MARKER).write_text(
+                "Written by codemode (codemode sync --export); replaced as a whole on the next export.\n",
+                encoding="utf-8",
+            )
+            if target.exists():
+                retired = Path(tempfile.mkdtemp(prefix=".servers-old-", dir=directory))
+                os.replace(target, retired / "servers")
+                os.replace(staging, target)
+                shutil.rmtree(retired, ignore_errors=True)
+            else:
+                os.replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        stub = directory / RUNTIME_STUB
+        tmp = directory / (RUNTIME_STUB + ".tmp")
+        tmp.write_text(self._shared.runtime_stub(), encoding="utf-8", newline="\n")
+        os.replace(tmp, stub)
+        return directory
+
+
+def _server_summary(tools: int, catalog: ServerCatalog) -> str:
+    parts = [f"{tools} tool" + ("" if tools == 1 else "s")]
+    resources = len(catalog.resources) + len(catalog.resource_templates)
+    if resources:
+        parts.append(f"{resources} resource" + ("" if resources == 1 else "s"))
+    if catalog.prompts:
+        parts.append(f"{len(catalog.prompts)} prompt" + ("" if len(catalog.prompts) == 1 else "s"))
+    return ", ".join(parts)
+
+
+_BAD_PATH: Final = re.compile(r"[\\\x00]|^[A-Za-z]:")
+
+
+def _normalize(path: str) -> str:
+    if not isinstance(path, str):  # pyright: ignore[reportUnnecessaryIsInstance] - callers may be untyped
+        raise TreePathError(repr(path), "a path must be a string")
+    if path.startswith("/") or _BAD_PATH.search(path):
+        raise TreePathError(path, "paths are relative to the tree root and use '/'")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise TreePathError(path, "'..' is not allowed in tree paths")
+    return "/".join(parts)
+
+
+def _detail_text(tool: _Tool, detail: DetailLevel) -> str:
+    if detail == "name":
+        return tool.module
+    if detail == "summary":
+        return f"{tool.module}: {first_sentence(tool.summary)}"
+    return _signature_block(tool.source, tool.ident)
+
+
+def _signature_block(source: str, ident: str) -> str:
+    """The type definitions, signature and docstring of a tool module (no imports, no body)."""
+    module = ast.parse(source)
+    lines = source.split("\n")
+    start: int | None = None
+    for node in module.body[2:]:
+        if isinstance(node, ast.FunctionDef) and node.name == ident:
+            first = start if start is not None else node.lineno
+            body_start = node.body[0]
+            end = body_start.end_lineno if isinstance(body_start, ast.Expr) else node.lineno
+            assert end is not None
+            return "\n".join(lines[first - 1 : end]).strip("\n")
+        if isinstance(node, ast.ClassDef | ast.AnnAssign) or (
+            isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        ):
+            start = node.lineno if start is None else start
+    raise StubRenderError(f"tool module {ident!r} has no function {ident!r}")  # pragma: no cover
