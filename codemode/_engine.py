@@ -19,7 +19,8 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -27,7 +28,9 @@ import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
+from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.broker import Approver, Broker, FilterReport
+from codemode.broker._run import RunState
 from codemode.calls import RunBinding
 from codemode.catalog import Pins, ServerCatalog, ToolSpec
 from codemode.config import Config, load_config
@@ -136,7 +139,7 @@ class CodeMode:
         self._tree: VirtualTree | None = None
         self._broker: Broker | None = None
         self._sandboxes: SandboxManager | None = None
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[tuple[str, str, str], Session] = {}
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> CodeMode:
@@ -147,7 +150,9 @@ class CodeMode:
     async def __aenter__(self) -> Self:
         config = self.config
         if self._ledger is None:
-            self._ledger = await anyio.to_thread.run_sync(open_ledger, config.ledger_path)
+            self._ledger = await anyio.to_thread.run_sync(
+                partial(open_ledger, config.ledger_path, store_arguments=config.ledger.store_arguments)
+            )
         self._pins = Pins(config.lock_path)
         host = McpHost(config, environ=self._environ)
         await host.__aenter__()
@@ -242,6 +247,38 @@ class CodeMode:
     ) -> list[SearchResult]:
         return self.tree_for(principal).search(query, k=k, detail=detail)
 
+    # -- the model-facing tools --------------------------------------------------------------
+
+    def server_index(self, principal: str | None = None) -> dict[str, int]:
+        """Visible tool count per server, for the ``run_code`` description."""
+        counts: dict[str, int] = {}
+        for spec in self.tree_for(principal).tools():
+            counts[spec.server] = counts.get(spec.server, 0) + 1
+        return counts
+
+    def tool_definition(
+        self, format: ToolFormat = "openai", *, principal: str | None = None
+    ) -> dict[str, Any]:
+        """The single ``run_code`` tool, in the shape the given model API expects."""
+        return definitions(format, servers=self.server_index(principal), navigation=False)[0]
+
+    def tool_definitions(
+        self, format: ToolFormat = "openai", *, principal: str | None = None
+    ) -> list[dict[str, Any]]:
+        """``run_code`` plus ``search_tools``, ``list_files`` and ``read_file``."""
+        return definitions(format, servers=self.server_index(principal))
+
+    async def handle_tool_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None,
+        *,
+        principal: str | None = None,
+        tenant: str | None = None,
+    ) -> ToolReply:
+        """Execute a model's call of one of :meth:`tool_definitions` (arguments as dict or JSON)."""
+        return await dispatch(self, name, arguments, principal=principal, tenant=tenant)
+
     # -- runs --------------------------------------------------------------------------------
 
     def _bind(self, principal: str | None, tenant: str | None, session_id: str | None) -> RunBinding:
@@ -270,44 +307,53 @@ class CodeMode:
         tenant: str | None = None,
         session_id: str | None = None,
         wall_time_s: float | None = None,
+        approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        progress_interval_s: float = 1.0,
     ) -> RunResult:
         """Run one program and return its filtered final result.
 
-        ``session_id`` (see :meth:`open_session`) runs in that session's sandbox, with the
-        interpreter state of earlier runs; without it the run gets a fresh sandbox.
+        ``session_id`` keeps interpreter state across runs of the same principal and tenant: the
+        first run with a new id opens a sandbox session, later runs reuse it (until it idles out;
+        see ``[serve] session_idle_s`` and ``max_sessions``). Another principal using the same id
+        gets a different session. Without it every run gets a fresh sandbox.
+
+        ``approver`` answers this run's approval requests (default: the engine's approver).
+        ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs.
         """
         _, broker, sandboxes, _ = self._require()
         binding = self._bind(principal, tenant, session_id)
-        assert self._ledger is not None
+        ledger = self._ledger
+        assert ledger is not None
         digest = hashlib.sha256(code.encode()).hexdigest()
-        await anyio.to_thread.run_sync(lambda: self._ledger.begin_run(binding, digest))  # type: ignore[union-attr]
-        broker.open_run(binding)
+        await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
+        state = broker.open_run(binding, approver=approver)
         view = self.tree_for(binding.principal)
+        outcome: RunOutcome | None = None
         try:
-            if session_id is not None:
-                session = self._session(session_id, binding)
-                outcome = await session.run(
-                    code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
-                )
-            else:
-                outcome = await sandboxes.run(
-                    code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
-                )
+            async with anyio.create_task_group() as tg:
+                if progress is not None:
+                    tg.start_soon(_report_progress, progress, state, progress_interval_s)
+                if session_id is not None:
+                    session = await self._session_for(binding, session_id)
+                    outcome = await session.run(
+                        code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
+                    )
+                else:
+                    outcome = await sandboxes.run(
+                        code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
+                    )
+                tg.cancel_scope.cancel()
+            assert outcome is not None
             result = self._finish(binding, outcome)
         except BaseException:
-            broker.close_run(binding.run_id)
+            if broker.run_state(binding.run_id) is not None:
+                broker.close_run(binding.run_id)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    lambda: self._ledger.finish_run(binding.run_id, "interrupted", None)  # type: ignore[union-attr]
-                )
+                await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, "interrupted", None))
             raise
-        await anyio.to_thread.run_sync(
-            lambda: self._ledger.finish_run(  # type: ignore[union-attr]
-                binding.run_id,
-                result.status,
-                {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms},
-            )
-        )
+        summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
+        await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
         return result
 
     def _finish(self, binding: RunBinding, outcome: RunOutcome) -> RunResult:
@@ -360,22 +406,57 @@ class CodeMode:
     # -- sessions ----------------------------------------------------------------------------
 
     async def open_session(self, *, principal: str | None = None, tenant: str | None = None) -> str:
-        """Keep one sandbox (and its interpreter state) for several runs of one principal."""
-        _, _, sandboxes, _ = self._require()
+        """Open a session for a principal and return its id (a later ``run(session_id=…)`` uses it)."""
         binding = self._bind(principal, tenant, None)
-        session = await sandboxes.open_session(principal=binding.principal, tenant=binding.tenant)
-        self._sessions[session.session_id] = session
-        return session.session_id
+        session_id = "ses_" + secrets.token_hex(8)
+        await self._session_for(binding, session_id)
+        return session_id
 
-    def _session(self, session_id: str, binding: RunBinding) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None or session.closed:
-            raise SandboxError(f"no open session {session_id!r}")
-        if (session.principal, session.tenant) != (binding.principal, binding.tenant):
-            raise SandboxError(f"session {session_id!r} belongs to another principal")
+    async def _session_for(self, binding: RunBinding, session_id: str) -> Session:
+        """The session for (principal, tenant, id), opened on first use; idle and excess ones closed."""
+        _, _, sandboxes, _ = self._require()
+        await self.expire_idle_sessions()
+        key = (binding.principal, binding.tenant, session_id)
+        session = self._sessions.get(key)
+        if session is not None and session.alive:
+            return session
+        if session is not None:
+            del self._sessions[key]
+            await session.aclose()
+        limit = self.config.serve.max_sessions
+        if limit == 0:
+            raise SandboxError("sessions are disabled ([serve] max_sessions = 0)")
+        while len(self._sessions) >= limit:
+            oldest = min(self._sessions, key=lambda k: self._sessions[k].last_used)
+            await self._sessions.pop(oldest).aclose()
+        session = await sandboxes.open_session(principal=binding.principal, tenant=binding.tenant)
+        self._sessions[key] = session
         return session
 
-    async def close_session(self, session_id: str) -> None:
-        session = self._sessions.pop(session_id, None)
+    async def expire_idle_sessions(self) -> int:
+        """Close sessions unused for ``[serve] session_idle_s``; return how many were closed."""
+        cutoff = time.monotonic() - self.config.serve.session_idle_s
+        stale = [k for k, s in self._sessions.items() if s.last_used < cutoff or not s.alive]
+        for key in stale:
+            await self._sessions.pop(key).aclose()
+        return len(stale)
+
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    async def close_session(
+        self, session_id: str, *, principal: str | None = None, tenant: str | None = None
+    ) -> None:
+        binding = self._bind(principal, tenant, None)
+        session = self._sessions.pop((binding.principal, binding.tenant, session_id), None)
         if session is not None:
             await session.aclose()
+
+
+ProgressCallback = Callable[[int, float], Awaitable[None]]
+
+
+async def _report_progress(progress: ProgressCallback, state: RunState, interval: float) -> None:
+    while True:
+        await anyio.sleep(interval)
+        await progress(state.calls_allowed, state.elapsed())

@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from codemode.cli import _init_cmd, _ledger_cmd, _run_cmd, _sandbox_cmd, _servers_cmd, _tree_cmd
+from codemode.cli import _init_cmd, _ledger_cmd, _run_cmd, _sandbox_cmd, _serve_cmd, _servers_cmd, _tree_cmd
 
 
 def _version() -> str:
@@ -31,6 +31,7 @@ def cli() -> None:
       codemode sync              connect, list tools, write codemode.lock
       codemode pin --approve     approve new or changed tools
       codemode run prog.py       run a program in the sandbox against the servers
+      codemode serve             be an MCP server with the single run_code tool
       codemode sandbox doctor    check the sandbox engine and image
     """
 
@@ -46,6 +47,7 @@ for command in (
     _run_cmd.approve,
     _ledger_cmd.ledger,
     _sandbox_cmd.sandbox,
+    _serve_cmd.serve,
 ):
     cli.add_command(command)
 

@@ -61,9 +61,7 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
     except TreePathError as exc:
         fail(str(exc), hint="run 'codemode tree' to see what exists")
     if as_json:
-        print_json(
-            [{"path": e.path, "kind": e.kind, "name": e.name, "summary": e.summary} for e in entries]
-        )
+        print_json([{"path": e.path, "kind": e.kind, "name": e.name, "summary": e.summary} for e in entries])
         return
     for entry in entries:
         suffix = "/" if entry.kind == "directory" else ""

@@ -190,7 +190,9 @@ class ServerConnection:
             executable = find_executable(command, env, cfg.cwd)
             if executable is None:
                 raise ServerConnectionError(
-                    self.name, cfg.describe(), f"command {command!r} was not found; is it installed and on PATH?"
+                    self.name,
+                    cfg.describe(),
+                    f"command {command!r} was not found; is it installed and on PATH?",
                 )
             args = [_resolve(self.name, "args", a, self._environ) for a in cfg.args]
             params = StdioServerParameters(
@@ -472,7 +474,8 @@ class ServerConnection:
             self._mark_lost(exc)
             return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
         if exc.code == mcp_types.REQUEST_TIMEOUT:
-            return OutcomeUnknownError(self.name, tool, f"no answer within call_timeout = {self.config.call_timeout:g} s")
+            timeout = self.config.call_timeout
+            return OutcomeUnknownError(self.name, tool, f"no answer within call_timeout = {timeout:g} s")
         if exc.code in _CLIENT_ERRORS:
             return ServerRejectedError(self.name, tool, exc.code, str(exc))
         # An internal error may have happened half-way through executing the tool.

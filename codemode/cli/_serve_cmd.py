@@ -1,0 +1,55 @@
+"""``codemode serve``: codemode as an MCP server (stdio or Streamable HTTP)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import click
+
+from codemode.cli._common import config_option, handle_errors, load
+
+
+@click.command()
+@config_option
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for a host that launches codemode; http for Streamable HTTP.",
+)
+@click.option("--host", default=None, help="HTTP bind address [default: [serve] host, 127.0.0.1].")
+@click.option(
+    "--port", type=int, default=None, help="HTTP port [default: [serve] port, 8765; 0 = any free port]."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
+@handle_errors
+def serve(
+    config_path: Path | None,
+    transport: Literal["stdio", "http"],
+    host: str | None,
+    port: int | None,
+    verbose: bool,
+) -> None:
+    """Serve the run_code tool (plus search_tools, list_files, read_file) over MCP.
+
+    \b
+    stdio:  in an MCP host's config:
+            {"command": "codemode", "args": ["serve", "--config", "/path/to/codemode.toml"]}
+    http:   codemode serve --transport http   → http://127.0.0.1:8765/mcp
+
+    Over HTTP, Host and Origin are checked against DNS rebinding, and bearer tokens from
+    [serve.tokens] map callers to principals (required when binding beyond 127.0.0.1). Calls that
+    need approval are asked through the client (elicitation, or input-required on 2026-07-28).
+    """
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    config = load(config_path)
+    from codemode.serve import serve_http, serve_stdio
+
+    if transport == "stdio":
+        anyio.run(serve_stdio, config)
+    else:
+        anyio.run(lambda: serve_http(config, host=host, port=port))

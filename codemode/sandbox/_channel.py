@@ -1,0 +1,545 @@
+"""The host end of one sandbox's channel: a Unix socket, JSON-RPC 2.0 in length-prefixed frames.
+
+Lifecycle: :meth:`HostChannel.listen` creates the socket and a one-time secret file in the
+sandbox's channel directory (the only host directory the sandbox can see); :meth:`accept` waits
+for the first connection that says ``hello`` with that secret, then deletes both files so the
+secret is worth nothing afterwards; :meth:`serve` answers the sandbox's requests until either
+side closes.
+
+Everything arriving here is untrusted. Requests are validated into the models of
+:mod:`codemode.calls`; identity, tenant and approvals come from the :class:`RunBinding` the host
+binds to the current run, never from the message; sequence numbers are assigned here. A request
+outside a run is refused. At most ``max_inflight`` requests are handled at once: beyond that the
+channel stops reading the socket, so a sandbox cannot make the host spawn unbounded work. Any
+protocol violation (bad frame, oversize, too deep, not JSON-RPC) closes the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import anyio
+from anyio.abc import SocketStream, TaskGroup
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from codemode.calls import (
+    CallFailed,
+    CallHandler,
+    CallOutcome,
+    ModuleProvider,
+    PromptGetRequest,
+    ResourceReadRequest,
+    RunBinding,
+    ToolCallRequest,
+)
+from codemode.errors import ChannelError, SandboxError
+from codemode.sandbox._framing import ChannelClosed, FrameReader, encode
+
+__all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext"]
+
+log = logging.getLogger("codemode.sandbox.channel")
+
+PROTOCOL_VERSION = 1
+SOCKET_NAME = "channel.sock"
+SECRET_NAME = "secret"  # noqa: S105 - a file name
+HELLO_FRAME_BYTES = 4096
+HELLO_TIMEOUT_S = 5.0
+MAX_PENDING_HELLOS = 4
+DEFAULT_MAX_INFLIGHT = 32
+
+_MODULE_NAME = re.compile(r"servers(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_MODULE_NAME_MAX = 512
+
+# JSON-RPC error codes
+_INVALID_REQUEST = -32600
+_METHOD_NOT_FOUND = -32601
+_INVALID_PARAMS = -32602
+_INTERNAL_ERROR = -32603
+_NO_RUN = -32001
+
+
+class _RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class RunContext:
+    """What the host binds to the run currently executing in the sandbox."""
+
+    binding: RunBinding
+    modules: ModuleProvider
+    handler: CallHandler
+    calls: int = 0
+    next_seq: int = 0
+
+    def take_seq(self) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        self.calls += 1
+        return seq
+
+
+# -- what the sandbox may send (validated strictly; unknown keys are refused) ------------------
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _HelloParams(_Params):
+    secret: StrictStr = Field(max_length=256)
+    protocol: int
+    pid: int | None = None
+
+
+class _ImportParams(_Params):
+    module: StrictStr = Field(max_length=_MODULE_NAME_MAX)
+
+
+class _CallParams(_Params):
+    server: StrictStr = Field(max_length=256)
+    tool: StrictStr = Field(max_length=256)
+    schema_hash: StrictStr = Field(max_length=256)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: StrictStr | None = Field(default=None, max_length=256)
+
+
+class _ReadParams(_Params):
+    server: StrictStr = Field(max_length=256)
+    uri: StrictStr = Field(max_length=8192)
+
+
+class _PromptParams(_Params):
+    server: StrictStr = Field(max_length=256)
+    name: StrictStr = Field(max_length=256)
+    arguments: dict[str, StrictStr] = Field(default_factory=dict)
+
+
+_P = TypeVar("_P", bound=_Params)
+
+
+def _params(model: type[_P], raw: Any) -> _P:
+    try:
+        return model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()[:5]
+        )
+        raise _RpcError(_INVALID_PARAMS, f"invalid params: {problems}") from None
+
+
+@dataclass
+class _Message:
+    kind: Literal["request", "response"]
+    id: int | str | None
+    method: str = ""
+    params: Any = None
+    result: Any = None
+    error: Any = None
+
+
+def _classify(raw: Any) -> _Message:
+    if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":  # pyright: ignore[reportUnknownMemberType]
+        raise ChannelError("not a JSON-RPC 2.0 message")
+    message: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+    msg_id = message.get("id")
+    if isinstance(msg_id, bool) or not isinstance(msg_id, int | str | None):
+        raise ChannelError("invalid JSON-RPC id")
+    if "method" in message:
+        method = message["method"]
+        if not isinstance(method, str) or msg_id is None:
+            # Notifications are not part of this protocol.
+            raise ChannelError("invalid JSON-RPC request")
+        return _Message("request", msg_id, method=method, params=message.get("params"))
+    if ("result" in message) == ("error" in message):
+        raise ChannelError("invalid JSON-RPC response")
+    return _Message("response", msg_id, result=message.get("result"), error=message.get("error"))
+
+
+@dataclass
+class _Pending:
+    event: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+class RemoteError(ChannelError):
+    """The sandbox answered a host request with a JSON-RPC error."""
+
+
+def _prepare_dir(path: Path, owner: tuple[int, int] | None) -> None:
+    path.mkdir(mode=0o700 if owner else 0o711, exist_ok=False)
+    if owner:
+        os.chown(path, *owner)
+    else:
+        path.chmod(0o711)
+
+
+class HostChannel:
+    """One sandbox's channel. Create, :meth:`listen`, start the sandbox, :meth:`accept`, :meth:`serve`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_frame_bytes: int,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        owner: tuple[int, int] | None = None,
+    ) -> None:
+        """``directory`` must not exist yet; ``owner`` is the (uid, gid) the sandbox runs as, when the
+        host may chown (root): then only that uid can reach the socket. Otherwise the directory is
+        traversable but not listable, and its random name is the capability."""
+        self.directory = directory
+        self.max_frame_bytes = max_frame_bytes
+        self._owner = owner
+        self._secret = secrets.token_urlsafe(32)
+        self._listener: anyio.abc.SocketListener | None = None
+        self._stream: SocketStream | None = None
+        self._reader: FrameReader | None = None
+        self._send_lock = anyio.Lock()
+        self._inflight = anyio.Semaphore(max_inflight)
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._context: RunContext | None = None
+        self._closed = anyio.Event()
+        self._close_reason: str | None = None
+        self._violation = False
+        self._tg: TaskGroup | None = None
+
+    # -- setup -----------------------------------------------------------------------------
+
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / SOCKET_NAME
+
+    async def listen(self) -> None:
+        _prepare_dir(self.directory, self._owner)
+        self._listener = await anyio.create_unix_listener(
+            self.socket_path, mode=0o600 if self._owner else 0o666
+        )
+        secret_path = self.directory / SECRET_NAME
+        fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400 if self._owner else 0o444)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(self._secret)
+        if self._owner:
+            os.chown(self.socket_path, *self._owner)
+            os.chown(secret_path, *self._owner)
+
+    def _remove_rendezvous(self) -> None:
+        for name in (SOCKET_NAME, SECRET_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / name).unlink()
+
+    async def accept(
+        self, within_s: float, *, gave_up: Callable[[], Awaitable[str | None]] | None = None
+    ) -> None:
+        """Wait for the sandbox to connect and authenticate.
+
+        Connections that send anything but a correct ``hello`` first are closed and logged;
+        at most a few are considered at once. ``gave_up`` is polled while waiting: when it returns a
+        reason (for example the container already exited), waiting stops with that reason.
+        """
+        listener = self._listener
+        if listener is None:
+            raise SandboxError("HostChannel.listen() was not called")
+        failure: str | None = None
+        try:
+            with anyio.move_on_after(within_s) as deadline:
+                async with anyio.create_task_group() as tg:
+                    if gave_up is not None:
+                        tg.start_soon(self._poll_gave_up, gave_up, tg)
+                    pending = 0
+
+                    async def attempt(stream: SocketStream) -> None:
+                        nonlocal pending
+                        won = False
+                        reader = FrameReader(stream, HELLO_FRAME_BYTES)
+                        try:
+                            with anyio.move_on_after(HELLO_TIMEOUT_S):
+                                won = await self._authenticate(stream, reader)
+                            if won and self._stream is None:
+                                self._stream, self._reader = stream, reader
+                                reader.max_frame_bytes = self.max_frame_bytes
+                                tg.cancel_scope.cancel()
+                            else:
+                                won = False
+                                log.warning(
+                                    "sandbox channel %s: refused a connection (no valid hello)",
+                                    self.directory,
+                                )
+                        except ChannelError as exc:
+                            log.warning("sandbox channel %s: refused a connection: %s", self.directory, exc)
+                            if self._close_reason is not None:  # the genuine runtime is incompatible
+                                tg.cancel_scope.cancel()
+                        finally:
+                            pending -= 1
+                            if not won:
+                                await anyio.aclose_forcefully(stream)
+
+                    while True:
+                        stream = await listener.accept()
+                        if pending >= MAX_PENDING_HELLOS:
+                            await anyio.aclose_forcefully(stream)
+                            continue
+                        pending += 1
+                        tg.start_soon(attempt, stream)
+            if self._stream is None:
+                failure = self._close_reason or (
+                    f"the sandbox did not connect within {within_s:g} s"
+                    if deadline.cancelled_caught
+                    else "gave up"
+                )
+        finally:
+            await listener.aclose()
+            self._listener = None
+            self._remove_rendezvous()
+        if failure is not None:
+            raise SandboxError(failure)
+
+    async def _poll_gave_up(self, gave_up: Callable[[], Awaitable[str | None]], tg: TaskGroup) -> None:
+        while True:
+            await anyio.sleep(0.1)
+            reason = await gave_up()
+            if reason is not None:
+                self._close_reason = reason
+                tg.cancel_scope.cancel()
+                return
+
+    async def _authenticate(self, stream: SocketStream, reader: FrameReader) -> bool:
+        message = _classify(await reader.read())
+        if message.kind != "request" or message.method != "hello":
+            return False
+        try:
+            params = _HelloParams.model_validate(message.params)
+        except ValidationError:
+            return False
+        if not hmac.compare_digest(params.secret.encode(), self._secret.encode()):
+            return False
+        if params.protocol != PROTOCOL_VERSION:
+            await stream.send(
+                encode(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": message.id,
+                        "error": {"code": _INVALID_REQUEST, "message": "unsupported protocol version"},
+                    }
+                )
+            )
+            self._close_reason = (
+                f"the sandbox runtime speaks channel protocol {params.protocol}, this host needs "
+                f"{PROTOCOL_VERSION}: rebuild the image with `codemode sandbox build`"
+            )
+            raise ChannelError(self._close_reason)
+        await stream.send(
+            encode(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message.id,
+                    "result": {"protocol": PROTOCOL_VERSION, "max_frame_bytes": self.max_frame_bytes},
+                }
+            )
+        )
+        return True
+
+    # -- running ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def close_reason(self) -> str | None:
+        return self._close_reason
+
+    @property
+    def violated(self) -> bool:
+        """True when the channel closed because the sandbox broke the protocol (not a plain EOF)."""
+        return self._violation
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def bind(self, context: RunContext) -> None:
+        self._context = context
+
+    def unbind(self) -> None:
+        self._context = None
+
+    async def serve(self) -> None:
+        """Answer the sandbox until the connection ends. Never raises (failures close the channel)."""
+        reader = self._reader
+        try:
+            if reader is None:
+                self._close_reason = "the sandbox never connected"
+                return
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    while True:
+                        message = _classify(await reader.read())
+                        if message.kind == "response":
+                            self._deliver(message)
+                            continue
+                        await self._inflight.acquire()
+                        tg.start_soon(self._dispatch, message)
+                except ChannelClosed as exc:
+                    self._close_reason = self._close_reason or str(exc)
+                except ChannelError as exc:
+                    self._violation = True
+                    self._close_reason = f"protocol violation: {exc}"
+                    log.warning("sandbox channel %s closed: %s", self.directory, self._close_reason)
+                finally:
+                    tg.cancel_scope.cancel()
+        except Exception as exc:  # a bug here must not take the manager's task group down
+            log.exception("sandbox channel %s failed", self.directory)
+            self._close_reason = f"channel failure: {exc}"
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._closed.set()
+        for pending in self._pending.values():
+            pending.error = ChannelClosed(self._close_reason or "the channel closed")
+            pending.event.set()
+        self._pending.clear()
+        if self._stream is not None:
+            await anyio.aclose_forcefully(self._stream)
+
+    async def aclose(self) -> None:
+        """Close the connection (the sandbox's runtime exits when it sees the end of its channel)."""
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        if self._stream is not None:
+            await anyio.aclose_forcefully(self._stream)
+        if self._listener is not None:
+            await self._listener.aclose()
+            self._listener = None
+        self._remove_rendezvous()
+        if self._reader is None or self._tg is None:
+            # serve() never ran: nothing else will mark the channel closed.
+            self._closed.set()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        stream = self._stream
+        if stream is None:
+            raise ChannelClosed("not connected")
+        frame = encode(message)
+        async with self._send_lock:
+            try:
+                await stream.send(frame)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise ChannelClosed(f"the connection broke: {exc}") from None
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the sandbox and wait for its answer.
+
+        Raises :class:`ChannelClosed` when the channel ends first and :class:`RemoteError` when
+        the sandbox answers with an error.
+        """
+        if self.closed:
+            raise ChannelClosed(self._close_reason or "the channel is closed")
+        request_id = self._next_id
+        self._next_id += 1
+        pending = _Pending()
+        self._pending[request_id] = pending
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await pending.event.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def _deliver(self, message: _Message) -> None:
+        pending = self._pending.get(message.id) if isinstance(message.id, int) else None
+        if pending is None:
+            return  # an answer nobody waits for any more (for example after a timeout)
+        if message.error is not None:
+            error: dict[str, Any] = message.error if isinstance(message.error, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+            pending.error = RemoteError(str(error.get("message", "error"))[:1000])
+        else:
+            pending.result = message.result
+        pending.event.set()
+
+    async def _dispatch(self, message: _Message) -> None:
+        try:
+            try:
+                result = await self._answer(message)
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": result}
+            except _RpcError as exc:
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": message.id,
+                    "error": {"code": exc.code, "message": exc.message},
+                }
+            except Exception:
+                log.exception("sandbox channel %s: handling %r failed", self.directory, message.method)
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": message.id,
+                    "error": {"code": _INTERNAL_ERROR, "message": "internal error"},
+                }
+            with contextlib.suppress(ChannelClosed):
+                await self._send(reply)
+        finally:
+            self._inflight.release()
+
+    async def _answer(self, message: _Message) -> Any:
+        method = message.method
+        if method == "hello":
+            raise _RpcError(_INVALID_REQUEST, "already authenticated")
+        if method not in {"import", "call", "read_resource", "get_prompt"}:
+            raise _RpcError(_METHOD_NOT_FOUND, f"unknown method {method[:64]!r}")
+        context = self._context
+        if context is None:
+            raise _RpcError(_NO_RUN, "no program is running in this sandbox")
+        if method == "import":
+            return self._import(context, _params(_ImportParams, message.params))
+        outcome: CallOutcome
+        if method == "call":
+            call = _params(_CallParams, message.params)
+            request = ToolCallRequest(seq=context.take_seq(), **call.model_dump())
+            outcome = await _guard(context.handler.call_tool(context.binding, request), mutating=True)
+        elif method == "read_resource":
+            read = _params(_ReadParams, message.params)
+            resource = ResourceReadRequest(seq=context.take_seq(), **read.model_dump())
+            outcome = await _guard(context.handler.read_resource(context.binding, resource), mutating=False)
+        else:
+            prompt = _params(_PromptParams, message.params)
+            prompt_request = PromptGetRequest(seq=context.take_seq(), **prompt.model_dump())
+            outcome = await _guard(
+                context.handler.get_prompt(context.binding, prompt_request), mutating=False
+            )
+        return outcome.model_dump(mode="json")
+
+    def _import(self, context: RunContext, params: _ImportParams) -> dict[str, Any]:
+        name = params.module
+        if not _MODULE_NAME.fullmatch(name):
+            return {"found": False}
+        source = context.modules.module_source(name)
+        if source is None:
+            return {"found": False}
+        return {"found": True, "source": source.source, "is_package": source.is_package}
+
+
+async def _guard(call: Awaitable[CallOutcome], *, mutating: bool) -> CallOutcome:
+    """A handler that raises has a bug; the sandbox gets a failed outcome, the host keeps running."""
+    try:
+        return await call
+    except Exception:
+        log.exception("the call handler raised instead of returning an outcome")
+        # A tool call may have reached the server before the handler failed.
+        return CallFailed(reason="the host failed while handling the call", outcome_unknown=mutating)

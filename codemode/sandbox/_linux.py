@@ -1,0 +1,138 @@
+"""Linux primitives for the process backend: namespaces, mounts and rlimits applied in the child.
+
+Everything here that runs between ``fork`` and ``exec`` (:func:`make_preexec`) touches only
+objects prepared beforehand in the parent (resolved libc functions, encoded byte strings), so it
+imports nothing and allocates little while other host threads may hold locks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["ChildPlan", "Rlimits", "make_preexec", "namespaces_supported"]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+
+# World-writable places a process could otherwise fill or use to talk to other processes; in the
+# child's private mount namespace they all become the sandbox's own size-capped tmpfs.
+SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock")  # noqa: S108
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+@dataclass(frozen=True)
+class Rlimits:
+    address_space: int
+    cpu_seconds: int
+    nproc: int | None
+    fsize: int
+    nofile: int
+
+    def pairs(self) -> list[tuple[int, int]]:
+        limits = [
+            (resource.RLIMIT_AS, self.address_space),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_FSIZE, self.fsize),
+            (resource.RLIMIT_NOFILE, self.nofile),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        if self.nproc is not None:
+            limits.append((resource.RLIMIT_NPROC, self.nproc))
+        return limits
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    """What the child does to itself before ``exec``, in this order."""
+
+    rlimits: Rlimits
+    workdir: str
+    new_netns: bool = False
+    """Unshare the network namespace (root only): the child then has no network at all."""
+    private_tmp_mb: int | None = None
+    """Unshare the mount namespace and mount a tmpfs of this size on /tmp (root only)."""
+    user_netns: bool = False
+    """Non-root: unshare a user namespace and a network namespace (where the kernel allows it)."""
+    uid: int | None = None
+    gid: int | None = None
+
+
+def namespaces_supported(user: bool) -> bool:
+    """Whether a child can unshare the namespaces the plan asks for (probed once in a child)."""
+    if _LIBC is None:
+        return False
+    flags = (CLONE_NEWUSER | CLONE_NEWNET) if user else (CLONE_NEWNS | CLONE_NEWNET)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0 if _LIBC.unshare(flags) == 0 else 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def make_preexec(plan: ChildPlan) -> Callable[[], None]:
+    """Build the function ``subprocess`` runs in the child between fork and exec."""
+    libc = _LIBC
+    tmp_options = (
+        f"size={plan.private_tmp_mb}m,mode=0700,uid={plan.uid},gid={plan.gid}".encode()
+        if plan.private_tmp_mb is not None and plan.uid is not None
+        else f"size={plan.private_tmp_mb}m,mode=1777".encode()
+    )
+    shared = [path.encode() for path in SHARED_WRITABLE if os.path.isdir(path)]
+    limits = plan.rlimits.pairs()
+    workdir = plan.workdir
+
+    def preexec() -> None:
+        if libc is not None and (plan.new_netns or plan.private_tmp_mb is not None):
+            flags = (CLONE_NEWNET if plan.new_netns else 0) | (CLONE_NEWNS if plan.private_tmp_mb else 0)
+            _check(libc.unshare(flags), "unshare")
+            if plan.private_tmp_mb is not None:
+                # Keep our mounts to ourselves, then give the sandbox a private, capped /tmp and put
+                # the other world-writable directories on top of the same tmpfs.
+                _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+                _check(
+                    libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, tmp_options), "mount /tmp"
+                )
+                for path in shared:
+                    _check(libc.mount(b"/tmp", path, None, MS_BIND, None), "bind-mount")
+        elif libc is not None and plan.user_netns:
+            # Best effort without root: no network unless the kernel refuses user namespaces.
+            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
+        os.chdir(workdir)
+        for which, value in limits:
+            resource.setrlimit(which, (value, value))
+        if plan.uid is not None and plan.gid is not None:
+            os.setgroups([])
+            os.setresgid(plan.gid, plan.gid, plan.gid)
+            os.setresuid(plan.uid, plan.uid, plan.uid)
+
+    return preexec

@@ -1,0 +1,257 @@
+"""The public entry point: :class:`SandboxManager` runs programs, one fresh sandbox per run."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from codemode.calls import CallHandler, ModuleProvider, RunBinding
+from codemode.config import SandboxConfig
+from codemode.errors import SandboxError
+from codemode.sandbox._backend import Backend
+from codemode.sandbox._docker_api import DockerApi
+from codemode.sandbox._live import LiveSandbox, start_sandbox
+from codemode.sandbox._outcome import RunError, RunOutcome
+from codemode.sandbox._pool import WarmPool
+from codemode.sandbox._select import BackendInfo, open_backend
+from codemode.sandbox._state import StateDir
+
+__all__ = ["SandboxManager", "Session", "run_once"]
+
+log = logging.getLogger("codemode.sandbox")
+
+
+class SandboxManager:
+    """Runs programs in sandboxes of the configured backend, with a warm pool.
+
+    Use as an async context manager::
+
+        async with SandboxManager(config.sandbox) as sandboxes:
+            outcome = await sandboxes.run(code, binding=binding, modules=tree, handler=broker)
+
+    Entering picks the backend (``auto``: Docker when its engine answers and the image exists,
+    else the weaker process backend; :attr:`backend` says which and why), removes sandboxes left
+    behind by a host process that died, and starts filling the warm pool. Each :meth:`run` takes a
+    ready sandbox (or starts one), runs the program, and destroys the sandbox in the background:
+    a sandbox never serves two runs, except within one explicit :meth:`open_session`. Leaving the
+    context destroys every sandbox and waits until they are gone.
+    """
+
+    def __init__(self, config: SandboxConfig, *, state_dir: Path | None = None) -> None:
+        self.config = config
+        self._state_dir = state_dir
+        self._backend: Backend | None = None
+        self._info: BackendInfo | None = None
+        self._api: DockerApi | None = None
+        self._tg: TaskGroup | None = None
+        self._pool: WarmPool | None = None
+        self._pool_scope: anyio.CancelScope | None = None
+        self._sessions: set[Session] = set()
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        state = StateDir(self._state_dir)
+        self._backend, self._info, self._api = await open_backend(self.config, state)
+        log.info("sandbox backend: %s (%s)", self._info.name, self._info.reason)
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        backend, config = self._backend, self.config
+        self._pool = WarmPool(lambda: start_sandbox(backend, config, tg), config.pool_size, self._discard)
+        # Created here, not in the task, so leaving right after entering still stops the refill.
+        self._pool_scope = anyio.CancelScope()
+        if config.pool_size > 0:
+            tg.start_soon(self._run_pool, self._pool, self._pool_scope)
+        return self
+
+    @staticmethod
+    async def _run_pool(pool: WarmPool, scope: anyio.CancelScope) -> None:
+        with scope:
+            await pool.run()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        self._closing = True
+        tg = self._tg
+        if tg is None:
+            return None
+        with anyio.CancelScope(shield=True):
+            if self._pool_scope is not None:
+                self._pool_scope.cancel()
+            for session in list(self._sessions):
+                await session.aclose()
+            if self._pool is not None:
+                for sandbox in self._pool.take_all():
+                    tg.start_soon(sandbox.destroy)
+        try:
+            # Waits for every background destruction (each one shielded from cancellation).
+            return await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._tg = None
+            if self._api is not None:
+                self._api.close()
+
+    # -- information -----------------------------------------------------------------------
+
+    @property
+    def backend(self) -> BackendInfo:
+        """Which backend runs programs, why, and what it isolates."""
+        if self._info is None:
+            raise SandboxError("the SandboxManager has not been entered")
+        return self._info
+
+    async def wait_ready(self, count: int | None = None, *, within_s: float = 60.0) -> None:
+        """Wait until the warm pool holds ``count`` ready sandboxes (default: ``pool_size``)."""
+        if self._pool is not None:
+            await self._pool.wait_ready(count, within_s=within_s)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _discard(self, sandbox: LiveSandbox) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(sandbox.destroy)
+
+    async def _acquire(self) -> LiveSandbox:
+        if self._tg is None or self._backend is None or self._closing:
+            raise SandboxError("the SandboxManager is not running (use it as `async with`)")
+        assert self._pool is not None
+        sandbox = self._pool.take()
+        if sandbox is not None:
+            return sandbox
+        return await start_sandbox(self._backend, self.config, self._tg)
+
+    async def run(
+        self,
+        code: str,
+        *,
+        binding: RunBinding,
+        modules: ModuleProvider,
+        handler: CallHandler,
+        wall_time_s: float | None = None,
+    ) -> RunOutcome:
+        """Run ``code`` in a fresh sandbox bound to ``binding``.
+
+        Stub imports are served by ``modules``; stub calls go to ``handler`` with ``binding``
+        attached by the host. A failure of the program (exception, limit, dead sandbox) is an
+        error outcome; :class:`SandboxError` is raised only when no sandbox could be started.
+        """
+        sandbox = await self._acquire()
+        try:
+            return await sandbox.execute(
+                code, binding=binding, modules=modules, handler=handler, wall_time_s=wall_time_s
+            )
+        finally:
+            self._discard(sandbox)
+            if self._pool is not None:
+                self._pool.release(sandbox)
+
+    async def open_session(self, *, principal: str, tenant: str) -> Session:
+        """A sandbox kept for several runs of one principal, with interpreter state carried over.
+
+        Close it with :meth:`Session.aclose` (or use it as ``async with``); leaving the manager
+        closes it too. Runs of a session execute one at a time.
+        """
+        sandbox = await self._acquire()
+        session = Session(self, sandbox, principal=principal, tenant=tenant)
+        self._sessions.add(session)
+        return session
+
+    def _forget(self, session: Session) -> None:
+        self._sessions.discard(session)
+
+
+class Session:
+    """One sandbox serving consecutive runs of one principal (see :meth:`SandboxManager.open_session`)."""
+
+    def __init__(self, manager: SandboxManager, sandbox: LiveSandbox, *, principal: str, tenant: str) -> None:
+        self._manager = manager
+        self._sandbox = sandbox
+        self.principal = principal
+        self.tenant = tenant
+        self.session_id = secrets.token_hex(8)
+        self.last_used = time.monotonic()
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def alive(self) -> bool:
+        """False once the session is closed or a run ended its sandbox (timeout, out of memory …)."""
+        return not self._closed and self._sandbox.usable
+
+    async def run(
+        self,
+        code: str,
+        *,
+        binding: RunBinding,
+        modules: ModuleProvider,
+        handler: CallHandler,
+        wall_time_s: float | None = None,
+    ) -> RunOutcome:
+        if self._closed:
+            raise SandboxError("this sandbox session is closed")
+        if (binding.principal, binding.tenant) != (self.principal, self.tenant):
+            # A session's interpreter state belongs to one principal; nothing may cross over.
+            raise SandboxError(
+                "a sandbox session only runs programs of the principal and tenant that opened it"
+            )
+        async with self._lock:
+            self.last_used = time.monotonic()
+            sandbox = self._sandbox
+            if not sandbox.usable:
+                return RunOutcome(
+                    status="error",
+                    run_id=binding.run_id,
+                    backend=sandbox.backend,
+                    sandbox_id=sandbox.sandbox_id,
+                    error=RunError(
+                        kind="sandbox",
+                        type="SessionEnded",
+                        message=f"this session's sandbox is gone ({sandbox.dead_reason or 'closed'}); "
+                        "open a new session",
+                    ),
+                )
+            return await sandbox.execute(
+                code, binding=binding, modules=modules, handler=handler, wall_time_s=wall_time_s
+            )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._manager._forget(self)  # pyright: ignore[reportPrivateUsage]
+        await self._sandbox.destroy()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def run_once(
+    code: str,
+    *,
+    config: SandboxConfig,
+    binding: RunBinding,
+    modules: ModuleProvider,
+    handler: CallHandler,
+) -> RunOutcome:
+    """Run one program without a warm pool (what ``codemode run`` needs): start, run, clean up."""
+    async with SandboxManager(config.model_copy(update={"pool_size": 0})) as manager:
+        return await manager.run(code, binding=binding, modules=modules, handler=handler)

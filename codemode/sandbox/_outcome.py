@@ -1,0 +1,142 @@
+"""What a run returns, and the validation of what the sandbox's runtime says about it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
+
+from codemode.sandbox._framing import MAX_DEPTH, MalformedMessage, decode
+
+__all__ = ["BackendName", "ErrorKind", "ResultKind", "RunError", "RunOutcome"]
+
+BackendName = Literal["docker", "process"]
+
+ErrorKind = Literal["exception", "timeout", "oom", "killed", "sandbox", "channel"]
+"""Why a run failed: the program raised (``exception``), ran out of wall time (``timeout``) or
+memory (``oom``), was killed for another limit (``killed``), the sandbox itself failed
+(``sandbox``), or the sandbox broke the channel protocol (``channel``)."""
+
+ResultKind = Literal["json", "repr", "stdout"]
+"""``json``: ``result`` holds the value (or, when ``result_truncated``, ``result_repr`` holds the
+start of its JSON text); ``repr``: the value was not JSON-serialisable and ``result_repr`` holds
+its ``repr()``; ``stdout``: the program produced no value, its printed output is the result."""
+
+
+class RunError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: ErrorKind
+    type: str
+    """Exception type as the program would name it (``ValueError``, ``codemode.CallDenied`` …), or
+    the limit that was hit (``Timeout``, ``OutOfMemory`` …)."""
+    message: str
+    traceback: str = ""
+    """Traceback trimmed to the program's own frames (and stub modules); empty for limits."""
+
+
+class RunOutcome(BaseModel):
+    """The outcome of one program run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ok", "error"]
+    result: JsonValue = None
+    result_kind: ResultKind = "stdout"
+    result_repr: str | None = None
+    result_truncated: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: RunError | None = None
+    calls: int = 0
+    """Tool calls, resource reads and prompt requests the program made through the channel."""
+    duration_ms: float = 0.0
+    run_id: str
+    backend: BackendName
+    sandbox_id: str = ""
+
+    @property
+    def final(self) -> Any:
+        """The final result as the model should see it: the value, else its repr, else stdout."""
+        if self.result_kind == "stdout":
+            return self.stdout
+        if self.result_kind == "json" and not self.result_truncated:
+            return self.result
+        return self.result_repr
+
+
+# -- the runtime's reply (untrusted) ---------------------------------------------------------
+
+
+class _ReplyError(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: StrictStr = Field(max_length=512)
+    message: StrictStr
+    traceback: StrictStr = ""
+
+
+class RuntimeReply(BaseModel):
+    """The ``run`` answer exactly as the runtime must shape it; anything else is a protocol violation."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    status: Literal["ok", "error"]
+    result_kind: ResultKind = "stdout"
+    result_json: StrictStr | None = None
+    result_repr: StrictStr | None = None
+    result_truncated: StrictBool = False
+    stdout: StrictStr = ""
+    stdout_truncated: StrictBool = False
+    stderr: StrictStr = ""
+    stderr_truncated: StrictBool = False
+    error: _ReplyError | None = None
+
+
+class Snapshot(BaseModel):
+    """Partial output the runtime reports while a program is still running."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    stdout: StrictStr = ""
+    stdout_truncated: StrictBool = False
+    stderr: StrictStr = ""
+    stderr_truncated: StrictBool = False
+
+
+def parse_reply(raw: Any) -> RuntimeReply:
+    try:
+        return RuntimeReply.model_validate(raw)
+    except ValidationError as exc:
+        raise MalformedMessage(f"malformed run reply: {exc.errors()[0]['msg']}") from None
+
+
+def parse_snapshot(raw: Any) -> Snapshot:
+    try:
+        return Snapshot.model_validate(raw)
+    except ValidationError:
+        return Snapshot()
+
+
+def cap_text(text: str, cap: int) -> tuple[str, bool]:
+    """Cut ``text`` to ``cap`` UTF-8 bytes (the sandbox's own cap is not trusted)."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= cap:
+        return text, False
+    return data[:cap].decode("utf-8", errors="ignore"), True
+
+
+def decode_result(text: str, cap: int) -> tuple[JsonValue, str | None, bool]:
+    """Parse the runtime's JSON result text: ``(value, repr, truncated)``.
+
+    Over the cap, or unparseable/too deep despite the runtime's checks, the text itself is kept
+    (cut to the cap) instead of the value.
+    """
+    data = text.encode("utf-8", errors="replace")
+    if len(data) > cap:
+        return None, data[:cap].decode("utf-8", errors="ignore"), True
+    try:
+        value: JsonValue = decode(data, max_depth=MAX_DEPTH)
+    except MalformedMessage:
+        return None, text, False
+    return value, None, False

@@ -1,0 +1,382 @@
+"""The process backend: the same runtime as a local subprocess, for machines without Docker.
+
+Weaker than the Docker backend, and said so wherever it is chosen. What it does:
+
+* the runtime runs in its own session (``setsid``) with no inherited file descriptors, an empty
+  environment (only what the runtime needs) and a private working directory;
+* rlimits set in the child before ``exec``: address space (``memory_mb``), CPU seconds (a backstop;
+  wall time is enforced by the host), processes, file size (``tmpfs_mb``), open files, no core
+  dumps;
+* when the host runs as root: a private uid per sandbox (so RLIMIT_NPROC binds, the sandbox cannot
+  signal or read other processes, and it cannot read files that are not world-readable), a new
+  network namespace (no network at all; the Unix socket still works), and a private mount
+  namespace with a size-capped tmpfs on /tmp (also over /var/tmp, /dev/shm, /run/lock);
+* without root: the user's own uid (the program can read what the user can), a user+network
+  namespace where the kernel allows unprivileged ones, and RLIMIT_NPROC relative to the user's
+  current process count;
+* a psutil watchdog during each run for total resident memory and process count, killing the
+  whole sandbox (every process of its uid, or its tree and session).
+
+What it does not do: hide world-readable host files, limit CPU share (``cpus``), or apply seccomp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import IO
+
+import anyio
+import psutil
+
+from codemode.config import SandboxConfig
+from codemode.errors import SandboxError, SandboxUnavailableError
+from codemode.sandbox._backend import Launch, SandboxInstance, Termination
+from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
+from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces_supported
+from codemode.sandbox._outcome import BackendName
+from codemode.sandbox._state import StateDir
+from codemode.sandbox._watchdog import Members, kill_members, sample
+
+__all__ = ["ProcessBackend", "pick_interpreter"]
+
+log = logging.getLogger("codemode.sandbox.process")
+
+MiB = 1024 * 1024
+# Private uids for sandboxes are drawn from this range (root host only). Nothing else should use it.
+UID_BASE = 0x70000000
+UID_SPAN = 1 << 24
+WATCH_INTERVAL_S = 0.1
+LOG_TAIL_BYTES = 2000
+# With a private mount namespace the sandbox works in its own tmpfs mounted on /tmp.
+PRIVATE_TMP = "/tmp"  # noqa: S108
+
+
+def _others_can(path: Path, mode: int) -> bool:
+    """Whether a uid that is neither owner nor group can reach ``path`` with ``mode`` (r/x bits)."""
+    try:
+        real = path.resolve(strict=True)
+        for parent in reversed(real.parents):
+            if not parent.stat().st_mode & 0o001:
+                return False
+        return real.stat().st_mode & mode == mode
+    except OSError:
+        return False
+
+
+def _probe_interpreter(python: str) -> str | None:
+    """The stdlib directory of ``python`` if it is Python >= 3.11, else None."""
+    try:
+        out = subprocess.run(
+            [
+                python,
+                "-I",
+                "-c",
+                "import sys,sysconfig;print(sys.version_info>=(3,11));print(sysconfig.get_paths()['stdlib'])",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) < 2 or lines[0] != "True":
+        return None
+    return lines[1]
+
+
+def pick_interpreter(configured: str | None, *, for_other_uid: bool) -> str:
+    """The Python the sandbox runs: ``configured``, else this one, else a system python3.
+
+    With a private sandbox uid, the interpreter and its standard library must be readable by a
+    stranger (a pyenv Python under a 0700 home directory is not), hence the fallbacks.
+    """
+    current = os.path.realpath(sys.executable)
+    candidates = [configured] if configured else [current, "/usr/bin/python3", "/usr/local/bin/python3"]
+    for candidate in candidates:
+        if not Path(candidate).exists():
+            continue
+        if not for_other_uid:
+            if candidate == current or _probe_interpreter(candidate):
+                return candidate
+            continue
+        stdlib = sysconfig.get_paths()["stdlib"] if candidate == current else _probe_interpreter(candidate)
+        if stdlib and _others_can(Path(candidate), 0o005) and _others_can(Path(stdlib) / "os.py", 0o004):
+            return candidate
+    raise SandboxUnavailableError(
+        "no Python >= 3.11 that the sandbox user can run was found"
+        + (
+            f" (tried {configured})"
+            if configured
+            else " (tried this interpreter, /usr/bin/python3, /usr/local/bin/python3)"
+        )
+        + "; set [sandbox] process_python to one that is world-readable"
+    )
+
+
+class ProcessBackend:
+    """Runs each sandbox as a local subprocess (see the module docstring for the isolation)."""
+
+    def __init__(self, config: SandboxConfig, state: StateDir) -> None:
+        self._config = config
+        self._state = state
+        self._root = os.geteuid() == 0
+        self._python: str | None = None
+        self._runtime_dir: Path | None = None
+        self._namespaces = False
+        self._user_namespaces = False
+
+    @property
+    def name(self) -> BackendName:
+        return "process"
+
+    def isolation(self) -> str:
+        if self._root:
+            net = (
+                "no network (own network namespace)"
+                if self._namespaces
+                else "NETWORK NOT ISOLATED (unshare failed)"
+            )
+            return (
+                f"process backend (weaker than docker): private uid per sandbox, {net}, a private "
+                "capped tmp dir, rlimits and a psutil watchdog; world-readable host files stay visible, "
+                "no seccomp, no CPU share"
+            )
+        net = "no network (user+network namespace)" if self._user_namespaces else "NETWORK NOT ISOLATED"
+        return (
+            f"process backend (weaker than docker): runs as your own user (the program can read your files), "
+            f"{net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
+        )
+
+    async def prepare(self) -> None:
+        self._state.ensure()
+        self._python = await anyio.to_thread.run_sync(
+            lambda: pick_interpreter(self._config.process_python, for_other_uid=self._root)
+        )
+        self._runtime_dir = await anyio.to_thread.run_sync(install_runtime, self._state.base)
+        if self._root:
+            self._namespaces = await anyio.to_thread.run_sync(namespaces_supported, False)
+            if not self._namespaces:
+                log.warning("cannot create namespaces: process sandboxes will have network access")
+        else:
+            self._user_namespaces = await anyio.to_thread.run_sync(namespaces_supported, True)
+        await anyio.to_thread.run_sync(self._cleanup_orphans)
+
+    def _cleanup_orphans(self) -> None:
+        for root, meta in self._state.orphans():
+            if meta.get("backend") == "process":
+                uid, pid, started = meta.get("uid"), meta.get("pid"), meta.get("pid_started")
+                if isinstance(uid, int) and uid >= UID_BASE and self._root:
+                    kill_members(Members(leader=-1, uid=uid))
+                elif isinstance(pid, int) and isinstance(started, float):
+                    with contextlib.suppress(psutil.Error):
+                        if abs(psutil.Process(pid).create_time() - started) < 0.01:
+                            kill_members(Members(leader=pid))
+                log.info("removed orphaned process sandbox %s", root.name)
+            self._state.remove(root)
+
+    def new_launch(self) -> Launch:
+        sandbox_id, root = self._state.new_sandbox("process")
+        owner: tuple[int, int] | None = None
+        if self._root:
+            uid = UID_BASE + secrets.randbelow(UID_SPAN)
+            owner = (uid, uid)
+            self._state.write_meta(root, {"uid": uid})
+        return Launch(sandbox_id=sandbox_id, root=root, channel_dir=root / "ch", owner=owner)
+
+    def _plan(self, launch: Launch) -> ChildPlan:
+        config = self._config
+        if self._root:
+            nproc: int | None = config.pids
+        else:
+            # RLIMIT_NPROC counts all of the user's processes: allow the sandbox `pids` more.
+            mine = sum(
+                1
+                for p in psutil.process_iter(["uids"])
+                if p.info["uids"] and p.info["uids"].real == os.getuid()
+            )
+            nproc = mine + config.pids
+        rlimits = Rlimits(
+            address_space=config.memory_mb * MiB,
+            cpu_seconds=max(10, math.ceil(config.wall_time_s * 10)),
+            nproc=nproc,
+            fsize=config.tmpfs_mb * MiB,
+            nofile=config.nofile,
+        )
+        if self._root and launch.owner is not None:
+            uid, gid = launch.owner
+            return ChildPlan(
+                rlimits=rlimits,
+                workdir=PRIVATE_TMP if self._namespaces else str(launch.root / "work"),
+                new_netns=self._namespaces,
+                private_tmp_mb=config.tmpfs_mb if self._namespaces else None,
+                uid=uid,
+                gid=gid,
+            )
+        return ChildPlan(rlimits=rlimits, workdir=str(launch.root / "work"), user_netns=self._user_namespaces)
+
+    async def spawn(self, launch: Launch) -> SandboxInstance:
+        if self._python is None or self._runtime_dir is None:
+            raise SandboxError("ProcessBackend.prepare() was not awaited")
+        python, runtime_dir = self._python, self._runtime_dir
+        plan = await anyio.to_thread.run_sync(self._plan, launch)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": plan.workdir,
+            "TMPDIR": plan.workdir,
+            "LANG": "C.UTF-8",
+            # glibc reserves 64 MiB of address space per malloc arena; RLIMIT_AS counts it.
+            "MALLOC_ARENA_MAX": "2",
+            "CODEMODE_CHANNEL_DIR": str(launch.channel_dir),
+        }
+        argv = [python, "-I", "-B", str(runtime_dir / BOOT_SCRIPT)]
+        log_path = launch.root / "runtime.log"
+
+        def start() -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+            if plan.workdir != PRIVATE_TMP:
+                os.mkdir(plan.workdir, 0o700)
+                if launch.owner:
+                    os.chown(plan.workdir, *launch.owner)
+            log_file = open(log_path, "wb")  # noqa: SIM115 - owned by the sandbox object
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log_file,
+                    close_fds=True,
+                    start_new_session=True,
+                    preexec_fn=make_preexec(plan),
+                )
+            except BaseException:
+                log_file.close()
+                raise
+            return proc, log_file
+
+        try:
+            proc, log_file = await anyio.to_thread.run_sync(start)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"cannot start the process sandbox: {exc}") from exc
+        started = await anyio.to_thread.run_sync(lambda: psutil.Process(proc.pid).create_time())
+        self._state.write_meta(launch.root, {"pid": proc.pid, "pid_started": started})
+        members = Members(leader=proc.pid, uid=launch.owner[0] if launch.owner else None)
+        return ProcessSandbox(launch, proc, log_file, members, self._config)
+
+
+class ProcessSandbox:
+    def __init__(
+        self,
+        launch: Launch,
+        proc: subprocess.Popen[bytes],
+        log_file: IO[bytes],
+        members: Members,
+        config: SandboxConfig,
+    ) -> None:
+        self._launch = launch
+        self._proc = proc
+        self._log_file = log_file
+        self._members = members
+        self._config = config
+        self._verdict: Termination | None = None
+        self._destroyed = False
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._launch.sandbox_id
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self._launch.root / "runtime.log", "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+                return handle.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+    def _check(self) -> Termination | None:
+        now = sample(self._members)
+        limit = self._config.memory_mb * MiB
+        if now.rss > limit:
+            return Termination(
+                "oom",
+                "OutOfMemory",
+                f"the program used {now.rss // MiB} MiB of memory, over the limit of "
+                f"{self._config.memory_mb} MiB, and was killed",
+            )
+        if len(now.pids) > self._config.pids:
+            return Termination(
+                "killed",
+                "TooManyProcesses",
+                f"the program started {len(now.pids)} processes, over the limit of {self._config.pids}, "
+                "and was killed",
+            )
+        return None
+
+    async def watch(self) -> Termination:
+        while True:
+            # Most programs finish within one interval and never pay for a scan; a scan in progress
+            # is abandoned (not awaited) when the run ends.
+            await anyio.sleep(WATCH_INTERVAL_S)
+            verdict = await anyio.to_thread.run_sync(self._check, abandon_on_cancel=True)
+            if verdict is not None:
+                self._verdict = verdict
+                await anyio.to_thread.run_sync(kill_members, self._members)
+                return verdict
+
+    async def exit_reason(self) -> str | None:
+        code = self._proc.poll()
+        if code is None:
+            return None
+        tail = self._log_tail()
+        return f"the sandbox process exited with status {code} before connecting" + (
+            f":\n{tail}" if tail else ""
+        )
+
+    async def termination(self) -> Termination:
+        if self._verdict is not None:
+            return self._verdict
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await anyio.to_thread.run_sync(lambda: self._proc.wait(timeout=2.0))
+        code = self._proc.poll()
+        if code is None:
+            return Termination("sandbox", "SandboxError", "the sandbox closed its channel but kept running")
+        if code < 0:
+            sig = signal.Signals(-code)
+            if sig == signal.SIGXCPU:
+                return Termination(
+                    "killed", "CpuTimeLimit", "the program exceeded its CPU-time limit and was killed"
+                )
+            return Termination("killed", "Killed", f"the sandbox process was killed by {sig.name}")
+        tail = self._log_tail()
+        return Termination(
+            "sandbox",
+            "SandboxError",
+            f"the sandbox runtime exited with status {code}" + (f": {tail[-500:]}" if tail else ""),
+        )
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+
+        def kill() -> None:
+            if not kill_members(self._members):
+                log.warning("process sandbox %s: processes survived the kill", self.sandbox_id)
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            self._proc.wait()
+            self._log_file.close()
+
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(kill)

@@ -1,0 +1,145 @@
+"""The host directory where sandboxes' channel sockets and bookkeeping live, and orphan detection.
+
+Layout (``base`` is ``/run/codemode`` for root, else ``$XDG_RUNTIME_DIR/codemode`` or
+``/tmp/codemode-<uid>``)::
+
+    base/                      0711: traversable, not listable
+      runtime-<hash>/          the in-sandbox runtime for the process backend (read-only copy)
+      <sandbox-id>/            0711, host-owned: only the host writes here
+        meta.json              0600: who owns this sandbox (host pid + start time), uid, pid
+        runtime.log            the process backend's runtime stderr (capped by RLIMIT_FSIZE)
+        ch/                    the channel directory, the only part the sandbox sees
+          channel.sock, secret removed as soon as the sandbox has authenticated
+
+Sandbox ids are 64 random bits: without root, the unlistable base plus the unguessable name is
+what keeps other local users away from a socket before its sandbox connects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from codemode.errors import SandboxError
+
+__all__ = ["HostToken", "StateDir", "default_base"]
+
+
+def default_base() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/codemode")
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir and Path(runtime_dir).is_dir():
+        return Path(runtime_dir) / "codemode"
+    return Path(tempfile.gettempdir()) / f"codemode-{os.geteuid()}"
+
+
+@dataclass(frozen=True)
+class HostToken:
+    """Identifies this host process across pid reuse: hostname, pid and the process start time."""
+
+    hostname: str
+    pid: int
+    started: float
+
+    @classmethod
+    def current(cls) -> HostToken:
+        return cls(socket.gethostname(), os.getpid(), psutil.Process().create_time())
+
+    def encode(self) -> str:
+        return f"{self.hostname}:{self.pid}:{self.started:.3f}"
+
+    @classmethod
+    def decode(cls, text: str) -> HostToken | None:
+        try:
+            hostname, pid, started = text.rsplit(":", 2)
+            return cls(hostname, int(pid), float(started))
+        except ValueError:
+            return None
+
+    def alive(self) -> bool:
+        """Whether the process this token names is still running (always True for another machine)."""
+        if self.hostname != socket.gethostname():
+            return True
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.started) < 0.01
+        except psutil.Error:
+            return False
+
+
+class StateDir:
+    def __init__(self, base: Path | None = None) -> None:
+        self.base = base or default_base()
+        self.token = HostToken.current()
+
+    def ensure(self) -> None:
+        try:
+            self.base.mkdir(mode=0o711, parents=True, exist_ok=True)
+            info = self.base.lstat()
+        except OSError as exc:
+            raise SandboxError(f"cannot create the sandbox state directory {self.base}: {exc}") from exc
+        # Refuse a directory someone else prepared for us (e.g. in a shared /tmp).
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise SandboxError(
+                f"the sandbox state directory {self.base} is not a private directory owned by this user; "
+                "remove it or set XDG_RUNTIME_DIR"
+            )
+        self.base.chmod(0o711)
+
+    def new_sandbox(self, backend: str) -> tuple[str, Path]:
+        sandbox_id = secrets.token_hex(8)
+        # Prepared under a hidden name and renamed, so an orphan sweep never sees it without meta.
+        staging = self.base / f".new-{sandbox_id}"
+        staging.mkdir(mode=0o711)
+        staging.chmod(0o711)
+        self.write_meta(staging, {"backend": backend})
+        root = self.base / sandbox_id
+        staging.rename(root)
+        return sandbox_id, root
+
+    def write_meta(self, root: Path, extra: dict[str, Any]) -> None:
+        meta = self.read_meta(root) or {}
+        meta.update(extra, owner=self.token.encode())
+        tmp = root / "meta.json.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(meta, handle)
+        tmp.replace(root / "meta.json")
+
+    @staticmethod
+    def read_meta(root: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None  # pyright: ignore[reportUnknownVariableType]
+
+    def orphans(self) -> list[tuple[Path, dict[str, Any]]]:
+        """Sandbox directories whose owning host process is gone."""
+        found: list[tuple[Path, dict[str, Any]]] = []
+        if not self.base.is_dir():
+            return found
+        for entry in self.base.iterdir():
+            if entry.name.startswith(("runtime-", ".")) or not entry.is_dir():
+                continue
+            meta = self.read_meta(entry)
+            token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
+            if token is None or not token.alive():
+                found.append((entry, meta or {}))
+        return found
+
+    @staticmethod
+    def remove(root: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(root)

@@ -1,0 +1,162 @@
+"""Running ``codemode serve`` over stdio or Streamable HTTP."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import sys
+from collections.abc import Mapping
+
+import anyio
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from codemode._engine import CodeMode
+from codemode.broker import Approver
+from codemode.config import Config, MissingSecretError, resolve_references
+from codemode.errors import ConfigError
+from codemode.serve._app import CodemodeServer, Identity, TokenMap
+
+log = logging.getLogger("codemode.serve")
+
+HOUSEKEEPING_INTERVAL_S = 5.0
+PENDING_RUN_TTL_S = 900.0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
+    grants: dict[str, Identity] = {}
+    for name, grant in config.serve.tokens.items():
+        try:
+            token = resolve_references(grant.token, environ)
+        except MissingSecretError as exc:
+            raise ConfigError(
+                config.source,
+                [(f"serve.tokens.{name}.token", f"${{{exc.variable}}} is not set in the environment")],
+            ) from None
+        if len(token) < 16:
+            raise ConfigError(config.source, [(f"serve.tokens.{name}.token", "use at least 16 characters")])
+        grants[token] = Identity(grant.principal, grant.tenant)
+    return TokenMap(grants)
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry a configured bearer token.
+
+    The token authenticates the caller to codemode only; it is never forwarded to the MCP
+    servers codemode talks to (those get the headers configured for them, nothing else).
+    """
+
+    def __init__(self, app: ASGIApp, tokens: TokenMap) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if self.tokens.lookup(headers.get("authorization")) is None:
+                body = b'{"error": "missing or wrong bearer token"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="codemode"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+async def _housekeeping(engine: CodeMode, server: CodemodeServer) -> None:
+    while True:
+        await anyio.sleep(HOUSEKEEPING_INTERVAL_S)
+        await engine.expire_idle_sessions()
+        server.pending.expire(PENDING_RUN_TTL_S)
+
+
+def _default_identity(config: Config) -> Identity:
+    return Identity(config.serve.principal, config.serve.tenant)
+
+
+async def serve_stdio(config: Config, *, approver: Approver | None = None) -> None:
+    async with CodeMode(config, approver=approver) as engine, anyio.create_task_group() as tg:
+        server = CodemodeServer(engine, default=_default_identity(config))
+        server.attach(tg)
+        tg.start_soon(_housekeeping, engine, server)
+        await server.mcp.run_stdio_async()
+        tg.cancel_scope.cancel()
+
+
+async def serve_http(
+    config: Config,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    ready: anyio.Event | None = None,
+) -> None:
+    """Serve until cancelled. Prints ``READY <url>`` on stderr once listening."""
+    import uvicorn
+
+    host = host or config.serve.host
+    port = config.serve.port if port is None else port
+    tokens = token_map(config, os.environ if environ is None else environ)
+    if not is_loopback(host) and not tokens:
+        raise ConfigError(
+            config.source,
+            [
+                (
+                    "serve.tokens",
+                    f"binding to {host} (not loopback) needs at least one bearer token in [serve.tokens]",
+                )
+            ],
+        )
+    async with CodeMode(config) as engine, anyio.create_task_group() as tg:
+        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens)
+        server.attach(tg)
+        tg.start_soon(_housekeeping, engine, server)
+        # DNS-rebinding protection: the Host header must name this server, and browsers may call it
+        # only from configured origins (MCP clients send no Origin at all).
+        hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(f"{h}:*" for h in hosts),
+            allowed_origins=list(config.serve.allowed_origins),
+        )
+        app: ASGIApp = server.mcp.streamable_http_app(
+            streamable_http_path=config.serve.path, transport_security=security, host=host
+        )
+        if tokens:
+            app = BearerAuth(app, tokens)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        bound_port = sock.getsockname()[1]
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}{config.serve.path}"
+
+        class _Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                print(f"READY {url}", file=sys.stderr, flush=True)
+                if ready is not None:
+                    ready.set()
+
+        uv = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        await uv.serve(sockets=[sock])
+        tg.cancel_scope.cancel()

@@ -1,0 +1,336 @@
+"""Fixtures for the sandbox suite: both backends on real processes and real containers.
+
+Docker tests are marked ``docker``. Without ``CODEMODE_REQUIRE_DOCKER`` they are skipped when no
+engine answers; with ``CODEMODE_REQUIRE_DOCKER=1`` (CI) a missing engine or an image that cannot
+be built fails them instead. The image is built once per session when missing or stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from codemode.calls import (
+    CallDenied,
+    CallOutcome,
+    ModuleSource,
+    PromptGetRequest,
+    ResourceReadRequest,
+    RunBinding,
+    ToolCallRequest,
+    ToolError,
+    ToolResult,
+    content_blocks,
+)
+from codemode.config import SandboxConfig
+from codemode.errors import SandboxUnavailableError
+from codemode.sandbox import SandboxManager, build_image
+from codemode.sandbox._docker import LABEL, RUNTIME_LABEL
+from codemode.sandbox._docker_api import docker_api
+from codemode.sandbox._files import runtime_digest
+from codemode.sandbox._process import UID_BASE, UID_SPAN
+from codemode.sandbox._state import default_base
+
+HERE = Path(__file__).resolve().parent
+DEMO_SERVER = HERE / "demo_mcp_server.py"
+REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
+IMAGE = os.environ.get("CODEMODE_SANDBOX_IMAGE", SandboxConfig().image)
+SCHEMA_HASH = "sha256:demo"
+
+
+# -- docker availability and the image ---------------------------------------------------------
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_DOCKER:
+        pytest.fail(f"CODEMODE_REQUIRE_DOCKER is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The sandbox image, built if missing or built from another runtime version."""
+    try:
+        api = docker_api(10.0)
+    except SandboxUnavailableError as exc:
+        _unavailable(f"no Docker engine: {exc}")
+        raise
+    try:
+        image = api.image(IMAGE)
+    finally:
+        api.close()
+    if image is None or image[1].get(RUNTIME_LABEL) != runtime_digest():
+        try:
+            build_image(IMAGE)
+        except Exception as exc:
+            _unavailable(f"the sandbox image {IMAGE} cannot be built: {exc}")
+            raise
+    return IMAGE
+
+
+@pytest.fixture(params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")
+    return request.param
+
+
+@pytest.fixture
+def make_config(backend: str) -> Callable[..., SandboxConfig]:
+    """A SandboxConfig for the parametrized backend: no warm pool unless asked, tight limits."""
+
+    def make(**overrides: Any) -> SandboxConfig:
+        values: dict[str, Any] = {"backend": backend, "image": IMAGE, "pool_size": 0, "wall_time_s": 20.0}
+        values.update(overrides)
+        return SandboxConfig(**values)
+
+    return make
+
+
+# -- a stub tree and call handlers -------------------------------------------------------------
+
+_STUB = '''"""{tool}: stub for demo/{tool}."""
+from codemode_runtime import call_tool
+
+
+def {tool}(**arguments):
+    return call_tool("demo", "{tool}", "{hash}", arguments)
+'''
+
+_PACKAGE = '''"""demo server: one line per tool."""
+import importlib
+
+__all__ = {tools!r}
+
+
+def __getattr__(name):
+    if name in __all__:
+        function = getattr(importlib.import_module(f"{{__name__}}.{{name}}"), name)
+        # Importing the submodule bound the *module* to this name; the function must win.
+        globals()[name] = function
+        return function
+    raise AttributeError(name)
+'''
+
+DEMO_TOOLS = ("add", "echo", "lookup", "fail", "pixel", "slow")
+
+
+class StubTree:
+    """A ModuleProvider serving ``servers/demo/<tool>.py`` stubs; records what was asked for."""
+
+    def __init__(self, tools: tuple[str, ...] = DEMO_TOOLS) -> None:
+        self.sources = {
+            "servers": ModuleSource(source='"""servers index"""\n', is_package=True),
+            "servers.demo": ModuleSource(source=_PACKAGE.format(tools=list(tools)), is_package=True),
+        }
+        for tool in tools:
+            self.sources[f"servers.demo.{tool}"] = ModuleSource(
+                source=_STUB.format(tool=tool, hash=SCHEMA_HASH), is_package=False
+            )
+        self.requested: list[str] = []
+
+    def module_source(self, module: str) -> ModuleSource | None:
+        self.requested.append(module)
+        return self.sources.get(module)
+
+
+@dataclass
+class FakeHandler:
+    """A CallHandler answering from Python functions; records requests and peak concurrency."""
+
+    delay_s: float = 0.0
+    requests: list[ToolCallRequest] = field(default_factory=list)
+    bindings: list[RunBinding] = field(default_factory=list)
+    in_flight: int = 0
+    peak: int = 0
+
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        self.requests.append(request)
+        self.bindings.append(binding)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.delay_s:
+                await anyio.sleep(self.delay_s)
+            args = request.arguments
+            if request.server != "demo" or request.tool not in DEMO_TOOLS:
+                return CallDenied(gate="tool", reason=f"{request.server}/{request.tool} is not in the tree")
+            if request.tool == "add":
+                return ToolResult(structured={"total": args["a"] + args["b"]})
+            if request.tool in ("lookup", "slow"):
+                return ToolResult(structured={"id": args["id"], "name": f"item-{args['id']}"})
+            if request.tool == "echo":
+                return ToolResult(content=content_blocks([{"type": "text", "text": args["text"]}]))
+            if request.tool == "fail":
+                return ToolError(message=args.get("msg", "failed"))
+            return ToolResult()
+        finally:
+            self.in_flight -= 1
+
+    async def read_resource(self, binding: RunBinding, request: ResourceReadRequest) -> CallOutcome:
+        return ToolResult(structured=[{"uri": request.uri, "mimeType": "text/plain", "text": "contents"}])
+
+    async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
+        messages = [{"role": "user", "content": {"type": "text", "text": f"hello {request.arguments}"}}]
+        return ToolResult(structured={"messages": messages})
+
+
+class McpForwardingHandler:
+    """A CallHandler that forwards tool calls to a real MCP server (the broker's job, minus gates)."""
+
+    def __init__(self, client: Any, tools: set[str]) -> None:
+        self._client = client
+        self._tools = tools
+        self.calls = 0
+
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        if request.server != "demo" or request.tool not in self._tools:
+            return CallDenied(gate="tool", reason=f"{request.server}/{request.tool} is not in the tree")
+        self.calls += 1
+        result = await self._client.call_tool(request.tool, request.arguments)
+        blocks = content_blocks(
+            [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+        )
+        if result.is_error:
+            text = " ".join(str(getattr(block, "text", "")) for block in result.content)
+            return ToolError(message=text, content=blocks)
+        return ToolResult(structured=result.structured_content, content=blocks)
+
+    async def read_resource(self, binding: RunBinding, request: ResourceReadRequest) -> CallOutcome:
+        return CallDenied(gate="resource", reason="not in this test")
+
+    async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
+        return CallDenied(gate="prompt", reason="not in this test")
+
+
+@pytest.fixture
+def stub_tree() -> StubTree:
+    return StubTree()
+
+
+@pytest.fixture
+def handler() -> FakeHandler:
+    return FakeHandler()
+
+
+@pytest.fixture
+def open_mcp_handler() -> Callable[[], contextlib.AbstractAsyncContextManager[McpForwardingHandler]]:
+    """Opens (inside the test's task) a stdio MCP client to ``demo_mcp_server.py``."""
+
+    @contextlib.asynccontextmanager
+    async def open_handler() -> AsyncIterator[McpForwardingHandler]:
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(command=sys.executable, args=[str(DEMO_SERVER)])
+        async with Client(params) as client:
+            listed = await client.list_tools()
+            yield McpForwardingHandler(client, {tool.name for tool in listed.tools})
+
+    return open_handler
+
+
+_counter = 0
+
+
+def binding(principal: str = "alice", tenant: str = "acme") -> RunBinding:
+    global _counter
+    _counter += 1
+    return RunBinding(
+        run_id=f"run-{_counter}", principal=principal, tenant=tenant, trace_id=f"trace-{_counter}"
+    )
+
+
+@pytest.fixture
+def new_binding() -> Callable[..., RunBinding]:
+    return binding
+
+
+@pytest.fixture
+def run_program(
+    make_config: Callable[..., SandboxConfig], stub_tree: StubTree, handler: FakeHandler
+) -> Callable[..., Any]:
+    """``await run_program(code, **config_overrides)``: one run in a fresh manager."""
+
+    async def run(code: str, *, handler_: Any = None, **overrides: Any) -> Any:
+        async with SandboxManager(make_config(**overrides)) as manager:
+            return await manager.run(
+                code,
+                binding=binding(),
+                modules=stub_tree,
+                handler=handler_ if handler_ is not None else handler,
+            )
+
+    return run
+
+
+# -- leftovers -----------------------------------------------------------------------------------
+
+
+def sandbox_processes() -> list[psutil.Process]:
+    """Processes running as a process-backend sandbox uid (root host), zombies aside."""
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        uids = proc.info.get("uids")
+        if (
+            uids
+            and UID_BASE <= uids.real < UID_BASE + UID_SPAN
+            and proc.info.get("status") != psutil.STATUS_ZOMBIE
+        ):
+            found.append(proc)
+    return found
+
+
+def sandbox_containers() -> list[str]:
+    try:
+        api = docker_api(10.0)
+    except SandboxUnavailableError:
+        return []
+    try:
+        return [container_id for container_id, _ in api.labelled(f"{LABEL}=1")]
+    finally:
+        api.close()
+
+
+def sandbox_dirs() -> list[Path]:
+    base = default_base()
+    if not base.is_dir():
+        return []
+    return [entry for entry in base.iterdir() if not entry.name.startswith("runtime-")]
+
+
+def wait_until(predicate: Callable[[], bool], *, within_s: float = 10.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds (no bare sleeps: a deadline and a short poll interval)."""
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within_s:g} s waiting for: {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def no_leftovers() -> Callable[[], None]:
+    """Call it (after the manager closed) to assert no sandbox process, container or dir remains."""
+
+    def check() -> None:
+        wait_until(lambda: not sandbox_processes(), what=f"no sandbox processes ({sandbox_processes()})")
+        wait_until(lambda: not sandbox_containers(), what=f"no sandbox containers ({sandbox_containers()})")
+        wait_until(lambda: not sandbox_dirs(), what=f"no sandbox directories ({sandbox_dirs()})")
+
+    return check
+
+
+@pytest.fixture
+def leftovers() -> SimpleNamespace:
+    """The probes behind ``no_leftovers``: ``.processes()``, ``.containers()``, ``.dirs()``."""
+    return SimpleNamespace(processes=sandbox_processes, containers=sandbox_containers, dirs=sandbox_dirs)

@@ -1,0 +1,232 @@
+"""Hostile programs are contained, on both backends, and nothing is left running afterwards."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from codemode.config import SandboxConfig
+from codemode.sandbox import SandboxManager
+
+pytestmark = pytest.mark.anyio
+
+MiB = 1024 * 1024
+
+
+async def test_memory_bomb_ends_with_a_clear_out_of_memory_error(
+    run_program: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    code = "blocks = []\nwhile True:\n    blocks.append(b'x' * (8 << 20))\n"
+    outcome = await run_program(code, memory_mb=128)
+    assert outcome.status == "error"
+    assert outcome.error.kind == "oom", outcome.error
+    assert "out of memory" in outcome.error.message
+    assert "128 MiB" in outcome.error.message
+    no_leftovers()
+
+
+async def test_fork_bomb_is_contained_and_the_host_keeps_working(
+    run_program: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    outcome = await run_program(code, pids=32, wall_time_s=3.0)
+    assert outcome.status == "error"
+    assert outcome.error.kind in ("timeout", "killed"), outcome.error
+    no_leftovers()
+    after = await run_program("6 * 7")
+    assert (after.status, after.result) == ("ok", 42)
+    no_leftovers()
+
+
+async def test_cpu_spin_is_killed_at_the_wall_time_limit_with_partial_output(
+    run_program: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    code = "print('spinning', flush=True)\nwhile True:\n    pass\n"
+    outcome = await run_program(code, wall_time_s=2.0)
+    assert outcome.status == "error"
+    assert outcome.error.kind == "timeout"
+    assert "wall-time limit of 2 s" in outcome.error.message
+    assert 2000 <= outcome.duration_ms < 8000
+    assert outcome.stdout == "spinning\n"
+    no_leftovers()
+
+
+async def test_hundred_megabytes_of_output_are_truncated_with_a_flag_and_host_memory_stays_flat(
+    run_program: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    code = (
+        "import os, sys\n"
+        "chunk = 'x' * (1 << 20)\n"
+        "for _ in range(50):\n    sys.stdout.write(chunk)\n"
+        "raw = b'y' * (1 << 20)\n"
+        "for _ in range(50):\n    os.write(1, raw)\n"
+        "for _ in range(20):\n    os.write(2, raw)\n"
+        "'done'\n"
+    )
+    host = psutil.Process()
+    before = host.memory_info().rss
+    outcome = await run_program(code, output_bytes=65536)
+    grown = host.memory_info().rss - before
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == "done"
+    assert outcome.stdout_truncated
+    assert outcome.stderr_truncated
+    assert len(outcome.stdout.encode()) == 65536
+    assert set(outcome.stdout) == {"x"}
+    assert len(outcome.stderr.encode()) == 65536
+    assert grown < 50 * MiB, f"host RSS grew by {grown // MiB} MiB"
+    no_leftovers()
+
+
+async def test_filling_the_disk_fails_inside_the_sandbox(
+    run_program: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    code = "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'0' * (1 << 20))\n"
+    outcome = await run_program(code, tmpfs_mb=16)
+    assert outcome.status == "error"
+    assert outcome.error.kind == "exception"
+    assert outcome.error.type == "OSError", outcome.error
+    # The root filesystem and the host's shared scratch directories are not writable either.
+    probe = (
+        "import os\n"
+        "failed = []\n"
+        "for path in ('/fill', '/var/tmp/codemode-fill', '/usr/fill'):\n"
+        "    try:\n"
+        "        with open(path, 'wb') as f:\n"
+        "            f.write(b'0' * (32 << 20))\n"
+        "    except OSError:\n"
+        "        failed.append(path)\n"
+        "failed\n"
+    )
+    outcome = await run_program(probe, tmpfs_mb=16)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == ["/fill", "/var/tmp/codemode-fill", "/usr/fill"]
+    assert not os.path.exists("/var/tmp/codemode-fill")  # noqa: ASYNC240 - one stat call
+    no_leftovers()
+
+
+@pytest.fixture
+def host_listener() -> Iterator[socket.socket]:
+    """A TCP listener on the host's 127.0.0.1 that the sandbox must not reach."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+async def test_network_connections_fail(
+    run_program: Callable[..., Any], host_listener: socket.socket, no_leftovers: Callable[[], None]
+) -> None:
+    port = host_listener.getsockname()[1]
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+        "    result = 'connected'\n"
+        "except OSError as exc:\n"
+        "    result = type(exc).__name__\n"
+        "result\n"
+    )
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result != "connected"
+    with pytest.raises(BlockingIOError):
+        host_listener.accept()  # nothing ever arrived
+    no_leftovers()
+
+
+@pytest.fixture
+def private_host_file() -> Iterator[Path]:
+    """A 0600 file outside /tmp (so the process backend's private /tmp does not hide it)."""
+    directory = Path("/run") / f"codemode-test-{secrets.token_hex(4)}" if os.geteuid() == 0 else None
+    if directory is None:
+        pytest.skip("needs root to place a file outside the sandbox's private tmp")
+    directory.mkdir(mode=0o755)
+    path = directory / "credentials"
+    path.write_text("top-secret-credential")
+    path.chmod(0o600)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(directory)
+
+
+async def test_no_host_environment_file_or_credential_is_visible(
+    run_program: Callable[..., Any],
+    private_host_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_leftovers: Callable[[], None],
+) -> None:
+    marker = f"marker-{secrets.token_hex(8)}"
+    monkeypatch.setenv("CODEMODE_TEST_MARKER", marker)
+    code = (
+        "import os, socket\n"
+        "seen = {'env': dict(os.environ)}\n"
+        "for name in ('/proc/self/environ', '/proc/1/environ'):\n"
+        "    try:\n"
+        "        seen[name] = open(name, 'rb').read().decode(errors='replace')\n"
+        "    except OSError as exc:\n"
+        "        seen[name] = type(exc).__name__\n"
+        f"for name in ({str(private_host_file)!r}, '/root/.docker/config.json', '/etc/shadow'):\n"
+        "    try:\n"
+        "        seen[name] = open(name).read()\n"
+        "    except OSError as exc:\n"
+        "        seen[name] = type(exc).__name__\n"
+        "try:\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect('/var/run/docker.sock')\n"
+        "    seen['docker.sock'] = 'connected'\n"
+        "except OSError as exc:\n"
+        "    seen['docker.sock'] = type(exc).__name__\n"
+        "seen['secret files'] = [n for n in os.listdir('/run/codemode') if 'secret' in n] "
+        "if os.path.isdir('/run/codemode') and os.access('/run/codemode', os.R_OK) else []\n"
+        "seen['uid'] = os.getuid()\n"
+        "seen\n"
+    )
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    seen = outcome.result
+    text = repr(seen)
+    assert marker not in text
+    assert "top-secret-credential" not in text
+    assert not any(key.startswith("CODEMODE_") for key in seen["env"])
+    assert seen[str(private_host_file)] in ("PermissionError", "FileNotFoundError")
+    assert seen["/root/.docker/config.json"] in ("PermissionError", "FileNotFoundError")
+    assert seen["/etc/shadow"] in ("PermissionError", "FileNotFoundError")
+    assert seen["docker.sock"] != "connected"
+    assert seen["secret files"] == []
+    assert seen["uid"] != 0
+    no_leftovers()
+
+
+async def test_process_backend_watchdog_kills_when_processes_together_exceed_the_memory_limit(
+    stub_tree: Any, handler: Any, new_binding: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    # Each process stays under RLIMIT_AS (per process); only the sum is over the limit.
+    code = (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        hold = b'x' * (48 << 20)\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "time.sleep(30)\n"
+    )
+    config = SandboxConfig(backend="process", pool_size=0, memory_mb=128, wall_time_s=20)
+    async with SandboxManager(config) as manager:
+        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+    assert outcome.status == "error"
+    assert outcome.error.kind == "oom", outcome.error
+    assert "over the limit of 128 MiB" in outcome.error.message
+    assert outcome.duration_ms < 10_000
+    no_leftovers()

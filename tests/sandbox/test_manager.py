@@ -1,0 +1,209 @@
+"""The manager: warm pool, one sandbox per run, sessions, backend choice, orphan cleanup."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from codemode.config import SandboxConfig
+from codemode.errors import SandboxError, SandboxUnavailableError
+from codemode.sandbox import SandboxManager, choose_backend, run_once
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_run_gets_a_fresh_warm_sandbox_and_nothing_leaks_between_runs(
+    make_config: Callable[..., Any],
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    first_code = "secret = 'from run one'\nopen('/tmp/left-behind', 'w').write('x')\n'written'\n"
+    second_code = "import os\n['secret' in globals(), os.path.exists('/tmp/left-behind')]\n"
+    async with SandboxManager(make_config(pool_size=2)) as manager:
+        await manager.wait_ready()
+        first = await manager.run(first_code, binding=new_binding(), modules=stub_tree, handler=handler)
+        await manager.wait_ready()
+        second = await manager.run(second_code, binding=new_binding(), modules=stub_tree, handler=handler)
+    assert (first.status, first.result) == ("ok", "written")
+    assert (second.status, second.result) == ("ok", [False, False])
+    assert first.sandbox_id != second.sandbox_id
+    no_leftovers()
+
+
+async def test_a_warm_run_is_much_faster_than_a_cold_one(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    async with SandboxManager(make_config(pool_size=1)) as manager:
+        warm: list[float] = []
+        for _ in range(5):
+            await manager.wait_ready()
+            outcome = await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+            assert outcome.result == 2
+            warm.append(outcome.duration_ms)
+    async with SandboxManager(make_config(pool_size=0)) as manager:
+        started = anyio.current_time()
+        await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+        cold_ms = (anyio.current_time() - started) * 1000
+    assert sorted(warm)[2] < 100
+    assert sorted(warm)[2] * 3 < cold_ms
+
+
+async def test_a_session_keeps_interpreter_state_for_its_principal_only(
+    make_config: Callable[..., Any],
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    async with SandboxManager(make_config(pool_size=1)) as manager:
+        async with await manager.open_session(principal="alice", tenant="acme") as session:
+            one = await session.run("counter = 41", binding=new_binding(), modules=stub_tree, handler=handler)
+            two = await session.run(
+                "from servers.demo import add\ncounter += 1\nadd(a=counter, b=0)",
+                binding=new_binding(),
+                modules=stub_tree,
+                handler=handler,
+            )
+            assert (one.status, two.status, two.result) == ("ok", "ok", {"total": 42})
+            assert one.sandbox_id == two.sandbox_id
+            assert one.run_id != two.run_id
+            with pytest.raises(SandboxError, match="principal"):
+                await session.run(
+                    "counter", binding=new_binding(principal="mallory"), modules=stub_tree, handler=handler
+                )
+        assert session.closed
+        with pytest.raises(SandboxError, match="closed"):
+            await session.run("1", binding=new_binding(), modules=stub_tree, handler=handler)
+    no_leftovers()
+
+
+async def test_a_session_whose_run_times_out_is_over(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    async with SandboxManager(make_config()) as manager:
+        session = await manager.open_session(principal="alice", tenant="acme")
+        spun = await session.run(
+            "while True:\n    pass",
+            binding=new_binding(),
+            modules=stub_tree,
+            handler=handler,
+            wall_time_s=1.0,
+        )
+        assert spun.error.kind == "timeout"
+        assert not session.alive
+        after = await session.run("1", binding=new_binding(), modules=stub_tree, handler=handler)
+        assert after.status == "error"
+        assert after.error.type == "SessionEnded"
+        await session.aclose()
+
+
+async def test_closing_the_manager_destroys_the_pool(
+    make_config: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    async with SandboxManager(make_config(pool_size=3)) as manager:
+        await manager.wait_ready()
+    no_leftovers()
+    with pytest.raises(SandboxError, match="not running"):
+        await manager.run("1", binding=None, modules=None, handler=None)  # type: ignore[arg-type]
+
+
+async def test_run_once_runs_without_a_pool(
+    make_config: Callable[..., Any],
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    outcome = await run_once(
+        "print('hi')",
+        config=make_config(pool_size=4),
+        binding=new_binding(),
+        modules=stub_tree,
+        handler=handler,
+    )
+    assert (outcome.status, outcome.stdout, outcome.result_kind) == ("ok", "hi\n", "stdout")
+    no_leftovers()
+
+
+CRASHING_HOST = textwrap.dedent(
+    """
+    import os, sys
+    import anyio
+    from codemode.config import SandboxConfig
+    from codemode.sandbox import SandboxManager
+
+    async def main():
+        config = SandboxConfig(backend=sys.argv[1], image=sys.argv[2], pool_size=2)
+        async with SandboxManager(config) as manager:
+            await manager.wait_ready()
+            print("ready", flush=True)
+            os._exit(9)  # a host that dies without cleaning up
+
+    anyio.run(main)
+    """
+)
+
+
+async def test_orphans_of_a_crashed_host_are_removed_when_the_next_host_starts(
+    backend: str,
+    tmp_path: Path,
+    make_config: Callable[..., Any],
+    leftovers: Any,
+    no_leftovers: Callable[[], None],
+) -> None:
+    script = tmp_path / "crashing_host.py"
+    script.write_text(CRASHING_HOST)
+    config = make_config()
+    crashed = await anyio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, str(script), backend, config.image], capture_output=True, text=True, timeout=120
+        )
+    )
+    assert crashed.returncode == 9, crashed.stderr
+    assert crashed.stdout == "ready\n"
+    assert len(leftovers.dirs()) == 2
+    if backend == "docker":
+        assert len(leftovers.containers()) == 2
+    async with SandboxManager(config):
+        assert leftovers.dirs() == []
+        assert leftovers.containers() == []
+    no_leftovers()
+
+
+async def test_process_backend_is_always_available() -> None:
+    choice = await choose_backend(SandboxConfig(backend="process"))
+    assert choice.name == "process"
+
+
+@pytest.mark.docker
+async def test_auto_picks_docker_when_the_image_exists_and_says_why(docker_image: str) -> None:
+    choice = await choose_backend(SandboxConfig(backend="auto", image=docker_image))
+    assert choice.name == "docker"
+    assert "image" in choice.reason
+
+
+@pytest.mark.docker
+async def test_auto_falls_back_to_the_process_backend_without_the_image(docker_image: str) -> None:
+    choice = await choose_backend(SandboxConfig(backend="auto", image="codemode-no-such-image:nope"))
+    assert choice.name == "process"
+    assert "missing" in choice.reason
+    assert "codemode sandbox build" in choice.reason
+    async with SandboxManager(SandboxConfig(backend="auto", image="codemode-no-such-image:nope")) as manager:
+        assert manager.backend.name == "process"
+        assert "weaker" in manager.backend.isolation
+
+
+@pytest.mark.docker
+async def test_docker_backend_without_its_image_is_unavailable(docker_image: str) -> None:
+    with pytest.raises(SandboxUnavailableError, match="codemode sandbox build"):
+        async with SandboxManager(SandboxConfig(backend="docker", image="codemode-no-such-image:nope")):
+            pass

@@ -1,0 +1,158 @@
+"""The in-sandbox runtime: its API matches the .pyi, and programs' results come back as specified."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode._resources import resource_dir
+
+pytestmark = pytest.mark.anyio
+
+RUNTIME_DIR = resource_dir("sandbox") / "runtime"
+STUB = resource_dir("stubs_templates") / "codemode_runtime.pyi"
+
+
+def test_the_runtime_implements_the_stub_api(tmp_path: Path) -> None:
+    """mypy's stubtest compares the runtime module with ``stubs_templates/codemode_runtime.pyi``.
+
+    The stub declares the classes' attributes but no constructors (programs receive instances,
+    they do not build them), and no ``__all__``: those two differences are allowed.
+    """
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed")
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "codemode_runtime.pyi").write_text(STUB.read_text())
+    allowlist = tmp_path / "allowlist.txt"
+    allowlist.write_text("codemode_runtime\\.__all__\ncodemode_runtime\\.\\w+\\.__init__\n")
+    env = {**os.environ, "MYPYPATH": str(stubs), "PYTHONPATH": str(RUNTIME_DIR)}
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "codemode_runtime", "--allowlist", str(allowlist)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_runtime_imports_only_the_standard_library() -> None:
+    source = (RUNTIME_DIR / "codemode_runtime.py").read_text()
+    code = (
+        "import sys, runpy\n"
+        f"sys.path.insert(0, {str(RUNTIME_DIR)!r})\n"
+        "before = set(sys.modules)\n"
+        "import codemode_runtime\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "bad = sorted(m for m in new if m not in sys.stdlib_module_names and m != 'codemode_runtime')\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    for forbidden in ("import mcp", "import docker", "import pydantic"):
+        assert forbidden not in source
+
+
+async def test_the_trailing_expression_is_the_result(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program("x = [1, 2]\nprint('side effect')\n{'sum': sum(x), 'items': x}\n")
+    assert (outcome.status, outcome.result_kind, outcome.result) == (
+        "ok",
+        "json",
+        {"sum": 3, "items": [1, 2]},
+    )
+    assert outcome.stdout == "side effect\n"
+    assert outcome.final == {"sum": 3, "items": [1, 2]}
+
+
+async def test_an_explicit_result_wins_over_the_trailing_expression(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program("import codemode\ncodemode.result({'explicit': True})\n'ignored'\n")
+    assert outcome.result == {"explicit": True}
+
+
+async def test_without_a_value_the_printed_output_is_the_result(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program("import os\nprint('hello')\nos.write(1, b'from the fd\\n')\nNone\n")
+    assert (outcome.status, outcome.result_kind, outcome.result) == ("ok", "stdout", None)
+    assert outcome.stdout == "hello\nfrom the fd\n"
+    assert outcome.final == outcome.stdout
+
+
+async def test_child_processes_output_is_captured(run_program: Callable[..., Any]) -> None:
+    code = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'print(\"from a child\")'])\n"
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.stdout == "from a child\n"
+
+
+async def test_values_that_are_not_json_come_back_as_a_repr(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program(
+        "class Point:\n    def __repr__(self):\n        return 'Point(1, 2)'\n\nPoint()\n"
+    )
+    assert (outcome.result_kind, outcome.result, outcome.result_repr) == ("repr", None, "Point(1, 2)")
+    outcome = await run_program("float('nan')")
+    assert (outcome.result_kind, outcome.result_repr) == ("repr", "nan")
+
+
+async def test_a_result_over_the_cap_is_truncated_with_a_flag(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program("['x' * 100] * 1000", result_bytes=4096)
+    assert outcome.result_truncated
+    assert outcome.result is None
+    assert outcome.result_repr is not None
+    assert len(outcome.result_repr.encode()) == 4096
+    assert outcome.result_repr.startswith('["xxxx')
+
+
+async def test_top_level_await_runs_in_an_event_loop(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program(
+        "import asyncio\nawait asyncio.sleep(0)\n"
+        "await asyncio.gather(*[asyncio.sleep(0, i) for i in range(3)])\n"
+    )
+    assert outcome.result == [0, 1, 2]
+
+
+async def test_a_syntax_error_is_reported_without_compiler_frames(run_program: Callable[..., Any]) -> None:
+    outcome = await run_program("def broken(:\n    pass\n")
+    assert outcome.status == "error"
+    assert outcome.error.type == "SyntaxError"
+    assert outcome.error.traceback.startswith('  File "<program>", line 1')
+    assert "ast.py" not in outcome.error.traceback
+
+
+async def test_sys_exit_zero_is_success_and_non_zero_is_an_error(run_program: Callable[..., Any]) -> None:
+    ok = await run_program("import sys\nprint('bye')\nsys.exit(0)\n")
+    assert (ok.status, ok.stdout) == ("ok", "bye\n")
+    failed = await run_program("import sys\nsys.exit(3)\n")
+    assert failed.status == "error"
+    assert failed.error.type == "SystemExit"
+    assert "status 3" in failed.error.message
+
+
+async def test_the_runtime_is_importable_as_codemode_and_forked_children_cannot_call(
+    run_program: Callable[..., Any],
+) -> None:
+    code = (
+        "import os, codemode, codemode_runtime\n"
+        "r, w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        codemode.call_tool('demo', 'add', 'h', {'a': 1, 'b': 1})\n"
+        "        os.write(w, b'called')\n"
+        "    except codemode.CallFailed as exc:\n"
+        "        os.write(w, exc.reason.encode())\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "[codemode is codemode_runtime, os.read(r, 200).decode()]\n"
+    )
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == [True, "stub calls are not available in a forked child process"]
