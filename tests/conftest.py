@@ -51,7 +51,15 @@ class HttpServers:
         self._processes: list[subprocess.Popen[str]] = []
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> str:
-        command = [sys.executable, str(example_server_script(name)), "--transport", "http", "--port", "0", *args]
+        command = [
+            sys.executable,
+            str(example_server_script(name)),
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            *args,
+        ]
         process = subprocess.Popen(
             command,
             stdout=subprocess.DEVNULL,
@@ -73,7 +81,9 @@ class HttpServers:
 
         threading.Thread(target=watch, daemon=True).start()
         if not ready.wait(timeout) or not url:
-            raise RuntimeError(f"{name} server did not print READY within {timeout} s (exit {process.poll()})")
+            raise RuntimeError(
+                f"{name} server did not print READY within {timeout} s (exit {process.poll()})"
+            )
         return url[0]
 
     def stop_all(self) -> None:

@@ -81,6 +81,12 @@ REFUSED_RETRIES = 3
 
 IN_FLIGHT_WAIT_S = 120.0
 
+DENIALS_RECORDED_PER_KIND = 100
+DENIALS_RECORDED_PER_RUN = 1_000
+"""A program that loops on denied calls must not turn each one into a ledger write (an fsync, a
+hash-chained event): past these caps a run's denials of one gate and tool - or all of them -
+are only counted, and the count is reported in the run's summary and flags."""
+
 
 class ToolBackend(Protocol):
     """Sends requests to servers (the MCP host implements it)."""
@@ -158,6 +164,10 @@ class Broker:
 
     def close_run(self, run_id: str) -> RunSummary:
         state = self._runs.pop(run_id)
+        flags = set(state.flags)
+        for kind, count in state.denials_unrecorded.items():
+            gate, _, label = kind.partition(":")
+            flags.add(f"{count} more denials of {label} by the {gate} gate were counted, not recorded singly")
         return RunSummary(
             run_id=run_id,
             calls=state.calls_allowed,
@@ -165,7 +175,7 @@ class Broker:
             peak_concurrency=state.peak_in_flight,
             result_bytes=state.result_bytes,
             money_spent=state.money_spent,
-            flags=tuple(sorted(state.flags)),
+            flags=tuple(sorted(flags)),
         )
 
     def visible(self, principal: str, server: str, tool: str) -> bool:
@@ -208,11 +218,22 @@ class Broker:
         return await self._execute(ctx)
 
     async def _deny(self, ctx: CallContext, gate: str, reason: str) -> CallDenied:
-        with ctx.run.lock:
-            ctx.run.denials += 1
-        await anyio.to_thread.run_sync(
-            lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason)
-        )
+        run = ctx.run
+        kind = f"{gate}:{ctx.label}"
+        with run.lock:
+            run.denials += 1
+            record = (
+                run.denials_recorded[kind] < DENIALS_RECORDED_PER_KIND
+                and run.denials_recorded.total() < DENIALS_RECORDED_PER_RUN
+            )
+            if record:
+                run.denials_recorded[kind] += 1
+            else:
+                run.denials_unrecorded[kind] += 1
+        if record:
+            await anyio.to_thread.run_sync(
+                lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason)
+            )
         log.info("denied %s (%s): %s", ctx.call_id, gate, reason)
         return CallDenied(gate=gate, reason=reason)
 

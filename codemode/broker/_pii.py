@@ -10,6 +10,7 @@ being printed to the model. Placeholders the vault did not issue are left alone.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -98,8 +99,19 @@ class PiiVault:
         return len(self._values)
 
 
+@functools.lru_cache(maxsize=64)
+def _any_of(kinds: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern that matches somewhere iff a detector of ``kinds`` does (before its check)."""
+    sources = [f"(?:{pattern.pattern})" for kind, (pattern, _) in _DETECTORS.items() if kind in kinds]
+    return re.compile("|".join(sources)) if sources else None
+
+
 def scrub_text(text: str, kinds: Iterable[str], replace: Callable[[str, str], str]) -> tuple[str, int]:
     """Replace each PII match of ``kinds`` by ``replace(kind, value)``; return text and count."""
+    kinds = frozenset(kinds)
+    prefilter = _any_of(kinds)
+    if prefilter is None or not prefilter.search(text):
+        return text, 0
     count = 0
     for kind, (pattern, check) in _DETECTORS.items():
         if kind not in kinds:

@@ -40,8 +40,28 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+def _scoped(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as a group with its own flags, so that several can be joined with ``|``."""
+    source = pattern.pattern
+    flags = ""
+    if source.startswith("(?i)"):
+        source, flags = source[4:], "i"
+    elif pattern.flags & re.IGNORECASE:
+        flags = "i"
+    if pattern.flags & re.DOTALL:
+        flags += "s"
+    assert not pattern.flags & ~(re.IGNORECASE | re.DOTALL | re.UNICODE), pattern.pattern
+    return f"(?{flags}:{source})" if flags else f"(?:{source})"
+
+
+_ANY_SECRET = re.compile("|".join(_scoped(pattern) for _, pattern in _PATTERNS))
+"""Matches somewhere iff one of the patterns does: one scan lets clean text skip all of them."""
+
+
 def redact_secrets(text: str) -> tuple[str, int]:
     """Return ``text`` with secrets replaced, and how many were found."""
+    if not _ANY_SECRET.search(text):
+        return text, 0
     count = 0
     for kind, pattern in _PATTERNS:
 

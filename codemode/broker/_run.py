@@ -31,6 +31,9 @@ class RunState:
     concurrency: anyio.Semaphore | None = None
     approver: Approver | None = None
     """Who approves this run's risky calls (e.g. the MCP client that asked for the run)."""
+    denials_recorded: Counter[str] = field(default_factory=lambda: Counter[str]())
+    """Denials written to the ledger, per ``gate:server/tool`` (a flood is recorded as a count)."""
+    denials_unrecorded: Counter[str] = field(default_factory=lambda: Counter[str]())
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

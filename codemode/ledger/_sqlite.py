@@ -8,7 +8,10 @@ Concurrency model:
 * One connection per ledger object, guarded by a lock. Writes serialise in SQLite anyway,
   and the calls are short; the broker runs them in worker threads (``anyio.to_thread``).
 * ``synchronous=FULL``: a commit is on disk before ``reserve``/``mark_sent`` return, so a
-  request is never sent before its record could survive a power cut.
+  request is never sent before its record could survive a power cut. ``reserve`` and
+  ``complete`` take ``durable=False`` for calls without side effects (the broker passes it for
+  read-only calls without an idempotency key): those commits skip the fsync, survive any crash
+  of the process but not necessarily a power cut, and are made durable by the next fsync'd one.
 
 Every change goes through :meth:`SqliteLedger._emit`, which appends a hash-chained event and
 applies it to the derived row with the same reducer that ``verify`` replays.
@@ -196,8 +199,10 @@ class SqliteLedger:
         store_arguments: bool,
         max_result_bytes: int,
         gate: WriterGate,
+        synchronous: Synchronous = "full",
     ) -> None:
         self._conn = conn
+        self._synchronous = synchronous
         self._location = location
         self._clock = clock
         self._owner = owner
@@ -226,21 +231,26 @@ class SqliteLedger:
         return LedgerError(f"ledger {self._location}: {action} failed: {exc}")
 
     @contextlib.contextmanager
-    def _transaction(self, begin: str) -> Generator[sqlite3.Connection]:
+    def _transaction(self, begin: str, *, durable: bool = True) -> Generator[sqlite3.Connection]:
         gate = self._gate.held() if begin != "BEGIN" else contextlib.nullcontext()
+        relax = not durable and self._synchronous == "full"
         with self._lock, gate:
             if self._closed:
                 raise LedgerError(f"ledger {self._location} is closed")
             conn = self._conn
             try:
+                if relax:  # this commit only: no fsync (see the module docstring)
+                    conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute(begin)
             except sqlite3.Error as exc:
+                self._restore_synchronous(relax)
                 raise self._fail("starting a transaction", exc) from exc
             try:
                 yield conn
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+                self._restore_synchronous(relax)
                 if isinstance(exc, sqlite3.Error):
                     raise self._fail("a ledger operation", exc) from exc
                 raise
@@ -250,11 +260,18 @@ class SqliteLedger:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise self._fail("commit", exc) from exc
+            finally:
+                self._restore_synchronous(relax)
             if begin != "BEGIN":
                 self._changed.notify_all()
 
-    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return self._transaction("BEGIN IMMEDIATE")
+    def _restore_synchronous(self, relaxed: bool) -> None:
+        if relaxed:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA synchronous = FULL")
+
+    def _write(self, *, durable: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._transaction("BEGIN IMMEDIATE", durable=durable)
 
     def _read(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         # A deferred transaction gives a consistent snapshot for multi-query reads (WAL).

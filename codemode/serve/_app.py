@@ -198,37 +198,36 @@ class CodemodeServer:
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
             pending = self.pending.create(principal, tenant)
-            self._tg.start_soon(self._background_run, pending, who, code, session_id)
+            caps = ctx.client_capabilities
+            approver = InputRequiredApprover(
+                pending, client_can_elicit=caps is not None and caps.elicitation is not None
+            )
+            self._tg.start_soon(self._background_run, pending, who, code, session_id, approver)
         return await self._next_event(ctx, pending)
 
     async def _background_run(
-        self, pending: PendingRun, who: Identity, code: str, session_id: str | None
+        self,
+        pending: PendingRun,
+        who: Identity,
+        code: str,
+        session_id: str | None,
+        approver: InputRequiredApprover,
     ) -> None:
         with pending.scope:
-            await self._background_body(pending, who, code, session_id)
-
-    async def _background_body(
-        self, pending: PendingRun, who: Identity, code: str, session_id: str | None
-    ) -> None:
-        try:
-            result = await self.engine.run(
-                code,
-                principal=who.principal,
-                tenant=who.tenant,
-                session_id=session_id,
-                approver=InputRequiredApprover(pending),
-            )
-        except Exception as exc:  # report, don't crash the server
-            log.exception("background run failed")
-            result = RunResult(
-                status="error",
-                run_id="-",
-                principal=who.principal or "",
-                tenant=who.tenant or "",
-                error=None,
-                stderr=f"internal error: {exc!r}",
-            )
-        await pending.events_in.send(result)
+            try:
+                result = await self.engine.run(
+                    code, principal=who.principal, tenant=who.tenant, session_id=session_id, approver=approver
+                )
+            except Exception as exc:  # report, don't crash the server
+                log.exception("background run failed")
+                result = RunResult(
+                    status="error",
+                    run_id="-",
+                    principal=who.principal or "",
+                    tenant=who.tenant or "",
+                    stderr=f"internal error: {exc!r}",
+                )
+            await pending.events_in.send(result)
 
     async def _next_event(
         self, ctx: Context, pending: PendingRun

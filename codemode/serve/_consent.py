@@ -82,9 +82,8 @@ class ElicitationApprover:
                 return ApprovalAnswer(False, "elicitation", f"the client could not be asked ({exc})")
         if result.action != "accept":
             return ApprovalAnswer(False, "elicitation", f"the user chose {result.action}")
-        return ApprovalAnswer(
-            bool(result.data.approve), "elicitation", "" if result.data.approve else "declined"
-        )
+        approved = bool(result.data.approve)
+        return ApprovalAnswer(approved, "elicitation", "" if approved else "the user did not approve")
 
 
 @dataclass
@@ -112,11 +111,14 @@ class PendingRun:
 class InputRequiredApprover:
     """The approver of a pending run: each question goes to whoever is waiting on the run."""
 
-    def __init__(self, pending: PendingRun) -> None:
+    def __init__(self, pending: PendingRun, *, client_can_elicit: bool) -> None:
         self._pending = pending
+        self._can_elicit = client_can_elicit
         self._lock = anyio.Lock()
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
+        if not self._can_elicit:
+            return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
         async with self._lock:
             question = _Question(request)
             await self._pending.events_in.send(question)

@@ -130,25 +130,30 @@ async def serve_http(
         server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens)
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
-        # DNS-rebinding protection: the Host header must name this server, and browsers may call it
-        # only from configured origins (MCP clients send no Origin at all).
-        hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=sorted(f"{h}:*" for h in hosts),
-            allowed_origins=list(config.serve.allowed_origins),
-        )
-        app: ASGIApp = server.mcp.streamable_http_app(
-            streamable_http_path=config.serve.path, transport_security=security, host=host
-        )
-        if tokens:
-            app = BearerAuth(app, tokens)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
         url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}{config.serve.path}"
+        # DNS-rebinding protection: the Host header must name this server, and browsers may call it
+        # only from this server's own origin or configured origins (MCP clients send no Origin at
+        # all). A rebinding page always carries its own, foreign origin; this server's own origin
+        # (same scheme, loopback name, same port) is same-origin by definition, and it serves no pages.
+        hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
+        own_origins = {
+            f"http://{h if ':' not in h or h.startswith('[') else f'[{h}]'}:{bound_port}" for h in hosts
+        }
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(f"{h}:*" for h in hosts),
+            allowed_origins=sorted(own_origins) + list(config.serve.allowed_origins),
+        )
+        app: ASGIApp = server.mcp.streamable_http_app(
+            streamable_http_path=config.serve.path, transport_security=security, host=host
+        )
+        if tokens:
+            app = BearerAuth(app, tokens)
 
         class _Server(uvicorn.Server):
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:

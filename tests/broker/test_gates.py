@@ -31,18 +31,33 @@ pytestmark = pytest.mark.anyio
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"customer_id": {"type": "string", "pattern": "^CUST-[0-9]{4}$"}, "note": {"type": "string"}},
+    "properties": {
+        "customer_id": {"type": "string", "pattern": "^CUST-[0-9]{4}$"},
+        "note": {"type": "string"},
+    },
     "required": ["customer_id"],
 }
 
 
-def spec(name: str = "add_note", *, annotations: dict[str, Any] | None = None, schema: Any = None) -> ToolSpec:
+def spec(
+    name: str = "add_note", *, annotations: dict[str, Any] | None = None, schema: Any = None
+) -> ToolSpec:
     schema = SCHEMA if schema is None else schema
     digest = tool_hash(
-        name=name, title=None, description="d", input_schema=schema, output_schema=None, annotations=annotations
+        name=name,
+        title=None,
+        description="d",
+        input_schema=schema,
+        output_schema=None,
+        annotations=annotations,
     )
     return ToolSpec(
-        server="crm", name=name, description="d", input_schema=schema, annotations=annotations, schema_hash=digest
+        server="crm",
+        name=name,
+        description="d",
+        input_schema=schema,
+        annotations=annotations,
+        schema_hash=digest,
     )
 
 
@@ -54,13 +69,17 @@ def binding(principal: str = "local", tenant: str = "default", **extra: Any) -> 
     return RunBinding(run_id="run-1", principal=principal, tenant=tenant, trace_id="t", **extra)
 
 
-def context(tool: ToolSpec | None = None, arguments: dict[str, Any] | None = None, **binding_args: Any) -> CallContext:
+def context(
+    tool: ToolSpec | None = None, arguments: dict[str, Any] | None = None, **binding_args: Any
+) -> CallContext:
     tool = tool or spec()
     arguments = {"customer_id": "CUST-0001"} if arguments is None else arguments
     bound = binding(**binding_args)
     return CallContext(
         binding=bound,
-        request=ToolCallRequest(seq=1, server="crm", tool=tool.name, schema_hash=tool.schema_hash, arguments=arguments),
+        request=ToolCallRequest(
+            seq=1, server="crm", tool=tool.name, schema_hash=tool.schema_hash, arguments=arguments
+        ),
         run=RunState(binding=bound),
         arguments=arguments,
         args_digest=arguments_digest(arguments),
@@ -202,19 +221,28 @@ async def test_argument_gate_refuses_invalid_arguments_with_the_location() -> No
 
 
 async def test_identity_fields_smuggled_in_arguments_are_refused() -> None:
-    decision = await arguments_decision({"customer_id": "CUST-0001", "principal": "admin", "tenant": "globex"})
+    decision = await arguments_decision(
+        {"customer_id": "CUST-0001", "principal": "admin", "tenant": "globex"}
+    )
     assert isinstance(decision, Deny)
     assert "'principal'" in decision.reason and "'tenant'" in decision.reason
 
 
 async def test_undeclared_arguments_pass_when_strict_arguments_is_off() -> None:
-    assert isinstance(await arguments_decision({"customer_id": "CUST-0001", "x": 1}, strict_arguments=False), Allow)
+    assert isinstance(
+        await arguments_decision({"customer_id": "CUST-0001", "x": 1}, strict_arguments=False), Allow
+    )
 
 
 async def test_argument_gate_never_fetches_a_network_ref() -> None:
     tool = spec()
     ctx = context(tool, {"customer_id": "CUST-0001"})
-    ctx.pinned = {"inputSchema": {"type": "object", "properties": {"customer_id": {"$ref": "https://example.invalid/s.json"}}}}
+    ctx.pinned = {
+        "inputSchema": {
+            "type": "object",
+            "properties": {"customer_id": {"$ref": "https://example.invalid/s.json"}},
+        }
+    }
     decision = await ArgumentGate(policy()).check(ctx)
     assert isinstance(decision, Deny)
 
@@ -232,7 +260,9 @@ async def test_argument_gate_refuses_oversized_and_deeply_nested_arguments() -> 
 # -- resource scope -----------------------------------------------------------------------------
 
 
-def scoped(rule: dict[str, Any], arguments: dict[str, Any], annotations: dict[str, Any] | None = None) -> CallContext:
+def scoped(
+    rule: dict[str, Any], arguments: dict[str, Any], annotations: dict[str, Any] | None = None
+) -> CallContext:
     tool = spec(annotations=annotations)
     ctx = context(tool, arguments)
     ctx.principal = policy(principals={"local": {"scopes": [rule]}}).principals["local"]
@@ -249,7 +279,9 @@ async def test_scope_gate_allows_record_ids_in_scope_and_refuses_others() -> Non
 
 async def test_scope_gate_refuses_a_write_where_only_read_is_granted() -> None:
     rule = {"tools": ["crm/*"], "argument": "customer_id", "allow": ["*"], "access": "read"}
-    assert isinstance(await ScopeGate().check(scoped(rule, {"customer_id": "C"}, {"readOnlyHint": True})), Allow)
+    assert isinstance(
+        await ScopeGate().check(scoped(rule, {"customer_id": "C"}, {"readOnlyHint": True})), Allow
+    )
     decision = await ScopeGate().check(scoped(rule, {"customer_id": "C"}))
     assert isinstance(decision, Deny) and "only read access" in decision.reason
 
@@ -357,8 +389,12 @@ async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> N
 async def test_policy_can_require_or_waive_consent_per_tool() -> None:
     always = context()
     always.risk = "low"
-    assert isinstance(await ConsentGate(policy(consent={"always": ["crm/*"]}), Store(), None).check(always), Deny)
-    assert isinstance(await ConsentGate(policy(consent={"never": ["crm/add_note"]}), Store(), None).check(context()), Allow)
+    assert isinstance(
+        await ConsentGate(policy(consent={"always": ["crm/*"]}), Store(), None).check(always), Deny
+    )
+    assert isinstance(
+        await ConsentGate(policy(consent={"never": ["crm/add_note"]}), Store(), None).check(context()), Allow
+    )
 
 
 # -- budget -------------------------------------------------------------------------------------

@@ -44,7 +44,10 @@ def test_claude_desktop_config_imports_with_secrets_turned_into_references(tmp_p
     servers = roundtrip(result.servers)
     github = servers["github"]
     assert isinstance(github, dict)
-    assert github["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_PERSONAL_ACCESS_TOKEN}", "LOG_LEVEL": "debug"}
+    assert github["env"] == {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_PERSONAL_ACCESS_TOKEN}",
+        "LOG_LEVEL": "debug",
+    }
     assert "ghp_literal_secret" not in starter_config(result.servers), "a literal secret is never copied"
     assert result.secrets_to_set == ["GITHUB_PERSONAL_ACCESS_TOKEN"]
     assert servers["time"] == {"command": "uvx", "args": ["mcp-server-time"]}
@@ -70,7 +73,10 @@ def test_vscode_mcp_json_maps_variables_and_transports(tmp_path: Path) -> None:
     result = import_mcp_servers(source)
     servers = roundtrip(result.servers)
     assert servers["fs"] == {"command": "fs-server", "args": [f"{(tmp_path / 'proj').resolve()}/data"]}
-    assert servers["remote"] == {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "Bearer ${API_KEY}"}}
+    assert servers["remote"] == {
+        "url": "http://127.0.0.1:9000/mcp",
+        "headers": {"Authorization": "Bearer ${API_KEY}"},
+    }
     assert servers["tokened"] == {"command": "x", "env": {"KEY": "${MY_KEY}"}}
     assert "legacy" not in servers
     assert any("SSE" in w for w in result.warnings)
@@ -79,14 +85,24 @@ def test_vscode_mcp_json_maps_variables_and_transports(tmp_path: Path) -> None:
 def test_literal_bearer_header_becomes_a_reference(tmp_path: Path) -> None:
     source = write_json(
         tmp_path / ".mcp.json",
-        {"mcpServers": {"api": {"type": "http", "url": "https://h.invalid/mcp", "headers": {"Authorization": "Bearer sk-1"}}}},
+        {
+            "mcpServers": {
+                "api": {
+                    "type": "http",
+                    "url": "https://h.invalid/mcp",
+                    "headers": {"Authorization": "Bearer sk-1"},
+                }
+            }
+        },
     )
     result = import_mcp_servers(source)
     assert result.servers["api"]["headers"] == {"Authorization": "Bearer ${API_AUTHORIZATION}"}
 
 
 def test_a_literal_dollar_sign_survives_import(tmp_path: Path) -> None:
-    source = write_json(tmp_path / "a.json", {"mcpServers": {"a": {"command": "echo", "args": ["$HOME", "5$"]}}})
+    source = write_json(
+        tmp_path / "a.json", {"mcpServers": {"a": {"command": "echo", "args": ["$HOME", "5$"]}}}
+    )
     servers = roundtrip(import_mcp_servers(source).servers)
     assert servers["a"] == {"command": "echo", "args": ["$$HOME", "5$$"]}
 

@@ -33,7 +33,9 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> No
             await anyio.sleep(0.02)
 
 
-async def test_the_three_example_servers_connect_over_stdio(example_stdio: Callable[..., dict[str, Any]]) -> None:
+async def test_the_three_example_servers_connect_over_stdio(
+    example_stdio: Callable[..., dict[str, Any]],
+) -> None:
     async with host_for({name: example_stdio(name) for name in EXAMPLES}) as host:
         statuses = {s.name: s for s in host.statuses()}
         for name in EXAMPLES:
@@ -207,7 +209,9 @@ async def test_list_changed_while_running_updates_the_catalog(
         assert seen and seen[-1] == "drift"
 
 
-async def test_a_server_killed_while_connected_fails_alone(example_stdio: Callable[..., dict[str, Any]]) -> None:
+async def test_a_server_killed_while_connected_fails_alone(
+    example_stdio: Callable[..., dict[str, Any]],
+) -> None:
     async with host_for({"victim": example_stdio("crm"), "other": example_stdio("tickets")}) as host:
         # The server proper, not codemode's launcher in front of it (whose cmdline names it too).
         victim = next(

@@ -29,6 +29,10 @@ from codemode.config import PolicyConfig
 MAX_ARGUMENT_BYTES = 1_048_576
 MAX_ARGUMENT_DEPTH = 64
 VALIDATION_TIMEOUT_S = 2.0
+INLINE_ARGUMENT_BYTES = 8_192
+"""Arguments up to this size, against a schema without regular expressions and without
+references (so without recursion), are validated on the event loop: that takes microseconds
+and cannot blow up, so a worker thread (and its timeout) would only add latency to every call."""
 
 
 def _refuse_retrieval(uri: str) -> Any:
@@ -43,6 +47,28 @@ best_match = cast(
 )
 
 _REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # pyright: ignore[reportCallIssue]
+
+
+_SLOW_KEYWORDS = ("pattern", "patternProperties", "$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _may_be_slow(schema: Any) -> bool:
+    """Whether validating against ``schema`` may take long: it runs a regular expression (a
+    hostile ``pattern`` can backtrack for ever) or follows references (recursion can make the
+    work grow exponentially with the depth of the arguments).
+
+    Conservative: a *property* named ``pattern`` also counts, which only costs a worker thread.
+    """
+    stack: list[Any] = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if any(keyword in item for keyword in _SLOW_KEYWORDS):
+                return True
+            stack.extend(item.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+        elif isinstance(item, list):
+            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
+    return False
 
 
 def json_depth(value: Any, limit: int) -> int:
@@ -68,6 +94,7 @@ class ArgumentGate:
     def __init__(self, policy: PolicyConfig) -> None:
         self.policy = policy
         self._validators: dict[str, Validator | str] = {}
+        self._inline_ok: dict[str, bool] = {}
 
     def _validator(self, key: str, schema: dict[str, Any]) -> Validator | str:
         """A cached validator for a pinned schema, or the reason the schema cannot be used."""
@@ -111,9 +138,13 @@ class ArgumentGate:
                 self.name,
                 f"unexpected argument(s) {', '.join(map(repr, undeclared))}: not in the tool's schema",
             )
-        validator = self._validator(f"{ctx.label}@{ctx.request.schema_hash}", schema)  # pyright: ignore[reportUnknownArgumentType]
+        key = f"{ctx.label}@{ctx.request.schema_hash}"
+        validator = self._validator(key, schema)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(validator, str):
             return Deny(self.name, validator)
+        inline_ok = self._inline_ok.get(key)
+        if inline_ok is None:
+            inline_ok = self._inline_ok[key] = not _may_be_slow(schema)
 
         def first_error() -> ValidationError | str | None:
             try:
@@ -125,9 +156,13 @@ class ArgumentGate:
 
         error: ValidationError | str | None = None
         finished = False
-        with anyio.move_on_after(VALIDATION_TIMEOUT_S):
-            error = await anyio.to_thread.run_sync(first_error, abandon_on_cancel=True)
+        if inline_ok and size <= INLINE_ARGUMENT_BYTES:
+            error = first_error()
             finished = True
+        else:
+            with anyio.move_on_after(VALIDATION_TIMEOUT_S):
+                error = await anyio.to_thread.run_sync(first_error, abandon_on_cancel=True)
+                finished = True
         if not finished:
             return Deny(self.name, f"validating the arguments took longer than {VALIDATION_TIMEOUT_S:g} s")
         if isinstance(error, str):

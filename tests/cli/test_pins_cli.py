@@ -1,0 +1,156 @@
+"""init, servers, sync and pin from the command line, against real servers."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli._main import cli
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "servers"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+def write_config(path: Path, variant: str = "base") -> None:
+    path.write_text(
+        f"""
+[servers.drift]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(FIXTURES / "drifting_server.py"))}]
+env = {{ FIXTURE_VARIANT = "{variant}" }}
+""",
+        encoding="utf-8",
+    )
+
+
+def sync_json(config: Path) -> dict[str, Any]:
+    result = run("sync", "--config", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def pins(config: Path) -> dict[str, str]:
+    result = run("pin", "--config", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    return {f"{p['server']}/{p['tool']}": p["status"] for p in json.loads(result.stdout)["pins"]}
+
+
+def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    result = run("init", "--config", str(config))
+    assert result.exit_code == 0, result.output
+    tomllib.loads(config.read_text())
+    again = run("init", "--config", str(config))
+    assert again.exit_code == 1
+    assert "already exists" in again.output
+
+
+def test_init_from_a_claude_desktop_file_imports_the_servers(tmp_path: Path) -> None:
+    source = tmp_path / "claude_desktop_config.json"
+    source.write_text(json.dumps({"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}))
+    config = tmp_path / "codemode.toml"
+    result = run("init", "--config", str(config), "--from", str(source))
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(config.read_text())["servers"]["time"] == {
+        "command": "uvx",
+        "args": ["mcp-server-time"],
+    }
+
+
+def test_init_demo_configures_the_bundled_example_servers(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    assert run("init", "--demo", "--config", str(config)).exit_code == 0
+    assert set(tomllib.loads(config.read_text())["servers"]) == {"docs", "crm", "tickets"}
+
+
+def test_servers_json_reports_each_server_with_protocol_and_tool_count(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    with config.open("a") as handle:
+        handle.write('\n[servers.broken]\ncommand = "codemode-no-such-command"\n')
+    result = run("servers", "--config", str(config), "--json")
+    assert result.exit_code == 1, "a failed server makes the exit status 1"
+    data = json.loads(result.stdout)
+    by_name = {s["name"]: s for s in data["servers"]}
+    assert by_name["drift"]["state"] == "ready"
+    assert by_name["drift"]["protocol_version"] == "2026-07-28"
+    assert by_name["drift"]["tool_count"] == 3
+    assert by_name["broken"]["state"] == "failed"
+    assert "was not found" in by_name["broken"]["error"]
+
+
+@pytest.mark.parametrize("variant", ["description", "property", "annotation"])
+def test_sync_reports_drift_and_the_tool_stays_blocked_until_approved(tmp_path: Path, variant: str) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    first = sync_json(config)
+    assert sorted(first["changes"][0]["added"]) == ["echo", "mutate", "shout"]
+    assert set(pins(config).values()) == {"new"}
+    assert run("pin", "--config", str(config), "--approve").exit_code == 0
+    assert set(pins(config).values()) == {"approved"}
+
+    write_config(config, variant)
+    second = sync_json(config)
+    assert second["changes"][0]["changed"] == ["echo"]
+    assert pins(config)["drift/echo"] == "changed"
+    diff = run("pin", "--config", str(config), "--diff", "drift/echo")
+    assert "--- approved" in diff.output and "+++ observed" in diff.output
+
+    assert run("pin", "--config", str(config), "--approve", "drift/echo").exit_code == 0
+    assert pins(config)["drift/echo"] == "approved"
+
+
+def test_sync_reports_added_and_removed_tools(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    sync_json(config)
+    run("pin", "--config", str(config), "--approve")
+    write_config(config, "added,removed")
+    changes = sync_json(config)["changes"][0]
+    assert changes["added"] == ["extra"]
+    assert changes["removed"] == ["shout"]
+    assert pins(config) == {
+        "drift/echo": "approved",
+        "drift/extra": "new",
+        "drift/mutate": "approved",
+        "drift/shout": "removed",
+    }
+
+
+def test_a_failing_server_does_not_mark_its_pins_removed(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    sync_json(config)
+    run("pin", "--config", str(config), "--approve")
+    config.write_text(
+        config.read_text().replace(str(FIXTURES / "drifting_server.py"), "/nonexistent/server.py")
+    )
+    result = run("sync", "--config", str(config), "--json")
+    assert result.exit_code == 1
+    assert set(pins(config).values()) == {"approved"}
+
+
+def test_approving_an_unknown_tool_is_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    sync_json(config)
+    result = run("pin", "--config", str(config), "--approve", "drift/nope")
+    assert result.exit_code == 2
+    assert "no tool drift/nope" in result.output
+
+
+def test_a_malformed_config_gives_a_clear_error_and_exit_status_2(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    config.write_text("[servers.x]\nurl = 3\n")
+    result = run("servers", "--config", str(config))
+    assert result.exit_code == 2
+    assert "servers.x.url" in result.output

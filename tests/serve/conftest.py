@@ -1,0 +1,102 @@
+"""A demo workspace (the example servers, synced and approved) and a running `codemode serve`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli._main import cli
+
+TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"}
+
+
+def make_workspace(directory: Path, extra: str = "") -> Path:
+    config = directory / "codemode.toml"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
+    text = config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 1\n')
+    config.write_text(text + extra)
+    for args in (["sync"], ["pin", "--approve"]):
+        result = runner.invoke(cli, [*args, "--config", str(config)])
+        assert result.exit_code == 0, result.output
+    return config
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    extra = """
+[policy.principals.alice]
+tenants = ["acme"]
+[policy.principals.bob]
+tenants = ["acme"]
+[serve.tokens.alice]
+token = "${CODEMODE_TEST_ALICE}"
+principal = "alice"
+tenant = "acme"
+[serve.tokens.bob]
+token = "${CODEMODE_TEST_BOB}"
+principal = "bob"
+tenant = "acme"
+"""
+    return make_workspace(tmp_path_factory.mktemp("serve"), extra)
+
+
+@pytest.fixture(scope="session")
+def plain_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("serve-plain"))
+
+
+@pytest.fixture
+def http_server(workspace: Path) -> Iterator[str]:
+    """`codemode serve --transport http` on a free port, with alice's and bob's tokens."""
+    env = {**os.environ, "CODEMODE_TEST_ALICE": TOKENS["alice"], "CODEMODE_TEST_BOB": TOKENS["bob"]}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "codemode.cli",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--config",
+            str(workspace),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    url: list[str] = []
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def watch() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("READY ") and not url:
+                url.append(line.split()[1])
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        if not ready.wait(90) or not url:
+            raise RuntimeError("codemode serve did not start:\n" + "".join(lines[-30:]))
+        yield url[0]
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
