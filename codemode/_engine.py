@@ -28,6 +28,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
+from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunState
@@ -78,6 +79,12 @@ class RunResult(BaseModel):
     pii_tokenized: int = 0
     flags: tuple[str, ...] = ()
     """Warnings for the reader, e.g. instruction-like text found in a tool result. Never acted on."""
+    peak_concurrency: int = 0
+    tool_result_bytes: int = 0
+    """Size of all tool results the program received: data that never entered the model's context."""
+    tool_result_tokens: int | None = None
+    final_tokens: int | None = None
+    """With ``measure_tokens``: tokens of the tool results, and of what the model gets back."""
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -123,6 +130,7 @@ class CodeMode:
         backend: Literal["auto", "docker", "process"] | None = None,
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
+        measure_tokens: bool = False,
     ) -> None:
         if backend is not None:
             config = config.model_copy(
@@ -134,6 +142,8 @@ class CodeMode:
         self._environ = os.environ if environ is None else environ
         self._ledger = ledger
         self._owns_ledger = ledger is None
+        self.measure_tokens = measure_tokens
+        """Count tokens of every tool result and of the final result (costs some CPU per call)."""
         self._host: McpHost | None = None
         self._pins: Pins | None = None
         self._tree: VirtualTree | None = None
@@ -168,6 +178,8 @@ class CodeMode:
                 ledger=self._ledger,
                 approvals=LedgerApprovals(self._ledger),
                 approver=self.approver,
+                lease_s=max((s.call_timeout for s in config.servers.values()), default=60.0) + 60.0,
+                count_tokens=count_tokens if self.measure_tokens else None,
             )
             sandboxes = SandboxManager(config.sandbox, state_dir=None)
             await sandboxes.__aenter__()
@@ -378,7 +390,7 @@ class CodeMode:
         flags = list(summary.flags)
         if report.injection_suspected:
             flags.append("instruction-like text in the final result")
-        return RunResult(
+        result = RunResult(
             status=outcome.status,
             result=filtered,
             result_kind="json"
@@ -401,7 +413,13 @@ class CodeMode:
             secrets_redacted=report.secrets_redacted,
             pii_tokenized=report.pii_tokenized,
             flags=tuple(flags),
+            peak_concurrency=summary.peak_concurrency,
+            tool_result_bytes=summary.result_bytes,
+            tool_result_tokens=summary.result_tokens if self.measure_tokens else None,
         )
+        if self.measure_tokens:
+            result = result.model_copy(update={"final_tokens": count_tokens(result.model_text())})
+        return result
 
     # -- sessions ----------------------------------------------------------------------------
 

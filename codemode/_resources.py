@@ -18,6 +18,7 @@ _LAYOUT = {
     "stubs_templates": "stubs_templates",
     "sandbox": "sandbox",
     "example_servers": "examples/servers",
+    "example_programs": "examples/programs",
 }
 
 

@@ -109,6 +109,7 @@ class RunSummary:
     denials: int
     peak_concurrency: int
     result_bytes: int
+    result_tokens: int
     money_spent: float
     flags: tuple[str, ...]
 
@@ -127,6 +128,7 @@ class Broker:
         approvals: ApprovalStore,
         approver: Approver | None = None,
         lease_s: float = 600.0,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.policy = policy
         self.catalog = catalog
@@ -135,6 +137,8 @@ class Broker:
         self.ledger = ledger
         self.lease_s = lease_s
         """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
+        self.count_tokens = count_tokens
+        """When set, tokens of every tool result are counted (for token-cost comparisons)."""
         self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
         self.consent = ConsentGate(policy, approvals, approver)
         self._gates = (
@@ -174,6 +178,7 @@ class Broker:
             denials=state.denials,
             peak_concurrency=state.peak_in_flight,
             result_bytes=state.result_bytes,
+            result_tokens=state.result_tokens,
             money_spent=state.money_spent,
             flags=tuple(sorted(flags)),
         )
@@ -258,7 +263,12 @@ class Broker:
         for attempt in range(1, REFUSED_RETRIES + 1):
             # Reserve and mark sent in one transaction: the record exists before the request leaves.
             reservation = await reserve_waiting(
-                self.ledger, intent, wait_s=IN_FLIGHT_WAIT_S, lease_s=self.lease_s, send=True
+                self.ledger,
+                intent,
+                wait_s=IN_FLIGHT_WAIT_S,
+                lease_s=self.lease_s,
+                send=True,
+                durable=self._durable(ctx),
             )
             if isinstance(reservation, Replay):
                 # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
@@ -284,6 +294,13 @@ class Broker:
                 min(sent.retry_after if sent.retry_after is not None else 0.2 * 2 ** (attempt - 1), 5.0)
             )
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _durable(ctx: CallContext) -> bool:
+        """Whether the call's records must be on disk (fsync) before it goes on: any call that may
+        have a side effect. Read-only by the policy or a trusted server (risk ``low``) and without
+        an idempotency key, a record lost in a power cut loses nothing to reconcile."""
+        return ctx.risk != "low" or ctx.request.idempotency_key is not None
 
     async def _send(self, ctx: CallContext, call_id: str) -> CallOutcome | ServerRefusedError:
         """Send one reserved call and record what happened. Returns the refusal to retry on."""
@@ -336,7 +353,9 @@ class Broker:
         # Store with secrets redacted, PII in clear (so a replay in another run can tokenise anew).
         stored, report = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
-        await self._record(partial(ledger.complete, call_id, stored, receipt=receipt))
+        await self._record(
+            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(ctx))
+        )
         self._account(ctx, report)
         return self._per_run(ctx, stored)
 
@@ -375,9 +394,11 @@ class Broker:
                     ),
                 }
             )
-        size = len(canonical_json(outcome.model_dump(mode="json")))
+        encoded = canonical_json(outcome.model_dump(mode="json"))
+        tokens = self.count_tokens(encoded.decode()) if self.count_tokens is not None else 0
         with run.lock:
-            run.result_bytes += size
+            run.result_bytes += len(encoded)
+            run.result_tokens += tokens
             if report.injection_suspected:
                 run.flags.add(f"instruction-like text in {ctx.label} result")
         return outcome

@@ -106,6 +106,20 @@ def _any_of(kinds: frozenset[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(sources)) if sources else None
 
 
+def pii_kinds_in(text: str, kinds: Iterable[str]) -> set[str]:
+    """Which of ``kinds`` occur anywhere in ``text`` (a validated match, not just a pattern hit)."""
+    found: set[str] = set()
+    for kind, (pattern, check) in _DETECTORS.items():
+        if kind not in kinds:
+            continue
+        for match in pattern.finditer(text):
+            value = match.group(0)
+            if not PLACEHOLDER.fullmatch(value) and (check is None or check(value)):
+                found.add(kind)
+                break
+    return found
+
+
 def scrub_text(text: str, kinds: Iterable[str], replace: Callable[[str, str], str]) -> tuple[str, int]:
     """Replace each PII match of ``kinds`` by ``replace(kind, value)``; return text and count."""
     kinds = frozenset(kinds)

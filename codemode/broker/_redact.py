@@ -58,12 +58,50 @@ _ANY_SECRET = re.compile("|".join(_scoped(pattern) for _, pattern in _PATTERNS))
 """Matches somewhere iff one of the patterns does: one scan lets clean text skip all of them."""
 
 
-def redact_secrets(text: str) -> tuple[str, int]:
-    """Return ``text`` with secrets replaced, and how many were found."""
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key-----",),
+    "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa"),
+    "aws_secret_key": ("aws",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "slack_token": ("xox",),
+    "api_key": ("sk-",),
+    "stripe_key": ("_live_", "_test_"),
+    "google_api_key": ("aiza",),
+    "jwt": ("eyj",),
+    "bearer_token": ("bearer",),
+    "password": (
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "api_key",
+        "api-key",
+        "apikey",
+        "access_token",
+        "access-token",
+        "accesstoken",
+    ),
+}
+"""Literal text (lowercase) each pattern needs: a substring test per kind is far cheaper than a
+regex scan, so large clean results skip the regexes entirely."""
+
+
+def secret_kinds_in(text: str) -> set[str]:
+    """Which kinds of secret occur anywhere in ``text``."""
+    lowered = text.lower()
+    candidates = [kind for kind, words in _TRIGGERS.items() if any(w in lowered for w in words)]
+    patterns = dict(_PATTERNS)
+    return {kind for kind in candidates if patterns[kind].search(text)}
+
+
+def redact_secrets(text: str, kinds: set[str] | None = None) -> tuple[str, int]:
+    """Return ``text`` with secrets (of ``kinds``, default all) replaced, and how many were found."""
     if not _ANY_SECRET.search(text):
         return text, 0
     count = 0
     for kind, pattern in _PATTERNS:
+        if kinds is not None and kind not in kinds:
+            continue
 
         def substitute(match: re.Match[str], kind: str = kind) -> str:
             nonlocal count

@@ -14,8 +14,8 @@ from typing import Any
 
 import mcp_types
 
-from codemode.broker._pii import PiiVault, map_strings, scrub_text
-from codemode.broker._redact import redact_secrets
+from codemode.broker._pii import PiiVault, map_strings, pii_kinds_in, scrub_text
+from codemode.broker._redact import redact_secrets, secret_kinds_in
 from codemode.calls import ContentBlock, ToolError, ToolResult
 from codemode.config import ResultPolicy
 
@@ -26,6 +26,23 @@ _INJECTION = re.compile(
     r"|\b(?:new|updated)\s+system\s+prompt\b"
     r"|<\s*/?\s*(?:system|assistant)\s*>"
 )
+
+
+_INJECTION_WORDS = ("ignore", "disregard", "forget", "you", "system", "assistant")
+"""Every alternative of the injection pattern contains one of these (lowercase): a cheap prefilter."""
+
+
+def injection_suspected(text: str) -> bool:
+    """Instruction-like text aimed at a model (flagged for the reader, never acted upon)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _INJECTION_WORDS) and bool(_INJECTION.search(text))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    secrets: set[str]
+    pii: set[str]
+    injection: bool
 
 
 @dataclass
@@ -45,22 +62,51 @@ class ResultFilter:
 
     # -- text ------------------------------------------------------------------------------
 
-    def text(self, value: str, report: FilterReport) -> str:
-        if self.policy.redact_secrets:
-            value, found = redact_secrets(value)
+    def _plan(self, text: str) -> _Plan:
+        """Which detectors have anything to do in ``text`` (whole-value scan, one pass each)."""
+        secrets = secret_kinds_in(text) if self.policy.redact_secrets else set[str]()
+        pii = (
+            pii_kinds_in(text, self.policy.pii_kinds)
+            if self.policy.pii != "off" and self.policy.pii_kinds
+            else set[str]()
+        )
+        return _Plan(secrets, pii, injection_suspected(text))
+
+    def _apply(self, value: str, plan: _Plan, report: FilterReport) -> str:
+        if plan.secrets:
+            value, found = redact_secrets(value, plan.secrets)
             report.secrets_redacted += found
-        if self.policy.pii != "off" and self.policy.pii_kinds:
+        if plan.pii:
             if self.policy.pii == "tokenize":
-                value, found = scrub_text(value, self.policy.pii_kinds, self.vault.placeholder)
+                value, found = scrub_text(value, plan.pii, self.vault.placeholder)
             else:
-                value, found = scrub_text(value, self.policy.pii_kinds, lambda kind, _v: f"[REDACTED:{kind}]")
+                value, found = scrub_text(value, plan.pii, lambda kind, _v: f"[REDACTED:{kind}]")
             report.pii_tokenized += found
-        if _INJECTION.search(value):
-            report.injection_suspected = True
         return value
 
+    def text(self, value: str, report: FilterReport) -> str:
+        plan = self._plan(value)
+        report.injection_suspected |= plan.injection
+        return self._apply(value, plan, report) if plan.secrets or plan.pii else value
+
     def value(self, value: Any, report: FilterReport) -> Any:
-        return map_strings(value, lambda s: self.text(s, report))
+        """Filter every string inside a JSON value.
+
+        The detectors first scan the value's JSON text as a whole; only detectors that found
+        something then visit the individual strings. A 1,000-row result without secrets or PII
+        costs a few regex passes instead of thousands. (JSON escaping cannot hide a match: the
+        patterns contain no quotes, backslashes or control characters except PEM's newlines,
+        which the PEM pattern spans in either form.)
+        """
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self.text(value, report)
+        plan = self._plan(json.dumps(value, ensure_ascii=False))
+        report.injection_suspected |= plan.injection
+        if not plan.secrets and not plan.pii:
+            return value
+        return map_strings(value, lambda s: self._apply(s, plan, report))
 
     # -- tool results ------------------------------------------------------------------------
 
@@ -99,7 +145,12 @@ class ResultFilter:
 
     def tool_result(self, result: mcp_types.CallToolResult) -> tuple[ToolResult | ToolError, FilterReport]:
         report = FilterReport()
-        blocks = self._blocks(list(result.content), report)
+        content = list(result.content)
+        if result.structured_content is not None and not result.is_error:
+            # Servers repeat structuredContent as JSON text for old clients; the program gets the
+            # structured value, so the copy is dropped before it costs filtering and transfer.
+            content = [b for b in content if not _duplicates(b, result.structured_content)]
+        blocks = self._blocks(content, report)
         structured = (
             self.value(result.structured_content, report) if result.structured_content is not None else None
         )
@@ -109,3 +160,12 @@ class ResultFilter:
             message = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
             return ToolError(message=message or "the tool reported an error", content=content), report
         return ToolResult(structured=structured, content=content, truncated=report.truncated), report
+
+
+def _duplicates(block: mcp_types.ContentBlock, structured: Any) -> bool:
+    if not isinstance(block, mcp_types.TextContent) or not block.text.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        return bool(json.loads(block.text) == structured)
+    except ValueError:
+        return False

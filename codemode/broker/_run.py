@@ -22,6 +22,8 @@ class RunState:
     denials: int = 0
     calls_per_tool: Counter[str] = field(default_factory=lambda: Counter[str]())
     result_bytes: int = 0
+    result_tokens: int = 0
+    """Tokens of every tool result the program received (counted only when the broker measures)."""
     money_spent: float = 0.0
     in_flight: int = 0
     peak_in_flight: int = 0

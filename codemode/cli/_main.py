@@ -6,7 +6,16 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from codemode.cli import _init_cmd, _ledger_cmd, _run_cmd, _sandbox_cmd, _serve_cmd, _servers_cmd, _tree_cmd
+from codemode.cli import (
+    _demo_cmd,
+    _init_cmd,
+    _ledger_cmd,
+    _run_cmd,
+    _sandbox_cmd,
+    _serve_cmd,
+    _servers_cmd,
+    _tree_cmd,
+)
 
 
 def _version() -> str:
@@ -27,6 +36,7 @@ def cli() -> None:
 
     \b
     Start here:
+      codemode demo              the whole path on bundled example servers (nothing to set up)
       codemode init              write a starter codemode.toml (or --from an mcpServers JSON)
       codemode sync              connect, list tools, write codemode.lock
       codemode pin --approve     approve new or changed tools
@@ -37,6 +47,7 @@ def cli() -> None:
 
 
 for command in (
+    _demo_cmd.demo,
     _init_cmd.init,
     _servers_cmd.servers,
     _servers_cmd.sync,

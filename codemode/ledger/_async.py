@@ -30,6 +30,7 @@ async def reserve_waiting(
     poll_s: float = 0.05,
     lease_s: float | None = None,
     send: bool = False,
+    durable: bool = True,
 ) -> Reservation:
     """``reserve``; while another call holds the key, wait for it and reserve again.
 
@@ -39,7 +40,7 @@ async def reserve_waiting(
     "another call with this key is still running"; it was not sent).
     """
     deadline = anyio.current_time() + wait_s
-    reserve = functools.partial(ledger.reserve, intent, lease_s=lease_s, send=send)
+    reserve = functools.partial(ledger.reserve, intent, lease_s=lease_s, send=send, durable=durable)
     while True:
         answer = await anyio.to_thread.run_sync(reserve)
         if not isinstance(answer, InFlight):

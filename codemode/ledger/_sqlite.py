@@ -547,7 +547,9 @@ class SqliteLedger:
         self._emit(conn, "call_denied", call_id, fields)
         return call_id
 
-    def reserve(self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False) -> Reservation:
+    def reserve(
+        self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False, durable: bool = True
+    ) -> Reservation:
         """Write the call's record before it is sent, and decide whether it may be sent.
 
         Without an idempotency key the answer is always :class:`Fresh`. With one (scoped to
@@ -570,6 +572,8 @@ class SqliteLedger:
         fsync instead of two; ``Fresh.sent`` is then True and ``mark_sent`` is skipped). Use it
         only when the request goes out right after: a crash between this commit and the send
         leaves an ``unknown`` call to reconcile instead of an ``abandoned`` one to retry.
+
+        ``durable=False`` skips the fsync of this commit: only for calls without side effects.
         """
         digest = arguments_digest(intent.arguments)
         key = None
@@ -578,7 +582,7 @@ class SqliteLedger:
                 intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key
             )
         lease = self._lease_s if lease_s is None else lease_s
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             now = self._now()
             if key is None:
                 return self._create_reserved(conn, intent, None, digest, 1, now, lease, send)
@@ -763,19 +767,22 @@ class SqliteLedger:
         fields["result_truncated"] = 1
         return fields
 
-    def complete(self, call_id: str, outcome: Completion, *, receipt: str | None = None) -> CallRecord:
+    def complete(
+        self, call_id: str, outcome: Completion, *, receipt: str | None = None, durable: bool = True
+    ) -> CallRecord:
         """Record the server's answer: ``ToolResult`` → succeeded; ``ToolError`` or a definite
         ``CallFailed`` (e.g. a client error the server rejected) → failed. Both are replayed to
         later calls with the same key.
 
         A ``CallFailed`` with ``outcome_unknown=True`` is recorded as :meth:`mark_unknown`.
         Accepted for a ``sent`` call, and for an ``unknown`` one (a late answer settles it).
+        ``durable=False`` skips the fsync of this commit: only for calls without side effects.
         """
         if isinstance(outcome, CallFailed) and outcome.outcome_unknown:
             return self.mark_unknown(call_id, outcome.reason)
         state = "succeeded" if isinstance(outcome, ToolResult) else "failed"
         fields = self._stored_outcome(outcome)
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             row = self._require(conn, call_id, frozenset({"sent", "unknown"}), "complete")
             stamp = to_text(self._now())
             fields |= {
@@ -1237,6 +1244,7 @@ def open_ledger(
             store_arguments=store_arguments,
             max_result_bytes=max_result_bytes,
             gate=gate,
+            synchronous=synchronous,
         )
         if recover:
             ledger.recover()
