@@ -38,7 +38,9 @@ def test_secrets_of_every_kind_are_redacted(kind: str) -> None:
     assert secret not in redacted
 
 
-def result(structured: Any = None, text: str | None = None, is_error: bool = False) -> mcp_types.CallToolResult:
+def result(
+    structured: Any = None, text: str | None = None, is_error: bool = False
+) -> mcp_types.CallToolResult:
     content: list[Any] = [mcp_types.TextContent(type="text", text=text)] if text is not None else []
     return mcp_types.CallToolResult(content=content, structured_content=structured, is_error=is_error)
 
@@ -64,7 +66,9 @@ def test_pii_becomes_stable_placeholders_that_map_back_to_the_value() -> None:
 
 
 def test_card_numbers_need_a_valid_checksum_and_dates_are_not_phones() -> None:
-    outcome, _, _ = filtered(result({"card": "4111 1111 1111 1111", "bad": "4111 1111 1111 1112", "day": "2026-01-05"}))
+    outcome, _, _ = filtered(
+        result({"card": "4111 1111 1111 1111", "bad": "4111 1111 1111 1112", "day": "2026-01-05"})
+    )
     assert isinstance(outcome, ToolResult)
     assert outcome.structured["card"].startswith("<pii:card:")
     assert outcome.structured["bad"] == "4111 1111 1111 1112"
