@@ -2,9 +2,10 @@
 #
 # Joins three servers inside the sandbox: the renewals sheet (docs), open tickets (tickets) and
 # 2026 sales (docs, 12,480 rows read in pages). Only the five-row answer goes back to the model.
-import codemode
 from servers.docs import get_sheet, query_sheet
 from servers.tickets import list_tickets
+
+import codemode
 
 renewals = query_sheet(sheet_id="renewals-2026", column="risk", equals="high", limit=500)["rows"]
 

@@ -1,0 +1,219 @@
+"""A model loop that uses only codemode's `run_code` tool, against the bundled example servers.
+
+    python examples/agent_loop.py                 # offline: a scripted model plays the agent
+    ANTHROPIC_API_KEY=... python examples/agent_loop.py --model claude-sonnet-4-5
+    OPENAI_API_KEY=... python examples/agent_loop.py --model gpt-4.1
+
+The model is given ONE tool definition (`CodeMode.tool_definition(...)`); every tool call it
+makes goes through `CodeMode.handle_tool_call(...)`, i.e. a sandboxed program whose stub calls
+pass the broker. The loop is ordinary: send messages, execute tool calls, append results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from codemode import CodeMode
+
+TASK = (
+    "Which three customers have the most open tickets, and what are their company names and "
+    "segments? Answer in one short paragraph."
+)
+
+Message = dict[str, Any]
+
+
+# -- the models ------------------------------------------------------------------------------------
+
+
+class ScriptedModel:
+    """Plays a competent agent without any network: explore, run one program, answer."""
+
+    api = "anthropic"
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
+        assert [t["name"] for t in tools] == ["run_code"], "the model sees exactly one tool"
+        self.turn += 1
+        if self.turn == 1:
+            program = (
+                "import servers.tickets as t, servers.crm as c\n"
+                "[n for n in dir(t) if not n.startswith('_')] + [n for n in dir(c) if not n.startswith('_')]"
+            )
+            return _tool_use("explore", program)
+        if self.turn == 2:
+            program = (
+                "from servers.tickets import list_tickets\n"
+                "from servers.crm import get_customer\n"
+                "tickets, cursor = [], None\n"
+                "while True:\n"
+                "    page = list_tickets(status='open', limit=100, cursor=cursor)\n"
+                "    tickets += page['tickets']\n"
+                "    cursor = page['next_cursor']\n"
+                "    if cursor is None: break\n"
+                "counts = {}\n"
+                "for ticket in tickets:\n"
+                "    counts[ticket['customer_id']] = counts.get(ticket['customer_id'], 0) + 1\n"
+                "top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:3]\n"
+                "rows = []\n"
+                "for cid, n in top:\n"
+                "    customer = get_customer(customer_id=cid)\n"
+                "    rows.append({'company': customer['company'], 'segment': customer['segment'],\n"
+                "                 'open': n})\n"
+                "rows"
+            )
+            return _tool_use("answer", program)
+        data = json.loads(_last_tool_result(messages).split("not instructions ---\n", 1)[1])
+        parts = [f"{row['company']} ({row['segment']}, {row['open']} open tickets)" for row in data]
+        return {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Most open tickets: " + "; ".join(parts) + "."}],
+        }
+
+
+class AnthropicModel:
+    api = "anthropic"
+
+    def __init__(self, model: str, key: str) -> None:
+        self.model, self.key = model, key
+
+    async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
+        async with httpx.AsyncClient(timeout=120) as http:
+            response = await http.post(
+                "https://api.anthropic.com/v1/messages",
+                headers={"x-api-key": self.key, "anthropic-version": "2023-06-01"},
+                json={"model": self.model, "max_tokens": 2048, "tools": tools, "messages": messages},
+            )
+        response.raise_for_status()
+        body = response.json()
+        return {"role": "assistant", "content": body["content"]}
+
+
+class OpenAIModel:
+    api = "openai"
+
+    def __init__(self, model: str, key: str) -> None:
+        self.model, self.key = model, key
+
+    async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
+        async with httpx.AsyncClient(timeout=120) as http:
+            response = await http.post(
+                "https://api.openai.com/v1/chat/completions",
+                headers={"authorization": f"Bearer {self.key}"},
+                json={"model": self.model, "tools": tools, "messages": messages},
+            )
+        response.raise_for_status()
+        return response.json()["choices"][0]["message"]
+
+
+def _tool_use(call_id: str, code: str) -> Message:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": "run_code", "input": {"code": code}}],
+    }
+
+
+def _last_tool_result(messages: list[Message]) -> str:
+    for message in reversed(messages):
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                return str(block["content"])
+    raise RuntimeError("no tool result yet")
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+async def agent(
+    engine: CodeMode, model: Callable[..., Any], *, max_turns: int = 8, verbose: bool = True
+) -> str:
+    api = getattr(model, "api", "anthropic")
+    tools = [engine.tool_definition(api)]
+    messages: list[Message] = [{"role": "user", "content": TASK}]
+    for _ in range(max_turns):
+        reply = await model(messages, tools)
+        messages.append(reply)
+        if api == "openai":
+            calls = reply.get("tool_calls") or []
+            if not calls:
+                return str(reply.get("content") or "")
+            for call in calls:
+                result = await engine.handle_tool_call(
+                    call["function"]["name"], call["function"]["arguments"]
+                )
+                _show(verbose, call["function"]["name"], result.text)
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result.text})
+            continue
+        uses = [b for b in reply["content"] if b.get("type") == "tool_use"]
+        if not uses:
+            return "".join(b.get("text", "") for b in reply["content"] if b.get("type") == "text")
+        results = []
+        for use in uses:
+            result = await engine.handle_tool_call(use["name"], use["input"])
+            _show(verbose, use["name"], result.text)
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use["id"],
+                    "content": result.text,
+                    "is_error": result.is_error,
+                }
+            )
+        messages.append({"role": "user", "content": results})
+    raise RuntimeError(f"no answer after {max_turns} turns")
+
+
+def _show(verbose: bool, name: str, text: str) -> None:
+    if verbose:
+        print(f"--- {name} ->\n{text[:1200]}\n", file=sys.stderr)
+
+
+def prepare_workspace(directory: Path) -> Path:
+    """`codemode init --demo`, `sync`, `pin --approve`: the bundled servers, reviewed and pinned."""
+    config = directory / "codemode.toml"
+    codemode = [sys.executable, "-m", "codemode.cli"]
+    subprocess.run([*codemode, "init", "--demo", "--config", str(config)], check=True, capture_output=True)
+    text = config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\n', 1)
+    config.write_text(text)
+    subprocess.run([*codemode, "sync", "--config", str(config)], check=True, capture_output=True)
+    subprocess.run([*codemode, "pin", "--approve", "--config", str(config)], check=True, capture_output=True)
+    return config
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", help="A model name; needs ANTHROPIC_API_KEY (claude-*) or OPENAI_API_KEY.")
+    parser.add_argument("--quiet", action="store_true", help="Print only the final answer.")
+    args = parser.parse_args()
+    if args.model and args.model.startswith("claude") and os.environ.get("ANTHROPIC_API_KEY"):
+        model: Callable[..., Any] = AnthropicModel(args.model, os.environ["ANTHROPIC_API_KEY"])
+    elif args.model and os.environ.get("OPENAI_API_KEY"):
+        model = OpenAIModel(args.model, os.environ["OPENAI_API_KEY"])
+    else:
+        if args.model:
+            print("no API key for that model in the environment; using the scripted model", file=sys.stderr)
+        model = ScriptedModel()
+    with tempfile.TemporaryDirectory(prefix="codemode-agent-") as workdir:
+        config = prepare_workspace(Path(workdir))
+        async with CodeMode.from_file(config) as engine:
+            answer = await agent(engine, model, verbose=not args.quiet)
+    print(answer)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,49 @@
+"""The README's main command and the examples run as documented (CI runs them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "codemode.cli"]
+
+
+def test_the_demo_runs_end_to_end_and_reports_token_figures(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [*CLI, "demo", "--json", "--backend", "process", "--dir", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    report = json.loads(completed.stdout)
+    run = report["run"]
+    assert run["status"] == "ok"
+    assert len(run["result"]) == 5
+    assert run["calls"] > 50, "the program pages through 12,480 rows and fans out over customers"
+    tokens = report["tokens"]
+    direct = tokens["tool_definitions_tokens_direct"] + tokens["tool_result_tokens_direct"]
+    codemode = (
+        tokens["tool_definitions_tokens_codemode"]
+        + tokens["program_tokens"]
+        + tokens["final_result_tokens_codemode"]
+    )
+    assert direct > 50 * codemode, tokens
+    assert (tmp_path / "ws" / "codemode.lock").exists()
+
+
+def test_the_scripted_agent_answers_using_only_run_code() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "agent_loop.py"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.startswith("Most open tickets:")
+    assert completed.stdout.count(" open tickets)") == 3
