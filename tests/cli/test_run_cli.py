@@ -1,0 +1,86 @@
+"""codemode run / approve / tree / search from the command line, on the example servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli._main import cli
+
+CLI = [sys.executable, "-m", "codemode.cli"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = tmp_path_factory.mktemp("cli") / "codemode.toml"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
+    config.write_text(config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 0\n'))
+    for args in (["sync"], ["pin", "--approve"]):
+        assert runner.invoke(cli, [*args, "--config", str(config)]).exit_code == 0
+    return config
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_run_json_prints_the_documented_keys(workspace: Path) -> None:
+    program = "from servers.crm import get_customer\nget_customer(customer_id='CUST-0001')['company']"
+    completed = run_cli("run", "-", "--json", "--config", str(workspace), stdin=program)
+    assert completed.returncode == 0, completed.stderr
+    data = json.loads(completed.stdout)
+    for key in ("status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms"):
+        assert key in data
+    assert data["status"] == "ok"
+    assert data["calls"] == 1
+    assert isinstance(data["result"], str)
+
+
+def test_a_failing_program_exits_1_with_the_error(workspace: Path) -> None:
+    completed = run_cli("run", "-", "--json", "--config", str(workspace), stdin="1/0")
+    assert completed.returncode == 1
+    data = json.loads(completed.stdout)
+    assert data["error"]["type"] == "ZeroDivisionError"
+    assert "line 1" in data["error"]["traceback"]
+
+
+def test_a_risky_call_without_a_terminal_is_denied_and_a_preissued_approval_lets_it_through_once(
+    workspace: Path,
+) -> None:
+    program = "from servers.crm import add_note\nadd_note(customer_id='CUST-0002', text='from the cli test')"
+    denied = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    assert denied["status"] == "error"
+    assert "codemode approve crm/add_note" in denied["error"]["message"]
+
+    arguments = json.dumps({"customer_id": "CUST-0002", "text": "from the cli test"})
+    issued = run_cli("approve", "crm/add_note", "--args", arguments, "--ttl", "2m", "--config", str(workspace))
+    assert issued.returncode == 0, issued.stderr
+    allowed = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    assert allowed["status"] == "ok", allowed
+    again = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    assert again["status"] == "error", "the approval was single-use"
+
+
+def test_tree_lists_and_reads_stubs(workspace: Path) -> None:
+    runner = CliRunner()
+    listing = runner.invoke(cli, ["tree", "servers/crm", "--json", "--config", str(workspace)])
+    assert listing.exit_code == 0, listing.output
+    paths = {entry["path"] for entry in json.loads(listing.stdout)}
+    assert "servers/crm/get_customer.py" in paths
+    source = runner.invoke(cli, ["tree", "servers/crm/get_customer.py", "--config", str(workspace)])
+    assert "def get_customer(" in source.stdout
+    missing = runner.invoke(cli, ["tree", "servers/../etc/passwd", "--config", str(workspace)])
+    assert missing.exit_code != 0
+
+
+def test_search_finds_tools_by_plain_words(workspace: Path) -> None:
+    result = CliRunner().invoke(cli, ["search", "close a support ticket", "--json", "--config", str(workspace)])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert hits[0]["module"] == "servers.tickets.close_ticket"
