@@ -20,14 +20,18 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = tmp_path_factory.mktemp("cli") / "codemode.toml"
     runner = CliRunner()
     assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
-    config.write_text(config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 0\n'))
+    config.write_text(
+        config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 0\n')
+    )
     for args in (["sync"], ["pin", "--approve"]):
         assert runner.invoke(cli, [*args, "--config", str(config)]).exit_code == 0
     return config
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, text=True, timeout=180, check=False
+    )
 
 
 def test_run_json_prints_the_documented_keys(workspace: Path) -> None:
@@ -54,16 +58,24 @@ def test_a_risky_call_without_a_terminal_is_denied_and_a_preissued_approval_lets
     workspace: Path,
 ) -> None:
     program = "from servers.crm import add_note\nadd_note(customer_id='CUST-0002', text='from the cli test')"
-    denied = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    denied = json.loads(
+        run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout
+    )
     assert denied["status"] == "error"
     assert "codemode approve crm/add_note" in denied["error"]["message"]
 
     arguments = json.dumps({"customer_id": "CUST-0002", "text": "from the cli test"})
-    issued = run_cli("approve", "crm/add_note", "--args", arguments, "--ttl", "2m", "--config", str(workspace))
+    issued = run_cli(
+        "approve", "crm/add_note", "--args", arguments, "--ttl", "2m", "--config", str(workspace)
+    )
     assert issued.returncode == 0, issued.stderr
-    allowed = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    allowed = json.loads(
+        run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout
+    )
     assert allowed["status"] == "ok", allowed
-    again = json.loads(run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout)
+    again = json.loads(
+        run_cli("run", "-", "--json", "--no-input", "--config", str(workspace), stdin=program).stdout
+    )
     assert again["status"] == "error", "the approval was single-use"
 
 
@@ -80,7 +92,9 @@ def test_tree_lists_and_reads_stubs(workspace: Path) -> None:
 
 
 def test_search_finds_tools_by_plain_words(workspace: Path) -> None:
-    result = CliRunner().invoke(cli, ["search", "close a support ticket", "--json", "--config", str(workspace)])
+    result = CliRunner().invoke(
+        cli, ["search", "close a support ticket", "--json", "--config", str(workspace)]
+    )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)
     assert hits[0]["module"] == "servers.tickets.close_ticket"

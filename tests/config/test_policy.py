@@ -55,7 +55,9 @@ def test_a_malformed_tool_selector_is_an_error(tmp_path: Path, selector: str) ->
 def test_an_unknown_policy_key_gets_a_suggestion(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path / "codemode.toml", "[policy.budget]\ncalls_per_runs = 5\n"))
-    assert info.value.problems == [("policy.budget.calls_per_runs", "unknown key (did you mean 'calls_per_run'?)")]
+    assert info.value.problems == [
+        ("policy.budget.calls_per_runs", "unknown key (did you mean 'calls_per_run'?)")
+    ]
 
 
 def test_the_policy_can_live_in_its_own_file(tmp_path: Path) -> None:
