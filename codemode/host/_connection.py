@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp_types
@@ -129,6 +129,11 @@ class ServerConnection:
         """Set once the first connection attempt has succeeded or failed."""
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
         self._http_refusals: dict[str, tuple[int, float | None]] = {}
+        # Announced list changes vs. the ones a completed re-listing has covered: between the
+        # two, the catalog may describe tools the server no longer offers as listed.
+        self._announced = 0
+        self._relisted = 0
+        self._relisted_event = anyio.Event()
 
     # -- observation -----------------------------------------------------------------------
 
@@ -139,6 +144,18 @@ class ServerConnection:
     @property
     def catalog(self) -> ServerCatalog | None:
         return self._catalog
+
+    @property
+    def relisting(self) -> bool:
+        """The server announced a change of its lists that no completed re-listing covers yet."""
+        return self._relisted < self._announced
+
+    async def wait_relisted(self, limit_s: float) -> bool:
+        """Wait (at most ``limit_s`` seconds) until announced changes are listed; True if they are."""
+        with anyio.move_on_after(limit_s):
+            while self.relisting and self._state is ConnectionState.READY:
+                await self._relisted_event.wait()
+        return not self.relisting
 
     @property
     def protocol_version(self) -> str | None:
@@ -350,10 +367,14 @@ class ServerConnection:
     async def refresh_catalog(self) -> ServerCatalog:
         """List everything again (e.g. after ``notifications/tools/list_changed``)."""
         client = self._require_client()
+        covers = self._announced
         await self._load_catalog(client)
         assert self._catalog is not None
         if self._on_catalog is not None:
             await self._on_catalog(self._catalog)
+        self._relisted = max(self._relisted, covers)
+        done, self._relisted_event = self._relisted_event, anyio.Event()
+        done.set()
         return self._catalog
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -362,8 +383,8 @@ class ServerConnection:
             | mcp_types.ResourceListChangedNotification
             | mcp_types.PromptListChangedNotification
         )
-        if isinstance(message, list_changed) and self._refresh_send_has_room():
-            self._refresh_send.send_nowait("list_changed")
+        if isinstance(message, list_changed):
+            self._request_refresh("list_changed")
 
     def _refresh_send_has_room(self) -> bool:
         stats = self._refresh_send.statistics()
@@ -405,8 +426,7 @@ class ServerConnection:
                 task_status.started()
                 started = True
                 async for _event in subscription:
-                    if self._refresh_send_has_room():
-                        self._refresh_send.send_nowait("listen")
+                    self._request_refresh("listen")
         except Exception:
             # The stream only speeds up drift detection; every call still checks the pins.
             if not started:
@@ -440,12 +460,17 @@ class ServerConnection:
         """
         client = self._require_client()
         marker = uuid.uuid4().hex
-        call_meta: dict[str, Any] = {**(meta or {}), _CALL_MARKER: marker}
+        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), _CALL_MARKER: marker})
         try:
             # session.call_tool, not Client.call_tool: the latter silently re-lists and resends
             # when a 2026-07-28 server reports that the tool's schema changed; codemode must see
             # that change and stop, not adopt it.
-            return await client.session.call_tool(name, arguments, meta=call_meta)  # type: ignore[arg-type]
+            answer = await client.session.call_tool(
+                name,
+                arguments,
+                meta=call_meta,
+                allow_input_required=True,
+            )
         except MCPError as exc:
             raise self._classify(name, exc, self._http_refusals.pop(marker, None)) from exc
         except TimeoutError as exc:
@@ -462,6 +487,17 @@ class ServerConnection:
             raise OutcomeUnknownError(self.name, name, f"{type(cause).__name__}: {cause}") from exc
         finally:
             self._http_refusals.pop(marker, None)
+        if isinstance(answer, mcp_types.InputRequiredResult):
+            # The server wants elicitation/sampling/roots answered first; codemode's host does not
+            # relay such requests, and the server has not completed the call.
+            raise ServerRejectedError(
+                self.name,
+                name,
+                0,
+                "the server asked for more input (elicitation or sampling) before running the tool; "
+                "codemode does not relay such requests, and the call did not complete",
+            )
+        return answer
 
     def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
         if refusal is not None:
@@ -482,6 +518,8 @@ class ServerConnection:
         return OutcomeUnknownError(self.name, tool, f"server error {exc.code}: {exc}; it may have executed")
 
     def _request_refresh(self, why: str) -> None:
+        # Counted even when a re-listing is already queued: that one starts later and covers it.
+        self._announced += 1
         if self._refresh_send_has_room():
             self._refresh_send.send_nowait(why)
 

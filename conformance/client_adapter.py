@@ -1,0 +1,222 @@
+"""The "client under test" that the conformance suite launches for its client scenarios.
+
+    conformance client --command "python conformance/client_adapter.py" --scenario tools_call
+
+The suite appends its test server's URL as the last argument and sets
+``MCP_CONFORMANCE_SCENARIO`` (which scenario), ``MCP_CONFORMANCE_PROTOCOL_VERSION`` (which wire:
+up to 2025-11-25 the initialize handshake, 2026-07-28 the stateless revision) and, for some
+scenarios, ``MCP_CONFORMANCE_CONTEXT`` (JSON, e.g. which tool calls to make).
+
+Everything goes through codemode, the way a user would use it:
+
+1. a temporary ``codemode.toml`` names the suite's server as an HTTP server (``protocol`` set
+   from the requested wire) with the process sandbox backend;
+2. ``McpHost`` connects and lists it; the listing is recorded in ``codemode.lock`` and approved
+   (what ``codemode sync`` + ``codemode pin --approve`` do);
+3. ``CodeMode`` connects again and runs a *program in the sandbox* that imports the generated
+   stubs (``from servers.conformance import <tool>``) and calls the tools the scenario expects;
+   every call passes the broker and leaves codemode through the host's MCP client.
+
+Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
+1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+SERVER = "conformance"
+"""The configured server name: stubs are ``servers.conformance.<tool>``."""
+
+MODERN = "2026-07-28"
+
+# Scenario → the tool calls its test server expects. ``None`` means: call whatever the context
+# (``MCP_CONFORMANCE_CONTEXT.toolCalls``) names. Scenarios not listed only connect and list.
+CALLS: dict[str, list[tuple[str, dict[str, Any]]] | None] = {
+    "initialize": [],
+    "request-metadata": [],
+    "json-schema-ref-no-deref": [],
+    "tools_call": [("add_numbers", {"a": 5, "b": 3})],
+    "sse-retry": [("test_reconnection", {})],
+    "elicitation-sep1034-client-defaults": [("test_client_elicitation_defaults", {})],
+    "sep-2322-client-request-state": [
+        ("test_mrtr_echo_state", {}),
+        ("test_mrtr_unrelated", {}),
+        ("test_mrtr_no_state", {}),
+        ("test_mrtr_no_result_type", {}),
+    ],
+    "http-custom-headers": None,
+}
+CALL_EVERY_TOOL = {"http-standard-headers", "http-invalid-tool-headers"}
+"""Scenarios whose server judges which of its listed tools the client is willing to call."""
+
+
+def log(message: str) -> None:
+    print(f"[codemode-adapter] {message}", file=sys.stderr, flush=True)
+
+
+def write_config(directory: Path, url: str, protocol_version: str) -> Path:
+    protocol = MODERN if protocol_version == MODERN else "legacy"
+    path = directory / "codemode.toml"
+    path.write_text(
+        f"""\
+[servers.{SERVER}]
+url = {json.dumps(url)}
+protocol = "{protocol}"
+connect_timeout = 20
+call_timeout = 20
+
+[sandbox]
+backend = "process"
+pool_size = 0
+
+[policy.consent]
+# The suite's fixture tools have no annotations, so codemode rates them high risk; the operator
+# of this adapter consents to them up front (no approver is asked).
+never = ["{SERVER}/*"]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+async def sync_and_approve(config: Any) -> list[Any]:
+    """``codemode sync`` + ``codemode pin --approve``: record the listing and approve it."""
+    from codemode.catalog import approve, load_lock, locked, observe, save_lock
+    from codemode.host import ConnectionState, McpHost
+
+    async with McpHost(config) as host:
+        statuses, catalogs = host.statuses(), host.catalogs()
+    for status in statuses:
+        log(
+            f"sync: {status.name} {status.state.value} protocol={status.protocol_version} "
+            f"tools={status.tool_count} excluded={status.excluded_count}"
+            + (f" error={status.error}" if status.error else "")
+        )
+        if status.state is ConnectionState.FAILED:
+            raise SystemExit(1)
+    with locked(config.lock_path):
+        lock = load_lock(config.lock_path)
+        pending = 0
+        for catalog in catalogs:
+            lock, diff = observe(lock, catalog)
+            pending += len(diff.pending)
+            for excluded in catalog.excluded:
+                log(f"sync: excluded {excluded.name}: {excluded.reason}")
+        if pending:
+            lock, done = approve(lock, [None])
+            log(f"pin --approve: {', '.join(done)}")
+        save_lock(config.lock_path, lock)
+    return catalogs
+
+
+def program_for(calls: list[tuple[str, dict[str, Any]]], modules: dict[str, str]) -> str:
+    """A sandbox program that makes ``calls`` through the stubs and returns what each gave."""
+    lines = ["import codemode", "results = []"]
+    for tool, arguments in calls:
+        module = modules.get(tool)
+        if module is None:  # not offered as a stub (excluded or not listed): codemode won't call it
+            lines.append(f"results.append({{'tool': {tool!r}, 'skipped': 'no stub'}})")
+            continue
+        package, _, ident = module.rpartition(".")
+        lines += [
+            "try:",
+            f"    from {package} import {ident}",
+            f"    results.append({{'tool': {tool!r}, 'result': {ident}(**{arguments!r})}})",
+            "except Exception as exc:",
+            f"    results.append({{'tool': {tool!r}, 'error': f'{{type(exc).__name__}}: {{exc}}'}})",
+        ]
+    lines.append("results")
+    return "\n".join(lines) + "\n"
+
+
+def planned_calls(
+    scenario: str, context: dict[str, Any], tools: list[Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    if scenario in CALL_EVERY_TOOL:
+        return [(spec.name, _sample_arguments(spec.input_schema)) for spec in tools]
+    planned = CALLS.get(scenario, [])
+    if planned is None or (not planned and context.get("toolCalls")):
+        return [(c["name"], dict(c.get("arguments") or {})) for c in context.get("toolCalls", [])]
+    if scenario == "json-schema-2020-12-preservation":
+        return _schema_round_trip(tools)
+    return planned
+
+
+def _sample_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Minimal valid-looking arguments for a listed tool (required properties only)."""
+    samples: dict[str, Any] = {
+        "string": "x",
+        "integer": 1,
+        "number": 1,
+        "boolean": True,
+        "array": [],
+        "object": {},
+    }
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required: list[str] = schema.get("required") or []
+    arguments: dict[str, Any] = {}
+    for name in required:
+        prop: dict[str, Any] = properties.get(name) or {}
+        kind: Any = prop.get("type", "string")
+        arguments[name] = samples.get(kind if isinstance(kind, str) else "string", "x")
+    return arguments
+
+
+def _schema_round_trip(tools: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Echo the richest listed schema back, as codemode recorded it, through the echo tool."""
+    focal = [t for t in tools if "$defs" in t.input_schema or "$schema" in t.input_schema]
+    echo = [t for t in tools if t not in focal]
+    if not focal or not echo:
+        return []
+    return [(echo[0].name, {"schema": focal[0].input_schema})]
+
+
+async def main(url: str) -> int:
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
+    context: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    log(f"scenario={scenario} protocol={protocol_version} url={url}")
+
+    try:
+        from codemode import CodeMode
+    except ImportError:  # before the Python API exported it
+        from codemode._engine import CodeMode
+    from codemode.config import load_config
+
+    with tempfile.TemporaryDirectory(prefix="codemode-conformance-") as tmp:
+        config = load_config(write_config(Path(tmp), url, protocol_version))
+        await sync_and_approve(config)
+        async with CodeMode(config) as engine:
+            tree = engine.tree
+            tools = tree.tools()
+            modules = {
+                spec.name: module
+                for spec in tools
+                if (module := tree.module_for_tool(SERVER, spec.name)) is not None
+            }
+            calls = planned_calls(scenario, context, tools)
+            if not calls:
+                log("connected and listed; this scenario needs no tool call")
+                return 0
+            program = program_for(calls, modules)
+            log("running in the sandbox:\n" + program)
+            result = await engine.run(program)
+            print(json.dumps(result.to_json(), indent=1, default=str))
+            if result.status != "ok":
+                log(f"run failed: {result.error}")
+                return 1
+            return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: client_adapter.py SERVER_URL  (the conformance suite appends it)")
+    sys.exit(anyio.run(main, sys.argv[-1]))

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install the pinned MCP conformance suite and Node.js 22 into conformance/node_modules.
+# Idempotent and fast on re-run: `npm ci` runs only when package-lock.json changed since the last
+# install (or node_modules is incomplete). Uses the machine's npm (any Node.js that runs npm will
+# do); the suite itself then runs on the Node.js 22 binary from the npm package node-linux-<arch>.
+#
+# Exit status: 0 installed; 3 the environment cannot install it (no npm, registry unreachable, or
+# no Node.js 22 binary for this CPU) - callers treat that as "prerequisite missing".
+set -euo pipefail
+cd "$(dirname "$0")"
+
+case "$(uname -m)" in
+    x86_64 | amd64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) echo "conformance: no Node.js 22 package for CPU $(uname -m)" >&2; exit 3 ;;
+esac
+node22="node_modules/node-linux-$arch/bin/node"
+suite="node_modules/@modelcontextprotocol/conformance/dist/index.js"
+stamp="node_modules/.codemode-installed"
+want="$(sha256sum package-lock.json | cut -d' ' -f1)"
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$node22" ] && [ -f "$suite" ]; then
+    exit 0
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    echo "conformance: npm is not installed (Debian: apt-get install npm)" >&2
+    exit 3
+fi
+echo "conformance: npm ci (pinned suite + Node.js 22)" >&2
+if ! npm ci --no-audit --no-fund --loglevel=error >&2; then
+    echo "conformance: npm ci failed" >&2
+    exit 3
+fi
+if ! [ -x "$node22" ] || ! "$node22" --version | grep -q '^v22\.'; then
+    echo "conformance: $node22 is missing or not Node.js 22" >&2
+    exit 3
+fi
+echo "$want" >"$stamp"
