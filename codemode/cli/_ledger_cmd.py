@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -19,6 +21,7 @@ from codemode.cli._common import (
     json_option,
     load,
     print_json,
+    stderr,
     stdout,
 )
 from codemode.ledger import (
@@ -320,6 +323,21 @@ def _advice(call: CallRecord) -> str:
 @click.option("--failed", "resolution", flag_value="failed", help="The call did NOT take effect.")
 @click.option("--evidence", metavar="TEXT", help="What you checked and what it showed (required with an ID).")
 @click.option("--receipt", metavar="R", help="The external receipt id of the side effect, if any.")
+@click.option(
+    "--read-back",
+    "read_back",
+    metavar="SERVER/TOOL",
+    help="Settle it by asking the server: call this read-only tool (with --args) and look for --expect.",
+)
+@click.option("--args", "read_args", metavar="JSON", default="{}", help="Arguments of the --read-back tool.")
+@click.option(
+    "--expect", metavar="TEXT", help="With --read-back: text whose presence proves the call took effect."
+)
+@click.option(
+    "--failed-if-missing",
+    is_flag=True,
+    help="With --read-back: if --expect is absent, record the call as failed (default: leave it unknown).",
+)
 @handle_errors
 def reconcile(
     config_path: Path | None,
@@ -328,6 +346,10 @@ def reconcile(
     resolution: str | None,
     evidence: str | None,
     receipt: str | None,
+    read_back: str | None,
+    read_args: str,
+    expect: str | None,
+    failed_if_missing: bool,
 ) -> None:
     """List calls whose outcome is unknown, or settle one.
 
@@ -338,7 +360,25 @@ def reconcile(
     \b
     --succeeded  later calls with the same idempotency key replay it instead of running again
     --failed     the key is free again: the next call with it runs
+
+    Or let codemode look: --read-back crm/list_writes --args '{"reference": "INV-7"}' --expect INV-7
+    calls that tool (it must be approved and read-only) and settles the call as succeeded when the
+    answer contains the expected text (and, with --failed-if-missing, as failed when it does not).
     """
+    if read_back is not None:
+        if call_id is None or not expect:
+            fail("--read-back needs a CALL_ID and --expect TEXT", code=EXIT_USAGE)
+        settled_by_read_back = anyio.run(
+            _read_back, config_path, call_id, read_back, read_args, expect, failed_if_missing
+        )
+        if as_json:
+            print_json({"call": _call_json(settled_by_read_back)})
+        else:
+            stdout.print(
+                f"{escape(settled_by_read_back.call_id)} is {_styled(settled_by_read_back.state)}",
+                highlight=False,
+            )
+        return
     with _open(config_path) as store:
         if call_id is None:
             if resolution or evidence or receipt:
@@ -381,3 +421,52 @@ def reconcile(
         print_json({"call": _call_json(settled)})
     else:
         stdout.print(f"{escape(settled.call_id)} is now {_styled(settled.state)}", highlight=False)
+
+
+async def _read_back(
+    config_path: Path | None, call_id: str, tool: str, read_args: str, expect: str, failed_if_missing: bool
+) -> CallRecord:
+    """Reconcile from the server's own view, through an approved read-only tool."""
+    from codemode.broker._risk import tool_risk
+    from codemode.catalog import load_lock, parse_selector
+    from codemode.host import McpHost
+    from codemode.ledger import ReadBackVerdict, resolve_with_read_back
+
+    config = load(config_path)
+    server, name = parse_selector(tool)
+    if server is None or name is None:
+        fail("--read-back takes SERVER/TOOL", code=EXIT_USAGE)
+    try:
+        arguments = json.loads(read_args)
+    except json.JSONDecodeError as exc:
+        fail(f"--args is not valid JSON: {exc.msg}", code=EXIT_USAGE)
+    definition = load_lock(config.lock_path).approved_definition(server, name)
+    if definition is None:
+        fail(f"{tool} is not an approved tool", hint="approve it with 'codemode pin --approve'")
+    entry = config.servers.get(server)
+    risk = tool_risk(
+        config.policy, server, name, definition.get("annotations"), trusted=bool(entry and entry.trusted)
+    )
+    if risk == "high":
+        fail(f"{tool} is not marked read-only: reconciling must not risk repeating a side effect")
+
+    async def look(record: CallRecord) -> ReadBackVerdict | None:
+        async with McpHost(config.model_copy(update={"servers": {server: config.servers[server]}})) as host:
+            answer = await host.call_tool(server, name, arguments)
+        text = json.dumps(answer.structured_content) if answer.structured_content is not None else ""
+        text += " ".join(getattr(block, "text", "") for block in answer.content)
+        seen = f"{tool}({read_args}) at read-back"
+        if expect in text:
+            return ReadBackVerdict(
+                resolution="succeeded", evidence=f"{seen} shows {expect!r}", receipt=expect
+            )
+        if failed_if_missing:
+            return ReadBackVerdict(resolution="failed", evidence=f"{seen} does not show {expect!r}")
+        stderr.print(f"{tool} does not show {expect!r}; {record.call_id} stays unknown", highlight=False)
+        return None
+
+    ledger = open_ledger(config.ledger_path)
+    try:
+        return await resolve_with_read_back(ledger, call_id, look, resolved_by=f"read-back:{tool}")
+    finally:
+        ledger.close()

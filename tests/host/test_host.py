@@ -183,9 +183,10 @@ async def test_shutdown_leaves_no_server_process_or_grandchild_behind(
         "crm": example_stdio("crm"),
     }
     me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}  # other tests' session-scoped servers
     async with host_for(servers) as host:
         assert all(s.state is ConnectionState.READY for s in host.statuses())
-        children = me.children(recursive=True)
+        children = [p for p in me.children(recursive=True) if p.pid not in before]
         assert any(marker in " ".join(c.cmdline()) for c in children if c.is_running())
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == [], f"still running after shutdown: {[p.cmdline() for p in alive]}"
@@ -214,10 +215,13 @@ async def test_a_server_killed_while_connected_fails_alone(
 ) -> None:
     async with host_for({"victim": example_stdio("crm"), "other": example_stdio("tickets")}) as host:
         # The server proper, not codemode's launcher in front of it (whose cmdline names it too).
+        # This host's crm server: started by codemode's launcher (other tests may run their own).
         victim = next(
             c
             for c in psutil.Process().children(recursive=True)
-            if "crm_server.py" in " ".join(c.cmdline()) and "_launcher.py" not in " ".join(c.cmdline())
+            if "crm_server.py" in " ".join(c.cmdline())
+            and "_launcher.py" not in " ".join(c.cmdline())
+            and "_launcher.py" in " ".join(c.parent().cmdline())
         )
         victim.kill()
         with pytest.raises((OutcomeUnknownError, ServerUnavailableError)):
