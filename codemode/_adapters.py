@@ -31,7 +31,14 @@ class HostCatalog:
         connection = self._host.connections.get(server)
         if connection is None or connection.state is not ConnectionState.READY or connection.catalog is None:
             return None
+        if connection.relisting:  # announced a change we have not listed yet: fail closed
+            return None
         return connection.catalog.tool(tool)
+
+    async def settle(self, server: str) -> None:
+        connection = self._host.connections.get(server)
+        if connection is not None and connection.relisting:
+            await connection.wait_relisted(connection.config.call_timeout)
 
     def is_trusted(self, server: str) -> bool:
         entry = self._config.servers.get(server)

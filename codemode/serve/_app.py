@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hmac
 import logging
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from typing import Annotated, Any, Literal
 
 import anyio

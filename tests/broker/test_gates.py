@@ -95,6 +95,9 @@ class Catalog:
     def live_tool(self, server: str, tool: str) -> ToolSpec | None:
         return self.tools.get(tool) if server == "crm" else None
 
+    async def settle(self, server: str) -> None:
+        return None
+
     def is_trusted(self, server: str) -> bool:
         return self.trusted
 

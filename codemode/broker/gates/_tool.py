@@ -24,6 +24,12 @@ class CatalogView(Protocol):
         """The definition the server lists now, or None (not listed, or server down)."""
         ...
 
+    async def settle(self, server: str) -> None:
+        """Return once a change the server announced (``list_changed``) has been listed, so that
+        ``live_tool`` answers with the new definitions (bounded wait; ``live_tool`` fails closed
+        after it)."""
+        ...
+
     def is_trusted(self, server: str) -> bool: ...
 
 
@@ -65,10 +71,14 @@ class ToolGate:
                 f"{label}: the stub was generated from {request.schema_hash[:19]}…, but the approved pin is "
                 f"{approved.hash[:19]}… (stale stub or tampered call)",
             )
+        # A call right after the server announced a change must see the new listing, not the old.
+        await self.catalog.settle(request.server)
         live = self.catalog.live_tool(request.server, request.tool)
         if live is None:
             return Deny(
-                self.name, f"{label} is not listed by the server now (removed, or the server is down)"
+                self.name,
+                f"{label} is not listed by the server now (removed, still being re-listed after the server "
+                "announced a change, or the server is down)",
             )
         if live.schema_hash != approved.hash:
             return Deny(
