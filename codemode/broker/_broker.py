@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 import anyio
 import mcp_types
+from pydantic import BaseModel
 
 from codemode.broker._approvals import Approver
 from codemode.broker._context import CallContext
@@ -150,6 +151,9 @@ class Broker:
             BudgetGate(policy),
         )
         self._runs: dict[str, RunState] = {}
+        self._ledger_lane = anyio.CapacityLimiter(1)
+        """The ledger serialises its operations anyway (one connection, one lock): queue them here,
+        in async code, instead of parking a worker thread per concurrent call on that lock."""
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -237,7 +241,8 @@ class Broker:
                 run.denials_unrecorded[kind] += 1
         if record:
             await anyio.to_thread.run_sync(
-                lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason)
+                lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason),
+                limiter=self._ledger_lane,
             )
         log.info("denied %s (%s): %s", ctx.call_id, gate, reason)
         return CallDenied(gate=gate, reason=reason)
@@ -269,6 +274,7 @@ class Broker:
                 lease_s=self.lease_s,
                 send=True,
                 durable=self._durable(ctx),
+                limiter=self._ledger_lane,
             )
             if isinstance(reservation, Replay):
                 # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
@@ -362,7 +368,7 @@ class Broker:
     async def _record(self, write: Callable[[], object]) -> None:
         """Write to the ledger even if the run is being cancelled: the record must not be lost."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(write)
+            await anyio.to_thread.run_sync(write, limiter=self._ledger_lane)
 
     def _account(self, ctx: CallContext, report: FilterReport) -> None:
         if report.injection_suspected:
@@ -406,46 +412,38 @@ class Broker:
     # -- resources and prompts -------------------------------------------------------------------
 
     async def read_resource(self, binding: RunBinding, request: ResourceReadRequest) -> CallOutcome:
-        run = self._state(binding)
-        if run is None:
-            return CallDenied(gate="principal", reason="no open run is bound to this call")
-        denial = self._resource_denial(run, binding, request.server)
-        if denial is not None:
-            return denial
-        try:
-            result = await self.backend.read_resource(request.server, request.uri)
-        except CodemodeError as exc:
-            return CallFailed(reason=str(exc))
-        except Exception as exc:
-            return CallFailed(reason=f"{type(exc).__name__}: {exc}")
-        report = FilterReport()
-        result_filter = ResultFilter(self.policy.results, run.vault)
-        contents = [
-            result_filter.value(c.model_dump(mode="json", by_alias=True, exclude_none=True), report)
-            for c in result.contents
-        ]
-        return ToolResult(structured={"contents": contents})
+        async def fetch() -> list[BaseModel]:
+            return list((await self.backend.read_resource(request.server, request.uri)).contents)
+
+        return await self._read_only(binding, request.server, "contents", fetch)
 
     async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
+        async def fetch() -> list[BaseModel]:
+            prompt = await self.backend.get_prompt(request.server, request.name, dict(request.arguments))
+            return list(prompt.messages)
+
+        return await self._read_only(binding, request.server, "messages", fetch)
+
+    async def _read_only(
+        self, binding: RunBinding, server: str, key: str, fetch: Callable[[], Awaitable[list[BaseModel]]]
+    ) -> CallOutcome:
+        """Resources and prompts: principal, server grant and budget, then the result filter."""
         run = self._state(binding)
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
-        denial = self._resource_denial(run, binding, request.server)
+        denial = self._resource_denial(run, binding, server)
         if denial is not None:
             return denial
         try:
-            result = await self.backend.get_prompt(request.server, request.name, dict(request.arguments))
+            items = await fetch()
         except CodemodeError as exc:
             return CallFailed(reason=str(exc))
         except Exception as exc:
             return CallFailed(reason=f"{type(exc).__name__}: {exc}")
         report = FilterReport()
         result_filter = ResultFilter(self.policy.results, run.vault)
-        messages = [
-            result_filter.value(m.model_dump(mode="json", by_alias=True, exclude_none=True), report)
-            for m in result.messages
-        ]
-        return ToolResult(structured={"messages": messages})
+        dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
+        return ToolResult(structured={key: [result_filter.value(item, report) for item in dumped]})
 
     def _resource_denial(self, run: RunState, binding: RunBinding, server: str) -> CallDenied | None:
         """Resources and prompts: the principal, the server grant and the call budget apply."""

@@ -9,9 +9,12 @@ returns or the program sends can grant an approval.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Protocol
+
+import anyio
 
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._context import CallContext
@@ -73,7 +76,9 @@ class ConsentGate:
         if why is None:
             return Allow()
         binding = ctx.binding
-        approval_id = self.store.consume_preissued(
+        # The store writes to the ledger (a transaction, an fsync): never on the event loop.
+        consume = functools.partial(
+            self.store.consume_preissued,
             principal=binding.principal,
             tenant=binding.tenant,
             server=ctx.request.server,
@@ -82,6 +87,7 @@ class ConsentGate:
             call_id=ctx.call_id,
             now=time.time(),
         )
+        approval_id = await anyio.to_thread.run_sync(consume)
         if approval_id is not None:
             ctx.approval_id = approval_id
             return Allow(note="pre-issued approval")
@@ -110,5 +116,5 @@ class ConsentGate:
             return Deny(self.name, f"approval for {ctx.label} was not given by {answer.approver}{detail}")
         if time.time() > request.expires_at:
             return Deny(self.name, "the approval arrived after it expired")
-        ctx.approval_id = self.store.record_granted(request, answer)
+        ctx.approval_id = await anyio.to_thread.run_sync(self.store.record_granted, request, answer)
         return Allow(note=f"approved by {answer.approver}")
