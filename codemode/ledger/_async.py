@@ -31,6 +31,7 @@ async def reserve_waiting(
     lease_s: float | None = None,
     send: bool = False,
     durable: bool = True,
+    limiter: anyio.CapacityLimiter | None = None,
 ) -> Reservation:
     """``reserve``; while another call holds the key, wait for it and reserve again.
 
@@ -42,14 +43,14 @@ async def reserve_waiting(
     deadline = anyio.current_time() + wait_s
     reserve = functools.partial(ledger.reserve, intent, lease_s=lease_s, send=send, durable=durable)
     while True:
-        answer = await anyio.to_thread.run_sync(reserve)
+        answer = await anyio.to_thread.run_sync(reserve, limiter=limiter)
         if not isinstance(answer, InFlight):
             return answer
         while True:
             if anyio.current_time() >= deadline:
                 return answer
             await anyio.sleep(poll_s)
-            record = await anyio.to_thread.run_sync(ledger.get_call, answer.call_id)
+            record = await anyio.to_thread.run_sync(ledger.get_call, answer.call_id, limiter=limiter)
             if record is None or record.state not in IN_FLIGHT:
                 break
             lease_over = record.lease_expires_at is not None and record.lease_expires_at <= datetime.now(UTC)
