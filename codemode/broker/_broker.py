@@ -142,13 +142,14 @@ class Broker:
         """When set, tokens of every tool result are counted (for token-cost comparisons)."""
         self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
         self.consent = ConsentGate(policy, approvals, approver)
-        self._gates = (
+        self.budget = BudgetGate(policy)
+        # Identity and what is being asked first; then cost; consent last, so that nobody is asked
+        # to approve a call the budget would refuse anyway (a consent refusal refunds the budget).
+        self._checks = (
             PrincipalGate(policy),
             ToolGate(policy, catalog, pins),
             ArgumentGate(policy),
             ScopeGate(),
-            self.consent,
-            BudgetGate(policy),
         )
         self._runs: dict[str, RunState] = {}
         self._ledger_lane = anyio.CapacityLimiter(1)
@@ -217,14 +218,28 @@ class Broker:
             args_digest=arguments_digest(arguments),
             now=time.time(),
         )
-        for gate in self._gates:
+        for gate in self._checks:
             decision = await gate.check(ctx)
-            if isinstance(decision, Deny):
-                return await self._deny(ctx, decision.gate, decision.reason)
-            if isinstance(decision, NeedsApproval):  # gates ask the approver themselves
-                return await self._deny(ctx, gate.name, decision.why)
-            assert isinstance(decision, Allow)
+            if not isinstance(decision, Allow):
+                return await self._refuse(ctx, gate.name, decision)
+        decision = await self.budget.check(ctx)
+        if not isinstance(decision, Allow):
+            return await self._refuse(ctx, self.budget.name, decision)
+        # An operation that already ran under this idempotency key is replayed, not re-approved.
+        replay = ctx.request.idempotency_key is not None and await anyio.to_thread.run_sync(
+            partial(self.ledger.would_replay, self._intent(ctx)), limiter=self._ledger_lane
+        )
+        if not replay:
+            decision = await self.consent.check(ctx)
+            if not isinstance(decision, Allow):
+                self.budget.refund(ctx)
+                return await self._refuse(ctx, self.consent.name, decision)
         return await self._execute(ctx)
+
+    async def _refuse(self, ctx: CallContext, gate: str, decision: Deny | NeedsApproval) -> CallDenied:
+        if isinstance(decision, Deny):
+            return await self._deny(ctx, decision.gate, decision.reason)
+        return await self._deny(ctx, gate, decision.why)  # gates ask approvers themselves
 
     async def _deny(self, ctx: CallContext, gate: str, reason: str) -> CallDenied:
         run = ctx.run

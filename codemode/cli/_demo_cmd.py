@@ -26,9 +26,7 @@ DEMO_PROGRAM = "renewal_risk.py"
 
 def _write_config(directory: Path, backend: str) -> Path:
     config_path = directory / "codemode.toml"
-    text = starter_config(
-        demo_servers(), dict.fromkeys(("docs", "crm", "tickets"), "bundled example server")
-    )
+    text = starter_config(demo_servers(), dict.fromkeys(("docs", "crm", "tickets"), "bundled example server"))
     text = text.replace("[sandbox]\n", f'[sandbox]\nbackend = "{backend}"\n', 1)
     config_path.write_text(text, encoding="utf-8")
     return config_path

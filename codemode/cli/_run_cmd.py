@@ -16,9 +16,10 @@ import click
 from codemode._engine import CodeMode, RunResult
 from codemode.broker import Approver, TerminalApprover, terminal_available
 from codemode.broker._risk import tool_risk
+from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stderr
-from codemode.ledger import ApprovalRecord, arguments_digest, open_ledger
+from codemode.ledger import ApprovalRecord, open_ledger
 
 
 async def _run(
@@ -181,7 +182,7 @@ def approve(
         principal=principal or config.policy.default_principal,
         server=server,
         tool=name,
-        args_digest=arguments_digest(parsed),  # pyright: ignore[reportUnknownArgumentType]
+        args_digest=consent_digest(parsed, definition.get("inputSchema")),  # pyright: ignore[reportUnknownArgumentType]
         risk=risk,
         approver="cli",
         issued_at=now,

@@ -547,6 +547,28 @@ class SqliteLedger:
         self._emit(conn, "call_denied", call_id, fields)
         return call_id
 
+    def would_replay(self, intent: CallIntent) -> bool:
+        """Whether :meth:`reserve` would answer this keyed call with a replay of its first result.
+
+        Read-only and advisory (the broker uses it to skip asking for consent again for an
+        operation that already ran); ``reserve`` still decides, atomically.
+        """
+        if intent.idempotency_key is None:
+            return False
+        key = scoped_key(intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key)
+        with self._read() as conn:
+            first = conn.execute(
+                "SELECT args_digest FROM calls WHERE idem_key = ? AND attempt = 1", (key,)
+            ).fetchone()
+            if first is None or first[0] != arguments_digest(intent.arguments):
+                return False
+            latest = conn.execute(
+                "SELECT state FROM calls WHERE idem_key = ? AND attempt IS NOT NULL "
+                "ORDER BY attempt DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+        return latest is not None and str(latest[0]) in REPLAYABLE
+
     def reserve(
         self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False, durable: bool = True
     ) -> Reservation:

@@ -47,3 +47,11 @@ class BudgetGate:
             run.money_spent += cost
         ctx.cost = cost
         return Allow()
+
+    def refund(self, ctx: CallContext) -> None:
+        """Give back what :meth:`check` took, for a call a later gate refused."""
+        run = ctx.run
+        with run.lock:
+            run.calls_allowed -= 1
+            run.calls_per_tool[ctx.label] -= 1
+            run.money_spent -= ctx.cost

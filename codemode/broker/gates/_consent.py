@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 
@@ -21,6 +21,7 @@ from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._selectors import any_match
 from codemode.config import RISK_ORDER, PolicyConfig
+from codemode.ledger import arguments_digest
 
 
 class ApprovalStore(Protocol):
@@ -41,6 +42,21 @@ class ApprovalStore(Protocol):
     def record_granted(self, request: ApprovalRequest, answer: ApprovalAnswer) -> str:
         """Persist an interactive approval, already consumed by ``request.call_id``; its id."""
         ...
+
+
+def consent_digest(arguments: dict[str, Any], schema: Any) -> str:
+    """The digest an approval binds: the arguments with the schema's top-level defaults filled in.
+
+    Stubs send schema defaults explicitly; a person writing ``codemode approve --args`` usually
+    does not. Filling defaults on both sides makes the same call digest the same way.
+    """
+    filled = dict(arguments)
+    properties: Any = cast(dict[str, Any], schema).get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict):
+        for name, spec in cast(dict[str, Any], properties).items():
+            if name not in filled and isinstance(spec, dict) and "default" in spec:
+                filled[name] = cast(dict[str, Any], spec)["default"]
+    return arguments_digest(filled)
 
 
 def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
@@ -76,6 +92,7 @@ class ConsentGate:
         if why is None:
             return Allow()
         binding = ctx.binding
+        digest = consent_digest(ctx.arguments, (ctx.pinned or {}).get("inputSchema"))
         # The store writes to the ledger (a transaction, an fsync): never on the event loop.
         consume = functools.partial(
             self.store.consume_preissued,
@@ -83,7 +100,7 @@ class ConsentGate:
             tenant=binding.tenant,
             server=ctx.request.server,
             tool=ctx.request.tool,
-            args_digest=ctx.args_digest,
+            args_digest=digest,
             call_id=ctx.call_id,
             now=time.time(),
         )
@@ -107,7 +124,7 @@ class ConsentGate:
             risk=ctx.risk,
             why=why,
             arguments_summary=summarize_arguments(dict(ctx.request.arguments)),
-            args_digest=ctx.args_digest,
+            args_digest=digest,
             expires_at=time.time() + self.policy.consent.approval_ttl_s,
         )
         answer = await approver.ask(request)
