@@ -38,6 +38,8 @@ class _ServerCommon(_Section):
     """Seconds allowed for starting the server and negotiating the protocol."""
     call_timeout: float = Field(default=60.0, gt=0, le=86_400)
     """Seconds allowed for any one request (tools/call, tools/list …)."""
+    reconnect: bool = True
+    """Reconnect (with backoff) when the server fails or its connection is lost."""
 
 
 class StdioServerConfig(_ServerCommon):

@@ -67,6 +67,9 @@ MAX_LIST_PAGES = 100
 
 MAX_TOOLS_PER_SERVER = 10_000
 
+RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Backoff between reconnection attempts of a failed server."""
+
 _CALL_MARKER = "io.codemode/call"
 """Key in a call's ``_meta`` that lets an HTTP 429/503 answer be tied to the call it refused."""
 
@@ -125,6 +128,10 @@ class ServerConnection:
         self._server_info: dict[str, Any] | None = None
         self._capabilities: dict[str, Any] | None = None
         self._stop = anyio.Event()
+        self._lost = anyio.Event()
+        self._retry_at: float | None = None
+        self.reconnects = 0
+        """How many times this connection was re-established after a failure."""
         self.settled = anyio.Event()
         """Set once the first connection attempt has succeeded or failed."""
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
@@ -238,25 +245,47 @@ class ServerConnection:
         return Client(streamable_http_client(url, http_client=http_client), **common)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Connect, list the catalog, then stay connected until :meth:`stop`. Never raises."""
-        task_status.started()
-        try:
-            await self._serve()
-        except BaseException as exc:
-            if isinstance(exc, anyio.get_cancelled_exc_class()):
-                self._state = ConnectionState.CLOSED
-                self.settled.set()
-                raise
-            self._fail(describe_exception(exc, self.config))
-        finally:
-            if self._state not in (ConnectionState.FAILED,):
-                self._state = ConnectionState.CLOSED
-            self._client = None
-            self.settled.set()
+        """Connect, list the catalog, then stay connected until :meth:`stop`. Never raises.
 
-    async def _serve(self) -> None:
+        A server that fails - at start, or later (crash, lost stream) - is reconnected with
+        backoff while the connection lives (``reconnect = true``, the default). Its tools come
+        back only as the pins allow: the catalog is listed afresh and checked like any other.
+        """
+        task_status.started()
+        failures = 0
+        while True:
+            was_ready = False
+            try:
+                was_ready = await self._serve()
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    self._state = ConnectionState.CLOSED
+                    self._client = None
+                    self.settled.set()
+                    raise
+                self._fail(describe_exception(exc, self.config))
+            finally:
+                self._client = None
+                self.settled.set()
+            if self._stop.is_set() or not self.config.reconnect:
+                break
+            failures = 0 if was_ready else failures + 1
+            delay = RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)]
+            self._retry_at = anyio.current_time() + delay
+            with anyio.move_on_after(delay):
+                await self._stop.wait()
+            if self._stop.is_set():
+                break
+            self._state = ConnectionState.CONNECTING
+            self.reconnects += 1
+        if self._state is not ConnectionState.FAILED:
+            self._state = ConnectionState.CLOSED
+
+    async def _serve(self) -> bool:
+        """One connection attempt; True if it got as far as ready (then ended: stop or lost)."""
         cfg = self.config
         connected = False
+        self._lost = anyio.Event()
         # The deadline bounds starting + negotiating + the first listing; it is lifted once
         # connected. The client is entered and exited inside this one cancel scope so the SDK's
         # task groups stay properly nested.
@@ -285,12 +314,21 @@ class ServerConnection:
                     scope.deadline = math.inf
                     connected = True
                     self._state = ConnectionState.READY
+                    self._error = None
                     self.settled.set()
+                    if self.reconnects and self._on_catalog is not None and self._catalog is not None:
+                        await self._on_catalog(self._catalog)  # a reconnected server lists afresh
                     tg.start_soon(self._refresh_loop)
+                    tg.start_soon(self._wait_lost, tg.cancel_scope)
                     await self._stop.wait()
                     tg.cancel_scope.cancel()
         if not connected:
             raise TimeoutError(f"no answer within connect_timeout = {cfg.connect_timeout:g} s")
+        return True
+
+    async def _wait_lost(self, scope: anyio.CancelScope) -> None:
+        await self._lost.wait()
+        scope.cancel()
 
     # -- catalog -----------------------------------------------------------------------------
 
@@ -402,7 +440,7 @@ class ServerConnection:
                 await self.refresh_catalog()
             except Exception as exc:
                 self._fail(describe_exception(exc, self.config))
-                self._stop.set()
+                self._lost.set()
                 return
 
     def _listens_modern(self, client: Client) -> bool:
@@ -544,4 +582,4 @@ class ServerConnection:
 
     def _mark_lost(self, exc: BaseException) -> None:
         self._fail(f"connection lost: {exc}")
-        self._stop.set()
+        self._lost.set()

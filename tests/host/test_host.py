@@ -228,3 +228,43 @@ async def test_a_server_killed_while_connected_fails_alone(
             await host.call_tool("victim", "get_customer", {"customer_id": "CUST-0001"})
         result = await host.call_tool("other", "get_ticket", {"ticket_id": "TCK-1001"})
         assert not result.is_error
+
+
+async def test_a_crashed_server_is_reconnected_and_its_tools_work_again(
+    example_stdio: Callable[..., dict[str, Any]],
+) -> None:
+    async with host_for({"crm": example_stdio("crm")}) as host:
+        server = next(
+            c
+            for c in psutil.Process().children(recursive=True)
+            if "crm_server.py" in " ".join(c.cmdline())
+            and "_launcher.py" not in " ".join(c.cmdline())
+            and "_launcher.py" in " ".join(c.parent().cmdline())
+        )
+        server.kill()
+        connection = host.connection("crm")
+        # The call in flight when a server dies has an unknown outcome; the loss starts a reconnect.
+        with pytest.raises((OutcomeUnknownError, ServerUnavailableError)):
+            await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
+        await wait_until(lambda: connection.state is ConnectionState.READY, timeout=30)
+        assert connection.reconnects == 1
+        result = await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
+        assert not result.is_error
+
+
+async def test_reconnect_can_be_turned_off(example_stdio: Callable[..., dict[str, Any]]) -> None:
+    async with host_for({"crm": example_stdio("crm", reconnect=False)}) as host:
+        connection = host.connection("crm")
+        await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
+        victim = next(
+            c
+            for c in psutil.Process().children(recursive=True)
+            if "crm_server.py" in " ".join(c.cmdline())
+            and "_launcher.py" not in " ".join(c.cmdline())
+            and "_launcher.py" in " ".join(c.parent().cmdline())
+        )
+        victim.kill()
+        with pytest.raises((OutcomeUnknownError, ServerUnavailableError)):
+            await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
+        await wait_until(lambda: connection.state is ConnectionState.FAILED, timeout=15)
+        assert connection.reconnects == 0
