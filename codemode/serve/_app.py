@@ -24,7 +24,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from codemode._engine import CodeMode, RunResult
+from codemode._engine import CodeMode, ProgressCallback, RunResult
 from codemode._tools import (
     LIST_DESCRIPTION,
     READ_DESCRIPTION,
@@ -148,6 +148,7 @@ class CodemodeServer:
                 session_id=session_id,
                 approver=ElicitationApprover(ctx),
                 progress=self._progress(ctx),
+                progress_interval_s=self.engine.config.serve.progress_interval_s,
             )
             return _call_result(result)
 
@@ -182,7 +183,7 @@ class CodemodeServer:
             raise ValueError(reply.text)  # MCPServer turns this into an isError result
         return reply.text
 
-    def _progress(self, ctx: Context) -> Any:
+    def _progress(self, ctx: Context) -> ProgressCallback:
         async def report(calls: int, elapsed: float) -> None:
             try:
                 await ctx.report_progress(elapsed, None, f"running: {calls} tool calls, {elapsed:.0f} s")
@@ -212,7 +213,10 @@ class CodemodeServer:
             approver = InputRequiredApprover(
                 pending, client_can_elicit=caps is not None and caps.elicitation is not None
             )
-            self._tg.start_soon(self._background_run, pending, who, code, session_id, approver)
+            # Progress goes to the request that started the run (best effort once it has returned).
+            self._tg.start_soon(
+                self._background_run, pending, who, code, session_id, approver, self._progress(ctx)
+            )
         return await self._next_event(ctx, pending)
 
     async def _background_run(
@@ -222,11 +226,18 @@ class CodemodeServer:
         code: str,
         session_id: str | None,
         approver: InputRequiredApprover,
+        progress: ProgressCallback,
     ) -> None:
         with pending.scope:
             try:
                 result = await self.engine.run(
-                    code, principal=who.principal, tenant=who.tenant, session_id=session_id, approver=approver
+                    code,
+                    principal=who.principal,
+                    tenant=who.tenant,
+                    session_id=session_id,
+                    approver=approver,
+                    progress=progress,
+                    progress_interval_s=self.engine.config.serve.progress_interval_s,
                 )
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")

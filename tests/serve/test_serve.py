@@ -210,3 +210,20 @@ async def test_cancelling_a_request_cancels_its_run_and_leaves_nothing_running(p
                 await anyio.sleep(0.05)
         follow_up = await client.call_tool("run_code", {"code": "1 + 1"})
         assert "2" in text_of(follow_up)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_long_run_sends_progress_notifications(plain_workspace: Path, mode: str) -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with Client(stdio(plain_workspace), mode=mode) as client:
+        result = await client.call_tool(
+            "run_code", {"code": "import time\ntime.sleep(2.5)\n'done'"}, progress_callback=on_progress
+        )
+    assert not result.is_error, text_of(result)
+    assert len(seen) >= 2
+    assert all(message and message.startswith("running:") for _, message in seen)
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen), "progress only goes up"
