@@ -17,12 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 from codemode import CodeMode
 
@@ -84,6 +84,19 @@ class ScriptedModel:
         }
 
 
+async def post_json(url: str, headers: dict[str, str], body: dict[str, Any]) -> Any:
+    """POST JSON with the standard library (in a thread), so the example needs no HTTP package."""
+
+    def send() -> Any:
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={**headers, "content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - fixed https URLs
+            return json.loads(response.read())
+
+    return await anyio.to_thread.run_sync(send)
+
+
 class AnthropicModel:
     api = "anthropic"
 
@@ -91,14 +104,11 @@ class AnthropicModel:
         self.model, self.key = model, key
 
     async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
-        async with httpx.AsyncClient(timeout=120) as http:
-            response = await http.post(
-                "https://api.anthropic.com/v1/messages",
-                headers={"x-api-key": self.key, "anthropic-version": "2023-06-01"},
-                json={"model": self.model, "max_tokens": 2048, "tools": tools, "messages": messages},
-            )
-        response.raise_for_status()
-        body = response.json()
+        body = await post_json(
+            "https://api.anthropic.com/v1/messages",
+            {"x-api-key": self.key, "anthropic-version": "2023-06-01"},
+            {"model": self.model, "max_tokens": 2048, "tools": tools, "messages": messages},
+        )
         return {"role": "assistant", "content": body["content"]}
 
 
@@ -109,14 +119,12 @@ class OpenAIModel:
         self.model, self.key = model, key
 
     async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
-        async with httpx.AsyncClient(timeout=120) as http:
-            response = await http.post(
-                "https://api.openai.com/v1/chat/completions",
-                headers={"authorization": f"Bearer {self.key}"},
-                json={"model": self.model, "tools": tools, "messages": messages},
-            )
-        response.raise_for_status()
-        return response.json()["choices"][0]["message"]
+        body = await post_json(
+            "https://api.openai.com/v1/chat/completions",
+            {"authorization": f"Bearer {self.key}"},
+            {"model": self.model, "tools": tools, "messages": messages},
+        )
+        return body["choices"][0]["message"]
 
 
 def _tool_use(call_id: str, code: str) -> Message:
