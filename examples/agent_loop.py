@@ -88,7 +88,7 @@ async def post_json(url: str, headers: dict[str, str], body: dict[str, Any]) -> 
     """POST JSON with the standard library (in a thread), so the example needs no HTTP package."""
 
     def send() -> Any:
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - fixed https URLs
             url, data=json.dumps(body).encode(), headers={**headers, "content-type": "application/json"}
         )
         with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - fixed https URLs
