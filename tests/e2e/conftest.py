@@ -175,9 +175,14 @@ class Deployment:
             return []
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
             conn.row_factory = sqlite3.Row
-            rows = conn.execute(
-                "SELECT sequence, receipt_id, tool, target_id, arguments FROM writes ORDER BY sequence"
-            ).fetchall()
+            try:
+                rows = conn.execute(
+                    "SELECT sequence, receipt_id, tool, target_id, arguments FROM writes ORDER BY sequence"
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # the server created the file but not its table yet
+                    return []
+                raise
         return [{**dict(row), "arguments": json.loads(row["arguments"])} for row in rows]
 
     def crm_write_count(self) -> int:
