@@ -124,14 +124,18 @@ class _Plain:
 
     __slots__ = ()
 
+    def _fields(self) -> tuple[str, ...]:
+        # Fields may be declared by a base class (subclasses add none): walk the MRO.
+        return tuple(n for cls in reversed(type(self).__mro__) for n in getattr(cls, "__slots__", ()))
+
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={_short_repr(getattr(self, name))}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={_short_repr(getattr(self, name))}" for name in self._fields())
         return f"{type(self).__name__}({fields})"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return all(getattr(self, n) == getattr(other, n) for n in self._fields())
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -163,7 +167,9 @@ class Audio(_Plain):
         self.mime_type = mime_type
 
 
-class EmbeddedResource(_Plain):
+class _UriBody(_Plain):
+    """A resource's body: text or bytes at a URI (shared by embedded resources and read results)."""
+
     __slots__ = ("blob", "mime_type", "text", "uri")
     uri: str
     mime_type: str | None
@@ -177,6 +183,10 @@ class EmbeddedResource(_Plain):
         self.mime_type = mime_type
         self.text = text
         self.blob = blob
+
+
+class EmbeddedResource(_UriBody):
+    __slots__ = ()
 
 
 class ResourceLink(_Plain):
@@ -195,20 +205,8 @@ class ResourceLink(_Plain):
         self.description = description
 
 
-class ResourceContents(_Plain):
-    __slots__ = ("blob", "mime_type", "text", "uri")
-    uri: str
-    mime_type: str | None
-    text: str | None
-    blob: bytes | None
-
-    def __init__(
-        self, uri: str, mime_type: str | None = None, text: str | None = None, blob: bytes | None = None
-    ) -> None:
-        self.uri = uri
-        self.mime_type = mime_type
-        self.text = text
-        self.blob = blob
+class ResourceContents(_UriBody):
+    __slots__ = ()
 
 
 class PromptMessage(_Plain):
