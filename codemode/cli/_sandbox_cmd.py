@@ -40,9 +40,18 @@ def sandbox() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even when the image is up to date.")
 @click.option("--mirror", metavar="URL", default=None, help="Debian mirror for debootstrap [default: apt's].")
 @click.option("-v", "--verbose", is_flag=True, help="Show the output of debootstrap and docker build.")
+@click.option(
+    "--no-pull",
+    "no_pull",
+    is_flag=True,
+    help="Never ask a registry for the base image (also CODEMODE_NO_PULL=1): use a local one or "
+    "build a Debian base from packages.",
+)
 @config_option
 @handle_errors
-def build(base: str | None, force: bool, mirror: str | None, verbose: bool, config_path: Path | None) -> None:
+def build(
+    base: str | None, force: bool, mirror: str | None, verbose: bool, no_pull: bool, config_path: Path | None
+) -> None:
     """Build the sandbox image named by [sandbox] image (default codemode-sandbox:latest)."""
     config = _sandbox_config(config_path)
     with stderr.status(f"building {config.image}", spinner="dots") as status:
@@ -58,7 +67,13 @@ def build(base: str | None, force: bool, mirror: str | None, verbose: bool, conf
                 status.update(escape(line[:100]))
 
         result = build_image(
-            config.image, base=base, force=force, progress=step, detail=detail, mirror=mirror
+            config.image,
+            base=base,
+            force=force,
+            progress=step,
+            detail=detail,
+            mirror=mirror,
+            pull=False if no_pull else None,
         )
     verb = "built" if result.rebuilt else "up to date"
     stdout.print(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,10 @@ def _docker_errors() -> tuple[type[BaseException], ...]:
     import requests.exceptions
 
     return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+_REMOVE_ATTEMPTS = 8
+_REMOVAL_RACES = ("already in progress", "is not running", "Could not kill")
 
 
 class DockerApi:
@@ -255,19 +260,31 @@ class DockerApi:
             self._api.wait(container_id, timeout=timeout)
 
     def remove(self, container_id: str) -> None:
-        """Kill and remove; a container that is already gone is fine."""
+        """Kill and remove; a container that is already gone is fine.
+
+        Docker 20.10 races when a container exits while it is being force-removed ("Could not kill
+        running container … is not running") and can leave it stuck in "Removal In Progress";
+        another removal attempt clears it. So such answers are retried (briefly) until it is gone.
+        """
         import docker.errors
 
-        try:
-            self._api.remove_container(container_id, force=True, v=True)
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as exc:
-            if "already in progress" in str(exc):
+        last: Exception | None = None
+        for attempt in range(_REMOVE_ATTEMPTS):
+            try:
+                self._api.remove_container(container_id, force=True, v=True)
                 return
-            raise self._fail("removing the container", exc) from exc
-        except self._errors as exc:
-            raise self._fail("removing the container", exc) from exc
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                text = str(exc)
+                if not any(sign in text for sign in _REMOVAL_RACES):
+                    raise self._fail("removing the container", exc) from exc
+                last = exc
+                time.sleep(0.1 * (attempt + 1))
+            except self._errors as exc:
+                raise self._fail("removing the container", exc) from exc
+        assert last is not None
+        raise self._fail("removing the container", last) from last
 
     def labelled(self, label: str) -> list[tuple[str, dict[str, str]]]:
         """All containers (running or not) carrying ``label``: ``(id, labels)``."""

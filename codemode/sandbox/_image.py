@@ -148,13 +148,21 @@ def _debootstrap_base(api: DockerApi, progress: Progress, detail: Progress, mirr
 
 
 def _resolve_base(
-    api: DockerApi, base: str | None, progress: Progress, detail: Progress, mirror: str | None
+    api: DockerApi, base: str | None, progress: Progress, detail: Progress, mirror: str | None, pull: bool
 ) -> tuple[str, BaseSource]:
     wanted = base or BASE_IMAGE_DEFAULT
     if api.image(wanted) is not None:
         progress(f"base image {wanted}: present")
         return wanted, "local"
-    if wanted != DEBIAN_BASE_IMAGE:
+    if base is None and api.image(DEBIAN_BASE_IMAGE) is not None:
+        # A Debian base built here earlier means no registry answered then: do not ask again.
+        progress(f"base image {DEBIAN_BASE_IMAGE}: present (built earlier from Debian packages)")
+        return DEBIAN_BASE_IMAGE, "debian-existing"
+    if not pull:
+        if base is not None and base != DEBIAN_BASE_IMAGE:
+            raise SandboxError(f"base image {base} is not present, and pulling is off (--no-pull)")
+        progress(f"not pulling {wanted} (--no-pull / CODEMODE_NO_PULL); building a Debian base instead")
+    elif wanted != DEBIAN_BASE_IMAGE:
         progress(f"base image {wanted}: pulling")
         failure = api.pull(wanted)
         if failure is None:
@@ -177,15 +185,20 @@ def build_image(
     progress: Progress = _quiet,
     detail: Progress = _quiet,
     mirror: str | None = None,
+    pull: bool | None = None,
 ) -> BuildResult:
     """Build (or confirm up to date) the sandbox image ``image``. Blocking; reports via callbacks.
 
     ``progress`` receives one line per step, ``detail`` the tools' own output.
+    ``pull=False`` (default: on unless ``CODEMODE_NO_PULL=1``) never asks a registry for the base
+    image: it uses one present locally or builds a Debian base from the distribution's packages.
     Raises :class:`SandboxUnavailableError` without a Docker engine, :class:`SandboxError` on failure.
     """
+    if pull is None:
+        pull = os.environ.get("CODEMODE_NO_PULL", "") not in ("1", "true", "yes")
     api = docker_api()
     try:
-        base_name, source = _resolve_base(api, base, progress, detail, mirror)
+        base_name, source = _resolve_base(api, base, progress, detail, mirror, pull)
         base_info = api.image(base_name)
         if base_info is None:
             raise SandboxError(f"base image {base_name} vanished during the build")
