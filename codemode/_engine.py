@@ -32,8 +32,9 @@ from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunState
+from codemode.broker.gates._tool import visible_to
 from codemode.calls import RunBinding
-from codemode.catalog import Pins, ServerCatalog, ToolSpec
+from codemode.catalog import Pins, ServerCatalog
 from codemode.config import Config, load_config
 from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, ServerStatus
@@ -209,7 +210,7 @@ class CodeMode:
     def _rebuild_tree(self) -> None:
         assert self._host is not None
         assert self._pins is not None
-        self._pins.reload()
+        # The pins are current: loaded when entering, and re-read by Pins.record on each change.
         self._tree = render_tree(self._pins.usable(self._host.catalogs()))
 
     async def _catalog_changed(self, catalog: ServerCatalog) -> None:
@@ -242,13 +243,10 @@ class CodeMode:
 
     def tree_for(self, principal: str | None = None) -> VirtualTree:
         """The stub tree as ``principal`` may see it (default: the configured default principal)."""
-        _, broker, _, tree = self._require()
-        who = principal or self.config.policy.default_principal
-
-        def visible(spec: ToolSpec) -> bool:
-            return broker.visible(who, spec.server, spec.name)
-
-        return tree.restrict(visible)
+        tree = self._require()[3]
+        return tree.restrict(
+            visible_to(self.config.policy, principal or self.config.policy.default_principal)
+        )
 
     @property
     def tree(self) -> VirtualTree:

@@ -41,7 +41,7 @@ from codemode.broker.gates import (
     ToolGate,
 )
 from codemode.broker.gates._consent import ApprovalStore
-from codemode.broker.gates._tool import LockView, may_use
+from codemode.broker.gates._tool import LockView
 from codemode.calls import (
     CallDenied,
     CallFailed,
@@ -71,7 +71,6 @@ from codemode.ledger import (
     Ledger,
     Replay,
     Unresolved,
-    arguments_digest,
     reserve_waiting,
 )
 
@@ -140,7 +139,10 @@ class Broker:
         """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
         self.count_tokens = count_tokens
         """When set, tokens of every tool result are counted (for token-cost comparisons)."""
+        # Results are stored with secrets redacted and PII in clear (a replay in another run then
+        # tokenises them with that run's vault); the per-run pass tokenises PII only.
         self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
+        self._per_run_policy = policy.results.model_copy(update={"redact_secrets": False})
         self.consent = ConsentGate(policy, approvals, approver)
         self.budget = BudgetGate(policy)
         # Identity and what is being asked first; then cost; consent last, so that nobody is asked
@@ -188,10 +190,6 @@ class Broker:
             flags=tuple(sorted(flags)),
         )
 
-    def visible(self, principal: str, server: str, tool: str) -> bool:
-        """Whether a principal may see a tool at all (the stub tree is filtered with this)."""
-        return may_use(self.policy, principal, server, tool)
-
     def final_filter(self, run_id: str) -> ResultFilter:
         state = self._runs[run_id]
         return ResultFilter(self.policy.results, state.vault)
@@ -215,7 +213,6 @@ class Broker:
             request=request,
             run=run,
             arguments=arguments,
-            args_digest=arguments_digest(arguments),
             now=time.time(),
         )
         for gate in self._checks:
@@ -371,13 +368,11 @@ class Broker:
             finally:
                 with run.lock:
                     run.in_flight -= 1
-        # Store with secrets redacted, PII in clear (so a replay in another run can tokenise anew).
-        stored, report = self._storage_filter.tool_result(result)
+        stored, _ = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
         await self._record(
             partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(ctx))
         )
-        self._account(ctx, report)
         return self._per_run(ctx, stored)
 
     async def _record(self, write: Callable[[], object]) -> None:
@@ -385,18 +380,12 @@ class Broker:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(write, limiter=self._ledger_lane)
 
-    def _account(self, ctx: CallContext, report: FilterReport) -> None:
-        if report.injection_suspected:
-            with ctx.run.lock:
-                ctx.run.flags.add(f"instruction-like text in {ctx.label} result")
-
     def _per_run(self, ctx: CallContext, outcome: CallOutcome) -> CallOutcome:
-        """Apply the run's PII tokenisation and count the bytes against the result budget."""
+        """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed
+        results alike) and count the bytes against the result budget."""
         run = ctx.run
         report = FilterReport()
-        result_filter = ResultFilter(
-            self.policy.results.model_copy(update={"redact_secrets": False}), run.vault
-        )
+        result_filter = ResultFilter(self._per_run_policy, run.vault)
         if isinstance(outcome, ToolResult):
             outcome = outcome.model_copy(
                 update={

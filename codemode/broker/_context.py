@@ -18,7 +18,6 @@ class CallContext:
     run: RunState
     arguments: dict[str, Any]
     """The arguments as they will be sent (PII placeholders already mapped back)."""
-    args_digest: str
     now: float
     principal: PrincipalPolicy | None = None
     tool: ToolSpec | None = None

@@ -40,24 +40,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
-def _scoped(pattern: re.Pattern[str]) -> str:
-    """``pattern`` as a group with its own flags, so that several can be joined with ``|``."""
-    source = pattern.pattern
-    flags = ""
-    if source.startswith("(?i)"):
-        source, flags = source[4:], "i"
-    elif pattern.flags & re.IGNORECASE:
-        flags = "i"
-    if pattern.flags & re.DOTALL:
-        flags += "s"
-    assert not pattern.flags & ~(re.IGNORECASE | re.DOTALL | re.UNICODE), pattern.pattern
-    return f"(?{flags}:{source})" if flags else f"(?:{source})"
-
-
-_ANY_SECRET = re.compile("|".join(_scoped(pattern) for _, pattern in _PATTERNS))
-"""Matches somewhere iff one of the patterns does: one scan lets clean text skip all of them."""
-
-
 _TRIGGERS: dict[str, tuple[str, ...]] = {
     "private_key": ("private key-----",),
     "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa"),
@@ -86,22 +68,28 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 regex scan, so large clean results skip the regexes entirely."""
 
 
+_BY_KIND = dict(_PATTERNS)
+assert list(_TRIGGERS) == list(_BY_KIND), "every pattern needs its triggers, in the same order"
+
+
+def _triggered(text: str) -> list[str]:
+    """Kinds whose literal trigger occurs in ``text``: the only ones worth a regex scan."""
+    lowered = text.lower()
+    return [kind for kind, words in _TRIGGERS.items() if any(word in lowered for word in words)]
+
+
 def secret_kinds_in(text: str) -> set[str]:
     """Which kinds of secret occur anywhere in ``text``."""
-    lowered = text.lower()
-    candidates = [kind for kind, words in _TRIGGERS.items() if any(w in lowered for w in words)]
-    patterns = dict(_PATTERNS)
-    return {kind for kind in candidates if patterns[kind].search(text)}
+    return {kind for kind in _triggered(text) if _BY_KIND[kind].search(text)}
 
 
 def redact_secrets(text: str, kinds: set[str] | None = None) -> tuple[str, int]:
     """Return ``text`` with secrets (of ``kinds``, default all) replaced, and how many were found."""
-    if not _ANY_SECRET.search(text):
-        return text, 0
     count = 0
-    for kind, pattern in _PATTERNS:
+    for kind in _triggered(text):
         if kinds is not None and kind not in kinds:
             continue
+        pattern = _BY_KIND[kind]
 
         def substitute(match: re.Match[str], kind: str = kind) -> str:
             nonlocal count

@@ -9,10 +9,19 @@ would, so drift found while running shows up in ``codemode pin`` for review.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from codemode.catalog._lock import LockFile, ServerDiff, load_lock, locked, observe, save_lock, status_of
+from codemode.catalog._lock import (
+    LockFile,
+    ServerDiff,
+    approve,
+    load_lock,
+    locked,
+    observe,
+    save_lock,
+    status_of,
+)
 from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 
 
@@ -25,11 +34,6 @@ class Pins:
     @property
     def lock(self) -> LockFile:
         return self._lock
-
-    def reload(self) -> None:
-        """Pick up approvals made by another process (``codemode pin --approve``)."""
-        with self._mutex:
-            self._lock = load_lock(self.path)
 
     def status(self, spec: ToolSpec) -> ToolStatus:
         return status_of(self._lock, spec)
@@ -45,10 +49,32 @@ class Pins:
 
     def record(self, catalog: ServerCatalog) -> ServerDiff:
         """Write one server's live listing into the lock file (under the cross-process lock)."""
+        return self.record_all([catalog])[0]
+
+    def record_all(
+        self, catalogs: Iterable[ServerCatalog], *, save_unchanged: bool = False
+    ) -> list[ServerDiff]:
+        """Record several listings in one read-modify-write of the lock file (``codemode sync``).
+
+        Only servers that listed successfully belong here: a server that failed to answer must not
+        make its tools look removed.
+        """
+        diffs: list[ServerDiff] = []
         with self._mutex, locked(self.path):
             current = load_lock(self.path)
-            updated, diff = observe(current, catalog)
-            if updated != current:
+            updated = current
+            for catalog in catalogs:
+                updated, diff = observe(updated, catalog)
+                diffs.append(diff)
+            if save_unchanged or updated != current:
                 save_lock(self.path, updated)
             self._lock = updated
-        return diff
+        return diffs
+
+    def approve(self, selectors: Sequence[str | None] = (None,)) -> list[str]:
+        """Approve what is pending for ``selectors`` (see :func:`codemode.catalog.approve`)."""
+        with self._mutex, locked(self.path):
+            updated, done = approve(load_lock(self.path), selectors)
+            save_lock(self.path, updated)
+            self._lock = updated
+        return done

@@ -15,7 +15,7 @@ from codemode._engine import CodeMode, RunResult
 from codemode._resources import resource_dir
 from codemode._tokens import count_json_tokens
 from codemode._tools import definitions
-from codemode.catalog import ServerCatalog, approve, load_lock, observe, save_lock
+from codemode.catalog import Pins, ServerCatalog
 from codemode.cli._common import handle_errors, json_option, print_json, stderr, stdout
 from codemode.cli._init_cmd import demo_servers
 from codemode.config import load_config, starter_config
@@ -39,13 +39,11 @@ async def _sync_and_approve(config_path: Path) -> list[ServerCatalog]:
         if failed:
             raise click.ClickException("; ".join(f"{s.name}: {s.error}" for s in failed))
         catalogs = host.catalogs()
-    lock = load_lock(config.lock_path)
-    for catalog in catalogs:
-        lock, _ = observe(lock, catalog)
+    pins = Pins(config.lock_path)
+    pins.record_all(catalogs)
     # Only the demo approves blindly: these are codemode's own bundled servers. For your servers,
     # review what 'codemode sync' lists and approve with 'codemode pin --approve'.
-    lock, _ = approve(lock)
-    save_lock(config.lock_path, lock)
+    pins.approve()
     return catalogs
 
 

@@ -15,12 +15,9 @@ from rich.table import Table
 from codemode.catalog import (
     Pins,
     ServerCatalog,
-    ServerDiff,
     ToolStatus,
-    approve,
     load_lock,
     locked,
-    observe,
     parse_selector,
     revoke,
     save_lock,
@@ -130,13 +127,7 @@ def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> No
     """
     config = load(config_path)
     statuses, catalogs = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
-    diffs: list[ServerDiff] = []
-    with locked(config.lock_path):
-        lock = load_lock(config.lock_path)
-        for catalog in catalogs:
-            lock, diff = observe(lock, catalog)
-            diffs.append(diff)
-        save_lock(config.lock_path, lock)
+    diffs = Pins(config.lock_path).record_all(catalogs, save_unchanged=True)
     excluded = [e.model_dump() for c in catalogs for e in c.excluded]
     exported: str | None = None
     if export_dir is not None:
@@ -272,9 +263,7 @@ def pin(
         stdout.print(f"revoked {server}/{tool}", highlight=False)
         return
     if approve_flag:
-        with locked(config.lock_path):
-            lock, done = approve(load_lock(config.lock_path), list(selectors) or [None])
-            save_lock(config.lock_path, lock)
+        done = Pins(config.lock_path).approve(list(selectors) or [None])
         if as_json:
             print_json({"approved": done})
         else:

@@ -9,6 +9,7 @@ from typing import Literal
 import anyio
 import click
 
+from codemode.broker.gates._tool import visible_to
 from codemode.catalog import Pins
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
 from codemode.config import Config
@@ -24,11 +25,7 @@ async def load_tree(config: Config) -> VirtualTree:
 
 
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
-    if principal is None:
-        return tree
-    from codemode.broker.gates._tool import may_use
-
-    return tree.restrict(lambda spec: may_use(config.policy, principal, spec.server, spec.name))
+    return tree if principal is None else tree.restrict(visible_to(config.policy, principal))
 
 
 @click.command()

@@ -28,6 +28,7 @@ import mcp_types
 from anyio.abc import TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.client.session import IncomingMessage
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -129,7 +130,6 @@ class ServerConnection:
         self._capabilities: dict[str, Any] | None = None
         self._stop = anyio.Event()
         self._lost = anyio.Event()
-        self._retry_at: float | None = None
         self.reconnects = 0
         """How many times this connection was re-established after a failure."""
         self.settled = anyio.Event()
@@ -227,8 +227,6 @@ class ServerConnection:
             )
             self._stderr = StderrTail()
             stack.callback(self._stderr.close)
-            from mcp.client.stdio import stdio_client
-
             return Client(stdio_client(params, errlog=self._stderr.writer), **common)
         headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
         url = _resolve(self.name, "url", cfg.url, self._environ)
@@ -271,7 +269,6 @@ class ServerConnection:
                 break
             failures = 0 if was_ready else failures + 1
             delay = RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)]
-            self._retry_at = anyio.current_time() + delay
             with anyio.move_on_after(delay):
                 await self._stop.wait()
             if self._stop.is_set():

@@ -82,7 +82,6 @@ def context(
         ),
         run=RunState(binding=bound),
         arguments=arguments,
-        args_digest=arguments_digest(arguments),
         now=time.time(),
     )
 
@@ -370,7 +369,7 @@ async def test_an_interactive_approval_is_bound_to_the_call_and_its_arguments() 
     assert isinstance(await ConsentGate(policy(), store, approver(True)).check(ctx), Allow)
     assert ctx.approval_id == "appr-1"
     request = store.granted[0]
-    assert request.call_id == "run-1/1" and request.args_digest == ctx.args_digest
+    assert request.call_id == "run-1/1" and request.args_digest == arguments_digest(ctx.arguments)
 
 
 async def test_a_declined_approval_denies_the_call() -> None:
@@ -380,7 +379,7 @@ async def test_a_declined_approval_denies_the_call() -> None:
 
 async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> None:
     ctx = context()
-    store = Store({("add_note", ctx.args_digest): "pre-1"})
+    store = Store({("add_note", arguments_digest(ctx.arguments)): "pre-1"})
     gate = ConsentGate(policy(), store, None)
     mutated = context(arguments={"customer_id": "CUST-0002"})
     assert isinstance(await gate.check(mutated), Deny), "other arguments do not match the approval"

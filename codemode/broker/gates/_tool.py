@@ -7,6 +7,7 @@ drift (or a rug-pull) and fails closed until a person reviews and approves the n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from codemode.broker._context import CallContext
@@ -44,6 +45,15 @@ def may_use(policy: PolicyConfig, principal_name: str, server: str, tool: str) -
     if principal is None:
         return False
     return any_match(principal.tools, server, tool) and not any_match(principal.deny_tools, server, tool)
+
+
+def visible_to(policy: PolicyConfig, principal: str) -> Callable[[ToolSpec], bool]:
+    """The stub-tree filter for a principal: only tools it may use are rendered to it."""
+
+    def visible(spec: ToolSpec) -> bool:
+        return may_use(policy, principal, spec.server, spec.name)
+
+    return visible
 
 
 class ToolGate:
