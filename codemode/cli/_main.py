@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import click
 
+from codemode._version import codemode_version
 from codemode.cli import (
     _demo_cmd,
     _init_cmd,
@@ -18,15 +17,8 @@ from codemode.cli import (
 )
 
 
-def _version() -> str:
-    try:
-        return version("codemode")
-    except PackageNotFoundError:  # running from a checkout without an install
-        return "0+unknown"
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(_version(), prog_name="codemode")
+@click.version_option(codemode_version(), prog_name="codemode")
 def cli() -> None:
     """codemode: let an AI agent use many MCP servers by writing code.
 

@@ -20,17 +20,9 @@ import anyio
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, Field
 
 from codemode._engine import RunResult
 from codemode.broker import ApprovalAnswer, ApprovalRequest
-
-
-class ApprovalForm(BaseModel):
-    """The form the client shows: one yes/no question."""
-
-    approve: bool = Field(description="Allow this one call with exactly these arguments?")
-
 
 APPROVAL_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -75,15 +67,17 @@ class ElicitationApprover:
         async with self._lock:  # one question at a time
             try:
                 with anyio.fail_after(max(1.0, request.expires_at - time.time())):
-                    result = await self._ctx.elicit(approval_message(request), ApprovalForm)
+                    result = await self._ctx.session.elicit_form(
+                        approval_message(request),
+                        APPROVAL_SCHEMA,  # type: ignore[arg-type]
+                        related_request_id=self._ctx.request_id,
+                    )
             except TimeoutError:
                 return ApprovalAnswer(False, "elicitation", "no answer before the approval expired")
             except Exception as exc:  # the client failed to answer: fail closed
                 return ApprovalAnswer(False, "elicitation", f"the client could not be asked ({exc})")
-        if result.action != "accept":
-            return ApprovalAnswer(False, "elicitation", f"the user chose {result.action}")
-        approved = bool(result.data.approve)
-        return ApprovalAnswer(approved, "elicitation", "" if approved else "the user did not approve")
+        # The same reading of the answer as for input-required responses.
+        return answer_from(result, "elicitation")
 
 
 @dataclass
