@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -39,6 +40,11 @@ def config_option(fn: Callable[P, R]) -> Callable[P, R]:
 
 def json_option(fn: Callable[P, R]) -> Callable[P, R]:
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")(fn)
+
+
+def progress(message: str, show: bool = True) -> contextlib.AbstractContextManager[object]:
+    """A spinner with ``message`` on stderr while the block runs (nothing when ``show`` is false)."""
+    return stderr.status(message) if show else contextlib.nullcontext()
 
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> NoReturn:

@@ -18,7 +18,16 @@ from codemode.broker import Approver, TerminalApprover, terminal_available
 from codemode.broker._risk import tool_risk
 from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
-from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stderr
+from codemode.cli._common import (
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    progress,
+    stderr,
+)
 from codemode.ledger import ApprovalRecord, open_ledger
 
 
@@ -31,16 +40,13 @@ async def _run(
     approver: Approver | None,
     quiet: bool,
 ) -> RunResult:
-    config = load(config_path)
-    engine = CodeMode(config, approver=approver, backend=backend)
-    if quiet:
-        async with engine:
-            return await engine.run(code, principal=principal, tenant=tenant)
-    with stderr.status("connecting to servers and starting a sandbox…"):
+    engine = CodeMode(load(config_path), approver=approver, backend=backend)
+    with progress("connecting to servers and starting a sandbox…", not quiet):
         await engine.__aenter__()
     try:
-        stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
-        with stderr.status("running…"):
+        if not quiet:
+            stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
+        with progress("running…", not quiet):
             return await engine.run(code, principal=principal, tenant=tenant)
     finally:
         await engine.__aexit__(None, None, None)

@@ -29,6 +29,7 @@ from codemode.cli._common import (
     json_option,
     load,
     print_json,
+    progress,
     stderr,
     stdout,
 )
@@ -41,12 +42,9 @@ async def _connect_and_collect(
 ) -> tuple[list[ServerStatus], list[ServerCatalog]]:
     count = len(config.enabled_servers())
     label = f"connecting to {count} server{'s' if count != 1 else ''}…"
-    if show_progress:
-        with stderr.status(label):
-            async with McpHost(config) as host:
-                return host.statuses(), host.catalogs()
-    async with McpHost(config) as host:
-        return host.statuses(), host.catalogs()
+    with progress(label, show_progress):
+        async with McpHost(config) as host:
+            return host.statuses(), host.catalogs()
 
 
 def _status_json(status: ServerStatus) -> dict[str, Any]:
