@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import click
+from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
@@ -63,8 +64,8 @@ def _styled(state: str) -> str:
     return f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]"
 
 
-def _call_json(call: CallRecord) -> dict[str, Any]:
-    return call.model_dump(mode="json")
+def _dump(record: BaseModel) -> dict[str, Any]:
+    return record.model_dump(mode="json")
 
 
 def _detail(call: CallRecord) -> str:
@@ -158,7 +159,7 @@ def list_cmd(
         if show_runs:
             runs = store.list_runs(limit=limit)
             if as_json:
-                print_json({"ledger": store.location, "runs": [r.model_dump(mode="json") for r in runs]})
+                print_json({"ledger": store.location, "runs": [_dump(r) for r in runs]})
             elif runs:
                 stdout.print(_runs_table(runs))
             else:
@@ -166,15 +167,11 @@ def list_cmd(
             return
         calls = store.list_calls(run_id=run_id, state=state, limit=limit)
         if as_json:
-            print_json({"ledger": store.location, "calls": [_call_json(c) for c in calls]})
+            print_json({"ledger": store.location, "calls": [_dump(c) for c in calls]})
         elif calls:
             stdout.print(_calls_table(calls))
         else:
             stdout.print("no calls match", highlight=False)
-
-
-def _event_json(event: LedgerEvent) -> dict[str, Any]:
-    return event.model_dump(mode="json")
 
 
 def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
@@ -232,7 +229,7 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
         if call is not None:
             events = store.events(call.call_id)
             if as_json:
-                print_json({"call": _call_json(call), "events": [_event_json(e) for e in events]})
+                print_json({"call": _dump(call), "events": [_dump(e) for e in events]})
             else:
                 _print_call(call, events)
             return
@@ -241,7 +238,7 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
             fail(escape(f"no call or run {item_id!r} in {store.location}"), hint="codemode ledger list")
         calls = store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)
         if as_json:
-            print_json({"run": run.model_dump(mode="json"), "calls": [_call_json(c) for c in calls]})
+            print_json({"run": _dump(run), "calls": [_dump(c) for c in calls]})
             return
         stdout.print(_runs_table([run]))
         if run.summary:
@@ -259,7 +256,7 @@ def _parse_anchor(value: str | None) -> tuple[int, str] | None:
 
 
 def _report_json(location: str, report: VerifyReport) -> dict[str, Any]:
-    return {"ledger": location, **report.model_dump(mode="json")}
+    return {"ledger": location, **_dump(report)}
 
 
 @ledger.command()
@@ -372,7 +369,7 @@ def reconcile(
             _read_back, config_path, call_id, read_back, read_args, expect, failed_if_missing
         )
         if as_json:
-            print_json({"call": _call_json(settled_by_read_back)})
+            print_json({"call": _dump(settled_by_read_back)})
         else:
             stdout.print(
                 f"{escape(settled_by_read_back.call_id)} is {_styled(settled_by_read_back.state)}",
@@ -388,7 +385,7 @@ def reconcile(
                 print_json(
                     {
                         "ledger": store.location,
-                        "unknown": [{**_call_json(c), "advice": _advice(c)} for c in unknown],
+                        "unknown": [{**_dump(c), "advice": _advice(c)} for c in unknown],
                     }
                 )
                 return
@@ -418,7 +415,7 @@ def reconcile(
             resolved_by="cli",
         )
     if as_json:
-        print_json({"call": _call_json(settled)})
+        print_json({"call": _dump(settled)})
     else:
         stdout.print(f"{escape(settled.call_id)} is now {_styled(settled.state)}", highlight=False)
 
@@ -465,8 +462,5 @@ async def _read_back(
         stderr.print(f"{tool} does not show {expect!r}; {record.call_id} stays unknown", highlight=False)
         return None
 
-    ledger = open_ledger(config.ledger_path)
-    try:
+    with open_ledger(config.ledger_path) as ledger:
         return await resolve_with_read_back(ledger, call_id, look, resolved_by=f"read-back:{tool}")
-    finally:
-        ledger.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -42,19 +42,7 @@ CallState = Literal[
     "reconciled_succeeded",
     "reconciled_failed",
 ]
-CALL_STATES: tuple[CallState, ...] = (
-    "reserved",
-    "sent",
-    "succeeded",
-    "failed",
-    "refused",
-    "unknown",
-    "abandoned",
-    "denied",
-    "replayed",
-    "reconciled_succeeded",
-    "reconciled_failed",
-)
+CALL_STATES: tuple[CallState, ...] = get_args(CallState)
 IN_FLIGHT: frozenset[str] = frozenset({"reserved", "sent"})
 KEY_HOLDING: frozenset[str] = frozenset(
     {"reserved", "sent", "unknown", "succeeded", "failed", "reconciled_succeeded"}

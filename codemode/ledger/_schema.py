@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from codemode.ledger._models import CALL_STATES, KEY_HOLDING
+
 SCHEMA_VERSION = 1
 
 Table = Literal["runs", "calls", "approvals"]
@@ -92,8 +94,8 @@ COLUMNS: dict[Table, dict[str, str]] = {
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
-# States whose row holds its idempotency key; must match _models.KEY_HOLDING (a test checks).
-_HOLDING_SQL = "('reserved','sent','unknown','succeeded','failed','reconciled_succeeded')"
+# States whose row holds its idempotency key, in CALL_STATES order.
+_HOLDING_SQL = "(" + ",".join(f"'{state}'" for state in CALL_STATES if state in KEY_HOLDING) + ")"
 
 
 def _table_ddl(table: Table) -> str:

@@ -74,6 +74,10 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 Synchronous = Literal["full", "normal"]
 _MAX_REASON_CHARS = 2000
 _RISK_ORDER = {"low": 0, "medium": 1, "high": 2}
+_RESERVED = frozenset({"reserved"})
+_SENT = frozenset({"sent"})
+_UNKNOWN = frozenset({"unknown"})
+_SENT_OR_UNKNOWN = frozenset({"sent", "unknown"})
 
 
 def _opt_time(text: str | int | None) -> datetime | None:
@@ -162,6 +166,28 @@ def _clip(text: str, limit: int = _MAX_REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _scoped(intent: CallIntent) -> str | None:
+    """The intent's idempotency key scoped to ``tenant:principal:server:tool:key``, if it has one."""
+    if intent.idempotency_key is None:
+        return None
+    return scoped_key(intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key)
+
+
+# What a call becoming unknown / abandoned writes, whether its owner or a lease expiry moves it.
+def _unknown(reason: str, stamp: str) -> dict[str, Any]:
+    return {"state": "unknown", "reason": reason, "lease_expires_at": None, "updated_at": stamp}
+
+
+def _abandoned(reason: str, stamp: str) -> dict[str, Any]:
+    return {
+        "state": "abandoned",
+        "reason": reason,
+        "completed_at": stamp,
+        "lease_expires_at": None,
+        "updated_at": stamp,
+    }
+
+
 def _connect(location: str, busy_timeout_s: float, synchronous: Synchronous) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves. check_same_thread is
     # off because the broker calls from whichever worker thread anyio picks; all use of the
@@ -231,8 +257,8 @@ class SqliteLedger:
         return LedgerError(f"ledger {self._location}: {action} failed: {exc}")
 
     @contextlib.contextmanager
-    def _transaction(self, begin: str, *, durable: bool = True) -> Generator[sqlite3.Connection]:
-        gate = self._gate.held() if begin != "BEGIN" else contextlib.nullcontext()
+    def _transaction(self, *, write: bool, durable: bool = True) -> Generator[sqlite3.Connection]:
+        gate = self._gate.held() if write else contextlib.nullcontext()
         relax = not durable and self._synchronous == "full"
         with self._lock, gate:
             if self._closed:
@@ -241,7 +267,7 @@ class SqliteLedger:
             try:
                 if relax:  # this commit only: no fsync (see the module docstring)
                     conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute(begin)
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as exc:
                 self._restore_synchronous(relax)
                 raise self._fail("starting a transaction", exc) from exc
@@ -262,7 +288,7 @@ class SqliteLedger:
                 raise self._fail("commit", exc) from exc
             finally:
                 self._restore_synchronous(relax)
-            if begin != "BEGIN":
+            if write:
                 self._changed.notify_all()
 
     def _restore_synchronous(self, relaxed: bool) -> None:
@@ -271,11 +297,11 @@ class SqliteLedger:
                 self._conn.execute("PRAGMA synchronous = FULL")
 
     def _write(self, *, durable: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return self._transaction("BEGIN IMMEDIATE", durable=durable)
+        return self._transaction(write=True, durable=durable)
 
     def _read(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         # A deferred transaction gives a consistent snapshot for multi-query reads (WAL).
-        return self._transaction("BEGIN")
+        return self._transaction(write=False)
 
     def _init_schema(self) -> None:
         with self._write() as conn:
@@ -321,10 +347,23 @@ class SqliteLedger:
         found = conn.execute(sql, (key,)).fetchone()
         return None if found is None else dict(found)
 
-    def _emit(self, conn: sqlite3.Connection, kind: str, subject: str, fields: Mapping[str, Any]) -> Row:
-        """Append one event and apply it to its row. Must run inside a write transaction."""
+    def _emit(
+        self,
+        conn: sqlite3.Connection,
+        kind: str,
+        subject: str,
+        fields: Mapping[str, Any],
+        *,
+        current: Row | None = None,
+    ) -> Row:
+        """Append one event and apply it to its row. Must run inside a write transaction.
+
+        ``current`` is the subject's row as already read in this transaction, to save reading
+        it again; without it the row is looked up.
+        """
         table = EVENT_KINDS[kind][0]
-        current = self._row(conn, table, subject)
+        if current is None:
+            current = self._row(conn, table, subject)
         try:
             _, new = reduce(kind, subject, fields, current)
         except ReduceError as exc:
@@ -436,12 +475,11 @@ class SqliteLedger:
             candidate = f"{call_id}#{n}"
         return candidate
 
-    def _intent_fields(
-        self, intent: CallIntent, call_id: str, key: str | None, digest: str, now: str
-    ) -> dict[str, Any]:
-        args_json = canonical_arguments(intent.arguments).decode("utf-8") if self._store_arguments else None
+    def _intent_fields(self, intent: CallIntent) -> dict[str, Any]:
+        """The columns a call's row takes from its intent, with the scoped key and the argument
+        digest that ``reserve`` decides on. Computed once per call, before the write lock."""
+        canonical = canonical_arguments(intent.arguments)
         return {
-            "call_id": call_id,
             "run_id": intent.run_id,
             "trace_id": intent.trace_id,
             "principal": intent.principal,
@@ -450,15 +488,27 @@ class SqliteLedger:
             "tool": intent.tool,
             "schema_hash": intent.schema_hash,
             "tool_version": intent.tool_version,
-            "idem_key": key,
-            "args_digest": digest,
-            "args_json": args_json,
+            "idem_key": _scoped(intent),
+            "args_digest": sha256_text(canonical),
+            "args_json": canonical.decode("utf-8") if self._store_arguments else None,
             "resource_scope": intent.resource_scope,
             "approval_id": intent.approval_id,
             "result_truncated": 0,
-            "created_at": now,
-            "updated_at": now,
         }
+
+    def _new_call(
+        self,
+        conn: sqlite3.Connection,
+        call_id: str,
+        intent_fields: Mapping[str, Any],
+        kind: str,
+        stamp: str,
+        fields: Mapping[str, Any],
+    ) -> Row:
+        """Create a call's row under ``call_id`` (or the next free ``call_id#n``)."""
+        own_id = self._free_call_id(conn, call_id)
+        created = {"call_id": own_id, "created_at": stamp, "updated_at": stamp}
+        return self._emit(conn, kind, own_id, {**intent_fields, **created, **fields})
 
     def _lease_live(self, row: Row, now: datetime) -> bool:
         expires = row["lease_expires_at"]
@@ -478,74 +528,52 @@ class SqliteLedger:
             if gone
             else f"lease of owner {owner} expired at {row['lease_expires_at']}"
         )
-        stamp = to_text(now)
+        call_id, stamp = str(row["call_id"]), to_text(now)
         if row["state"] == "sent":
-            return self._emit(
-                conn,
-                "call_unknown",
-                str(row["call_id"]),
-                {
-                    "state": "unknown",
-                    "reason": f"sent, but no answer was recorded: {why}. The server may or may not have "
-                    "executed it; reconcile it, never retry it blindly.",
-                    "lease_expires_at": None,
-                    "updated_at": stamp,
-                },
+            reason = (
+                f"sent, but no answer was recorded: {why}. The server may or may not have "
+                "executed it; reconcile it, never retry it blindly."
             )
-        return self._emit(
-            conn,
-            "call_abandoned",
-            str(row["call_id"]),
-            {
-                "state": "abandoned",
-                "reason": f"reserved but never sent: {why}",
-                "lease_expires_at": None,
-                "completed_at": stamp,
-                "updated_at": stamp,
-            },
-        )
+            return self._emit(conn, "call_unknown", call_id, _unknown(reason, stamp), current=row)
+        reason = f"reserved but never sent: {why}"
+        return self._emit(conn, "call_abandoned", call_id, _abandoned(reason, stamp), current=row)
 
     def _create_reserved(
         self,
         conn: sqlite3.Connection,
-        intent: CallIntent,
-        key: str | None,
-        digest: str,
+        call_id: str,
+        intent_fields: Mapping[str, Any],
         attempt: int,
         now: datetime,
         lease_s: float,
         send: bool,
     ) -> Fresh:
-        call_id = self._free_call_id(conn, intent.call_id)
         stamp = to_text(now)
-        fields = self._intent_fields(intent, call_id, key, digest, stamp)
-        fields |= {
+        fields = {
             "attempt": attempt,
             "state": "reserved",
             "owner": self._owner,
             "lease_expires_at": later(now, lease_s),
         }
-        self._emit(conn, "call_reserved", call_id, fields)
+        row = self._new_call(conn, call_id, intent_fields, "call_reserved", stamp, fields)
+        own_id = str(row["call_id"])
         if send:
-            self._emit(conn, "call_sent", call_id, {"state": "sent", "sent_at": stamp, "updated_at": stamp})
-        return Fresh(call_id=call_id, attempt=attempt, sent=send)
+            sent = {"state": "sent", "sent_at": stamp, "updated_at": stamp}
+            self._emit(conn, "call_sent", own_id, sent, current=row)
+        return Fresh(call_id=own_id, attempt=attempt, sent=send)
 
     def _create_denied(
         self,
         conn: sqlite3.Connection,
-        intent: CallIntent,
-        key: str | None,
-        digest: str,
+        call_id: str,
+        intent_fields: Mapping[str, Any],
         now: datetime,
         gate: str,
         reason: str,
-    ) -> str:
-        call_id = self._free_call_id(conn, intent.call_id)
+    ) -> Row:
         stamp = to_text(now)
-        fields = self._intent_fields(intent, call_id, key, digest, stamp)
-        fields |= {"state": "denied", "gate": gate, "reason": _clip(reason), "completed_at": stamp}
-        self._emit(conn, "call_denied", call_id, fields)
-        return call_id
+        fields = {"state": "denied", "gate": gate, "reason": _clip(reason), "completed_at": stamp}
+        return self._new_call(conn, call_id, intent_fields, "call_denied", stamp, fields)
 
     def would_replay(self, intent: CallIntent) -> bool:
         """Whether :meth:`reserve` would answer this keyed call with a replay of its first result.
@@ -553,9 +581,9 @@ class SqliteLedger:
         Read-only and advisory (the broker uses it to skip asking for consent again for an
         operation that already ran); ``reserve`` still decides, atomically.
         """
-        if intent.idempotency_key is None:
+        key = _scoped(intent)
+        if key is None:
             return False
-        key = scoped_key(intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key)
         with self._read() as conn:
             first = conn.execute(
                 "SELECT args_digest FROM calls WHERE idem_key = ? AND attempt = 1", (key,)
@@ -597,27 +625,25 @@ class SqliteLedger:
 
         ``durable=False`` skips the fsync of this commit: only for calls without side effects.
         """
-        digest = arguments_digest(intent.arguments)
-        key = None
-        if intent.idempotency_key is not None:
-            key = scoped_key(
-                intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key
-            )
+        base = self._intent_fields(intent)
+        key, digest = base["idem_key"], base["args_digest"]
         lease = self._lease_s if lease_s is None else lease_s
         with self._write(durable=durable) as conn:
             now = self._now()
             if key is None:
-                return self._create_reserved(conn, intent, None, digest, 1, now, lease, send)
+                return self._create_reserved(conn, intent.call_id, base, 1, now, lease, send)
             first = conn.execute("SELECT * FROM calls WHERE idem_key = ? AND attempt = 1", (key,)).fetchone()
             if first is None:
-                return self._create_reserved(conn, intent, key, digest, 1, now, lease, send)
+                return self._create_reserved(conn, intent.call_id, base, 1, now, lease, send)
             if first["args_digest"] != digest:
                 reason = (
                     f"idempotency key {intent.idempotency_key!r} was first used by call {first['call_id']} "
                     "with different arguments; a key names one operation. Use a new key for new arguments."
                 )
-                own = self._create_denied(conn, intent, key, digest, now, "side_effects", reason)
-                return Conflict(call_id=own, existing_call_id=str(first["call_id"]), reason=reason)
+                own = self._create_denied(conn, intent.call_id, base, now, "side_effects", reason)
+                return Conflict(
+                    call_id=str(own["call_id"]), existing_call_id=str(first["call_id"]), reason=reason
+                )
             latest: Row = dict(
                 conn.execute(
                     "SELECT * FROM calls WHERE idem_key = ? AND attempt IS NOT NULL "
@@ -640,47 +666,40 @@ class SqliteLedger:
                     "never retried automatically. Reconcile it: codemode ledger reconcile "
                     f"{latest['call_id']} --succeeded|--failed --evidence TEXT"
                 )
-                own = self._create_denied(conn, intent, key, digest, now, "side_effects", reason)
-                return Unresolved(call_id=own, unknown_call_id=str(latest["call_id"]), reason=reason)
+                own = self._create_denied(conn, intent.call_id, base, now, "side_effects", reason)
+                return Unresolved(
+                    call_id=str(own["call_id"]), unknown_call_id=str(latest["call_id"]), reason=reason
+                )
             if state in REPLAYABLE:
                 original = _call_record(latest)
                 outcome = original.outcome()
                 if outcome is None:  # cannot happen for rows written by this code; refuse, never re-run
                     raise LedgerStateError(f"call {original.call_id} is {state} but has no stored outcome")
-                call_id = self._free_call_id(conn, intent.call_id)
                 stamp = to_text(now)
-                fields = self._intent_fields(intent, call_id, key, digest, stamp)
-                fields |= {
+                fields = {
                     "state": "replayed",
                     "replay_of": original.call_id,
                     "outcome_kind": latest["outcome_kind"],
                     "result_digest": latest["result_digest"],
                     "completed_at": stamp,
                 }
-                self._emit(conn, "call_replayed", call_id, fields)
-                return Replay(call_id=call_id, original_call_id=original.call_id, outcome=outcome)
+                own = self._new_call(conn, intent.call_id, base, "call_replayed", stamp, fields)
+                return Replay(call_id=str(own["call_id"]), original_call_id=original.call_id, outcome=outcome)
             # refused / abandoned / reconciled_failed: nothing happened, a new attempt may run.
             attempt = int(cast(int, latest["attempt"])) + 1
-            return self._create_reserved(conn, intent, key, digest, attempt, now, lease, send)
+            return self._create_reserved(conn, intent.call_id, base, attempt, now, lease, send)
 
     def mark_denied(self, intent: CallIntent, *, gate: str, reason: str) -> CallRecord:
         """Record a call a gate refused. It is never sent and holds no idempotency key."""
-        digest = arguments_digest(intent.arguments)
-        key = None
-        if intent.idempotency_key is not None:
-            key = scoped_key(
-                intent.tenant, intent.principal, intent.server, intent.tool, intent.idempotency_key
-            )
+        base = self._intent_fields(intent)
         with self._write() as conn:
-            call_id = self._create_denied(conn, intent, key, digest, self._now(), gate, reason)
-            row = self._row(conn, "calls", call_id)
-        assert row is not None
+            row = self._create_denied(conn, intent.call_id, base, self._now(), gate, reason)
         return _call_record(row)
 
     # ── calls: sending and after ────────────────────────────────────────────────────────────
 
-    def _require(self, conn: sqlite3.Connection, call_id: str, states: frozenset[str], action: str) -> Row:
-        row = self._row(conn, "calls", call_id)
+    @staticmethod
+    def _in_state(row: Row | None, call_id: str, states: frozenset[str], action: str) -> Row:
         if row is None:
             raise LedgerStateError(f"no call {call_id!r} in the ledger")
         if row["state"] not in states:
@@ -689,16 +708,27 @@ class SqliteLedger:
             )
         return row
 
-    def _require_lease(self, conn: sqlite3.Connection, row: Row, now: datetime, action: str) -> None:
+    def _require(self, conn: sqlite3.Connection, call_id: str, states: frozenset[str], action: str) -> Row:
+        return self._in_state(self._row(conn, "calls", call_id), call_id, states, action)
+
+    def _lease_lost(
+        self, conn: sqlite3.Connection, row: Row, now: datetime, action: str
+    ) -> LeaseLostError | None:
+        """Why this ledger may no longer act on a call in flight, or None while it holds the lease.
+
+        An expired lease is settled here (``unknown``/``abandoned``): the caller lets that
+        commit, then raises the error.
+        """
         if row["owner"] != self._owner:
-            raise LeaseLostError(
+            return LeaseLostError(
                 f"cannot {action} call {row['call_id']}: its lease belongs to {row['owner']}"
             )
-        if not self._lease_live(row, now):
-            self._expire(conn, row, now)
-            raise LeaseLostError(
-                f"cannot {action} call {row['call_id']}: its lease expired at {row['lease_expires_at']}"
-            )
+        if self._lease_live(row, now):
+            return None
+        self._expire(conn, row, now)
+        return LeaseLostError(
+            f"cannot {action} call {row['call_id']}: its lease expired at {row['lease_expires_at']}"
+        )
 
     def mark_sent(self, call_id: str, *, lease_s: float | None = None) -> CallRecord:
         """Record that the request goes out now. Call it right before sending; if it raises, don't send.
@@ -709,57 +739,39 @@ class SqliteLedger:
         lease = self._lease_s if lease_s is None else lease_s
         # A lease that dies between this commit and the send (a stalled process) is caught the
         # other way round: the late complete() is accepted and the key shows the call as unknown.
-        lease_lost: LeaseLostError | None = None
         with self._write() as conn:
             now = self._now()
-            current = self._row(conn, "calls", call_id)
-            if current is not None and current["state"] == "abandoned" and current["owner"] == self._owner:
+            row = self._row(conn, "calls", call_id)
+            if row is not None and row["state"] == "abandoned" and row["owner"] == self._owner:
                 # Someone settled our expired lease already; the caller must treat it the same way.
-                raise LeaseLostError(f"cannot send call {call_id}: {current['reason']}")
-            row = self._require(conn, call_id, frozenset({"reserved"}), "mark as sent")
-            try:
-                self._require_lease(conn, row, now, "send")
-            except LeaseLostError as exc:
-                lease_lost = exc  # commit the abandonment, then raise
-                new = row
-            else:
+                raise LeaseLostError(f"cannot send call {call_id}: {row['reason']}")
+            row = self._in_state(row, call_id, _RESERVED, "mark as sent")
+            lost = self._lease_lost(conn, row, now, "send")
+            if lost is None:
                 stamp = to_text(now)
-                new = self._emit(
-                    conn,
-                    "call_sent",
-                    call_id,
-                    {
-                        "state": "sent",
-                        "sent_at": stamp,
-                        "lease_expires_at": later(now, lease),
-                        "updated_at": stamp,
-                    },
-                )
-        if lease_lost is not None:
-            raise lease_lost
-        return _call_record(new)
+                sent = {
+                    "state": "sent",
+                    "sent_at": stamp,
+                    "lease_expires_at": later(now, lease),
+                    "updated_at": stamp,
+                }
+                row = self._emit(conn, "call_sent", call_id, sent, current=row)
+        if lost is not None:
+            raise lost
+        return _call_record(row)
 
     def extend_lease(self, call_id: str, lease_s: float) -> CallRecord:
         """Keep a long call's lease alive (reserved or sent, owned by this ledger)."""
-        lease_lost: LeaseLostError | None = None
         with self._write() as conn:
             now = self._now()
             row = self._require(conn, call_id, IN_FLIGHT, "extend the lease of")
-            try:
-                self._require_lease(conn, row, now, "extend the lease of")
-            except LeaseLostError as exc:
-                lease_lost = exc
-                new = row
-            else:
-                new = self._emit(
-                    conn,
-                    "lease_extended",
-                    call_id,
-                    {"lease_expires_at": later(now, lease_s), "updated_at": to_text(now)},
-                )
-        if lease_lost is not None:
-            raise lease_lost
-        return _call_record(new)
+            lost = self._lease_lost(conn, row, now, "extend the lease of")
+            if lost is None:
+                extended = {"lease_expires_at": later(now, lease_s), "updated_at": to_text(now)}
+                row = self._emit(conn, "lease_extended", call_id, extended, current=row)
+        if lost is not None:
+            raise lost
+        return _call_record(row)
 
     def _stored_outcome(self, outcome: Completion) -> dict[str, Any]:
         full = canonical_json(outcome.model_dump(mode="json"))
@@ -805,7 +817,7 @@ class SqliteLedger:
         state = "succeeded" if isinstance(outcome, ToolResult) else "failed"
         fields = self._stored_outcome(outcome)
         with self._write(durable=durable) as conn:
-            row = self._require(conn, call_id, frozenset({"sent", "unknown"}), "complete")
+            row = self._require(conn, call_id, _SENT_OR_UNKNOWN, "complete")
             stamp = to_text(self._now())
             fields |= {
                 "state": state,
@@ -816,7 +828,7 @@ class SqliteLedger:
             }
             if row["state"] == "unknown":
                 fields["resolved_by"] = "late answer"
-            new = self._emit(conn, "call_completed", call_id, fields)
+            new = self._emit(conn, "call_completed", call_id, fields, current=row)
         return _call_record(new)
 
     def mark_refused(self, call_id: str, reason: str, *, retry_after_s: float | None = None) -> CallRecord:
@@ -826,54 +838,34 @@ class SqliteLedger:
         (next attempt). ``retry_after_s`` records the server's Retry-After for the backoff.
         """
         with self._write() as conn:
-            self._require(conn, call_id, IN_FLIGHT, "mark as refused")
+            row = self._require(conn, call_id, IN_FLIGHT, "mark as refused")
             now = self._now()
             stamp = to_text(now)
-            new = self._emit(
-                conn,
-                "call_refused",
-                call_id,
-                {
-                    "state": "refused",
-                    "reason": _clip(reason),
-                    "retry_after": None if retry_after_s is None else later(now, retry_after_s),
-                    "completed_at": stamp,
-                    "lease_expires_at": None,
-                    "updated_at": stamp,
-                },
-            )
+            refused = {
+                "state": "refused",
+                "reason": _clip(reason),
+                "retry_after": None if retry_after_s is None else later(now, retry_after_s),
+                "completed_at": stamp,
+                "lease_expires_at": None,
+                "updated_at": stamp,
+            }
+            new = self._emit(conn, "call_refused", call_id, refused, current=row)
         return _call_record(new)
 
     def mark_unknown(self, call_id: str, reason: str) -> CallRecord:
         """The request was sent and no answer came (timeout, lost stream, server died mid-call)."""
         with self._write() as conn:
-            self._require(conn, call_id, frozenset({"sent"}), "mark as unknown")
-            stamp = to_text(self._now())
-            new = self._emit(
-                conn,
-                "call_unknown",
-                call_id,
-                {"state": "unknown", "reason": _clip(reason), "lease_expires_at": None, "updated_at": stamp},
-            )
+            row = self._require(conn, call_id, _SENT, "mark as unknown")
+            fields = _unknown(_clip(reason), to_text(self._now()))
+            new = self._emit(conn, "call_unknown", call_id, fields, current=row)
         return _call_record(new)
 
     def mark_abandoned(self, call_id: str, reason: str) -> CallRecord:
         """A reserved call will not be sent after all (the run was cancelled before sending)."""
         with self._write() as conn:
-            self._require(conn, call_id, frozenset({"reserved"}), "abandon")
-            stamp = to_text(self._now())
-            new = self._emit(
-                conn,
-                "call_abandoned",
-                call_id,
-                {
-                    "state": "abandoned",
-                    "reason": _clip(reason),
-                    "completed_at": stamp,
-                    "lease_expires_at": None,
-                    "updated_at": stamp,
-                },
-            )
+            row = self._require(conn, call_id, _RESERVED, "abandon")
+            fields = _abandoned(_clip(reason), to_text(self._now()))
+            new = self._emit(conn, "call_abandoned", call_id, fields, current=row)
         return _call_record(new)
 
     def wait_for(self, call_id: str, timeout_s: float, *, poll_s: float = 0.05) -> CallRecord:
@@ -894,11 +886,15 @@ class SqliteLedger:
                 if row["state"] not in IN_FLIGHT:
                     return _call_record(row)
                 if not self._lease_live(row, self._now()):
-                    with self._write() as conn:
+                    with self._write() as conn:  # settle it, unless that happened meanwhile
                         current = self._row(conn, "calls", call_id)
-                        settle = current is not None and current["state"] in IN_FLIGHT
-                        if current is not None and settle and not self._lease_live(current, self._now()):
-                            self._expire(conn, current, self._now())
+                        now = self._now()
+                        if (
+                            current is not None
+                            and current["state"] in IN_FLIGHT
+                            and not self._lease_live(current, now)
+                        ):
+                            self._expire(conn, current, now)
                     continue
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -945,7 +941,7 @@ class SqliteLedger:
             stored = CallFailed(reason=f"reconciled as not executed: {evidence}")
         fields = self._stored_outcome(stored)
         with self._write() as conn:
-            row = self._require(conn, call_id, frozenset({"unknown"}), "reconcile")
+            row = self._require(conn, call_id, _UNKNOWN, "reconcile")
             stamp = to_text(self._now())
             fields |= {
                 "state": f"reconciled_{resolution}",
@@ -955,7 +951,7 @@ class SqliteLedger:
                 "completed_at": stamp,
                 "updated_at": stamp,
             }
-            new = self._emit(conn, "call_reconciled", call_id, fields)
+            new = self._emit(conn, "call_reconciled", call_id, fields, current=row)
         return _call_record(new)
 
     # ── approvals ───────────────────────────────────────────────────────────────────────────
@@ -1059,9 +1055,8 @@ class SqliteLedger:
             )
             if why is not None:
                 return ApprovalRefused(approval_id=approval_id, reason=why)
-            new = self._emit(
-                conn, "approval_consumed", approval_id, {"used_at": moment, "used_by_call": call_id}
-            )
+            used = {"used_at": moment, "used_by_call": call_id}
+            new = self._emit(conn, "approval_consumed", approval_id, used, current=row)
         return ApprovalConsumed(approval=_approval_record(new))
 
     def find_approvals(
@@ -1082,13 +1077,12 @@ class SqliteLedger:
         moment = to_text(usable_at if usable_at is not None else self._now())
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT approval_id FROM approvals WHERE used_at IS NULL AND call_id IS NULL "
+                "SELECT * FROM approvals WHERE used_at IS NULL AND call_id IS NULL "
                 "AND tenant = ? AND principal = ? AND server = ? AND tool = ? AND args_digest = ? "
                 "AND expires_at > ? ORDER BY issued_at",
                 (tenant, principal, server, tool, args_digest, moment),
             ).fetchall()
-            found = [self._row(conn, "approvals", str(r[0])) for r in rows]
-        return [_approval_record(r) for r in found if r is not None]
+        return [_approval_record(dict(r)) for r in rows]
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 
@@ -1245,18 +1239,12 @@ def open_ledger(
             except OSError as exc:
                 raise LedgerError(f"cannot create the directory of ledger {file}: {exc}") from exc
     gate = WriterGate(None if location == ":memory:" else f"{location}.lock", busy_timeout_s)
+    conn: sqlite3.Connection | None = None
     try:
         # Inside the gate: switching a new file to WAL can fail with "database is locked"
         # without waiting when several processes create the ledger at the same moment.
         with gate.held():
             conn = _connect(location, busy_timeout_s, synchronous)
-    except sqlite3.Error as exc:
-        gate.close()
-        raise LedgerError(f"cannot open ledger {location}: {exc}") from exc
-    except BaseException:
-        gate.close()
-        raise
-    try:
         ledger = SqliteLedger(
             conn,
             location,
@@ -1270,13 +1258,12 @@ def open_ledger(
         )
         if recover:
             ledger.recover()
-    except sqlite3.Error as exc:
-        conn.close()
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
         gate.close()
-        raise LedgerError(f"cannot open ledger {location}: {exc}") from exc
-    except BaseException:
-        conn.close()
-        gate.close()
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(f"cannot open ledger {location}: {exc}") from exc
         raise
     return ledger
 
