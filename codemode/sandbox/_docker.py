@@ -59,7 +59,7 @@ class DockerBackend:
             raise SandboxUnavailableError(
                 f"the sandbox image {self._config.image!r} is not built; run `codemode sandbox build`"
             )
-        if image[1].get(RUNTIME_LABEL, runtime_digest()) != runtime_digest():
+        if image[1].get(RUNTIME_LABEL) not in (None, runtime_digest()):
             log.warning(
                 "the sandbox image %s was built from another version of the runtime; "
                 "run `codemode sandbox build` to update it",

@@ -268,23 +268,19 @@ class DockerApi:
         """
         import docker.errors
 
-        last: Exception | None = None
-        for attempt in range(_REMOVE_ATTEMPTS):
+        for attempt in range(1, _REMOVE_ATTEMPTS + 1):
             try:
                 self._api.remove_container(container_id, force=True, v=True)
                 return
             except docker.errors.NotFound:
                 return
-            except docker.errors.APIError as exc:
-                text = str(exc)
-                if not any(sign in text for sign in _REMOVAL_RACES):
-                    raise self._fail("removing the container", exc) from exc
-                last = exc
-                time.sleep(0.1 * (attempt + 1))
             except self._errors as exc:
-                raise self._fail("removing the container", exc) from exc
-        assert last is not None
-        raise self._fail("removing the container", last) from last
+                raced = isinstance(exc, docker.errors.APIError) and any(
+                    sign in str(exc) for sign in _REMOVAL_RACES
+                )
+                if not raced or attempt == _REMOVE_ATTEMPTS:
+                    raise self._fail("removing the container", exc) from exc
+                time.sleep(0.1 * attempt)
 
     def labelled(self, label: str) -> list[tuple[str, dict[str, str]]]:
         """All containers (running or not) carrying ``label``: ``(id, labels)``."""

@@ -14,7 +14,7 @@ from codemode.sandbox._docker import RUNTIME_LABEL
 from codemode.sandbox._docker_api import DockerApi, docker_api
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._linux import namespaces_supported
-from codemode.sandbox._process import pick_interpreter
+from codemode.sandbox._process import describe_isolation, pick_interpreter
 from codemode.sandbox._select import BackendInfo, choose_backend
 
 __all__ = ["Check", "DoctorReport", "doctor"]
@@ -128,30 +128,17 @@ def _process_checks(config: SandboxConfig) -> list[Check]:
         checks.append(Check("process: interpreter", "ok", python))
     except SandboxUnavailableError as exc:
         checks.append(Check("process: interpreter", "fail", str(exc), "set [sandbox] process_python"))
-    if root:
-        netns = namespaces_supported(False)
-        checks.append(
-            Check(
-                "process: isolation",
-                "warn" if netns else "fail",
-                "private uid per sandbox, own network and mount namespaces, rlimits, psutil watchdog; "
-                "weaker than docker: world-readable host files are visible, no seccomp, no CPU share"
-                if netns
-                else "cannot unshare namespaces: process sandboxes would have network access",
-                "use the docker backend for untrusted code",
-            )
+    namespaces = namespaces_supported(not root)
+    checks.append(
+        Check(
+            "process: isolation",
+            "fail" if root and not namespaces else "warn",
+            describe_isolation(root=root, namespaces=namespaces),
+            "use the docker backend for untrusted code"
+            if root
+            else "run as root, or use the docker backend for untrusted code",
         )
-    else:
-        userns = namespaces_supported(True)
-        checks.append(
-            Check(
-                "process: isolation",
-                "warn",
-                "runs as your own user (the program can read your files), rlimits, psutil watchdog"
-                + ("; network cut by a user+network namespace" if userns else "; NETWORK NOT ISOLATED"),
-                "run as root, or use the docker backend for untrusted code",
-            )
-        )
+    )
     return checks
 
 

@@ -35,10 +35,11 @@ def runtime_digest() -> str:
 
 def install_runtime(base: Path) -> Path:
     """Copy the runtime to ``base/runtime-<digest>/`` (world-readable, host-owned); return that dir."""
-    target = base / f"runtime-{runtime_digest()}"
+    digest = runtime_digest()
+    target = base / f"runtime-{digest}"
     if all((target / name).is_file() for name in RUNTIME_FILES):
         return target
-    staging = base / f".runtime-{runtime_digest()}-tmp"
+    staging = base / f".runtime-{digest}-tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o755)
     for name in RUNTIME_FILES:

@@ -170,9 +170,7 @@ def _resolve_base(
         if base is not None:
             raise SandboxError(f"base image {wanted} is not present and cannot be pulled: {failure}")
         progress(f"cannot pull {wanted} ({failure}); using a Debian base built from packages instead")
-    if api.image(DEBIAN_BASE_IMAGE) is not None:
-        progress(f"base image {DEBIAN_BASE_IMAGE}: present (built earlier from Debian packages)")
-        return DEBIAN_BASE_IMAGE, "debian-existing"
+    # Here the Debian base is not present: the checks above would have returned it.
     _debootstrap_base(api, progress, detail, mirror)
     return DEBIAN_BASE_IMAGE, "debootstrap"
 

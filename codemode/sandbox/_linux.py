@@ -110,10 +110,10 @@ def make_preexec(plan: ChildPlan) -> Callable[[], None]:
     shared = [path.encode() for path in SHARED_WRITABLE if os.path.isdir(path)]
     limits = plan.rlimits.pairs()
     workdir = plan.workdir
+    flags = (CLONE_NEWNET if plan.new_netns else 0) | (CLONE_NEWNS if plan.private_tmp_mb is not None else 0)
 
     def preexec() -> None:
-        if libc is not None and (plan.new_netns or plan.private_tmp_mb is not None):
-            flags = (CLONE_NEWNET if plan.new_netns else 0) | (CLONE_NEWNS if plan.private_tmp_mb else 0)
+        if libc is not None and flags:
             _check(libc.unshare(flags), "unshare")
             if plan.private_tmp_mb is not None:
                 # Keep our mounts to ourselves, then give the sandbox a private, capped /tmp and put

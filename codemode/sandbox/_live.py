@@ -40,7 +40,6 @@ __all__ = ["LiveSandbox", "start_sandbox"]
 log = logging.getLogger("codemode.sandbox")
 
 SNAPSHOT_TIMEOUT_S = 0.5
-MiB = 1024 * 1024
 
 
 class LiveSandbox:
@@ -158,15 +157,10 @@ class LiveSandbox:
 
     def _fields(self, reply: RuntimeReply) -> dict[str, Any]:
         config = self._config
-        stdout, out_cut = cap_text(reply.stdout, config.output_bytes)
-        stderr, err_cut = cap_text(reply.stderr, config.output_bytes)
         fields: dict[str, Any] = {
             "status": reply.status,
-            "stdout": stdout,
-            "stderr": stderr,
-            "stdout_truncated": reply.stdout_truncated or out_cut,
-            "stderr_truncated": reply.stderr_truncated or err_cut,
             "result_kind": reply.result_kind,
+            **reply.capped(config.output_bytes),
         }
         if reply.error is not None:
             error = reply.error
@@ -195,14 +189,7 @@ class LiveSandbox:
         """Partial output of a program that is still running (asked of the runtime's reader thread)."""
         with anyio.move_on_after(SNAPSHOT_TIMEOUT_S), contextlib.suppress(ChannelError):
             snap = parse_snapshot(await self.channel.request("snapshot", {}))
-            stdout, out_cut = cap_text(snap.stdout, self._config.output_bytes)
-            stderr, err_cut = cap_text(snap.stderr, self._config.output_bytes)
-            return {
-                "stdout": stdout,
-                "stderr": stderr,
-                "stdout_truncated": snap.stdout_truncated or out_cut,
-                "stderr_truncated": snap.stderr_truncated or err_cut,
-            }
+            return snap.capped(self._config.output_bytes)
         return {}
 
     async def _kill(self, reason: str) -> None:

@@ -77,23 +77,6 @@ class _ReplyError(BaseModel):
     traceback: StrictStr = ""
 
 
-class RuntimeReply(BaseModel):
-    """The ``run`` answer exactly as the runtime must shape it; anything else is a protocol violation."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    status: Literal["ok", "error"]
-    result_kind: ResultKind = "stdout"
-    result_json: StrictStr | None = None
-    result_repr: StrictStr | None = None
-    result_truncated: StrictBool = False
-    stdout: StrictStr = ""
-    stdout_truncated: StrictBool = False
-    stderr: StrictStr = ""
-    stderr_truncated: StrictBool = False
-    error: _ReplyError | None = None
-
-
 class Snapshot(BaseModel):
     """Partial output the runtime reports while a program is still running."""
 
@@ -102,6 +85,28 @@ class Snapshot(BaseModel):
     stdout_truncated: StrictBool = False
     stderr: StrictStr = ""
     stderr_truncated: StrictBool = False
+
+    def capped(self, cap: int) -> dict[str, Any]:
+        """The output fields of a :class:`RunOutcome`, cut to ``cap`` bytes each here as well."""
+        stdout, out_cut = cap_text(self.stdout, cap)
+        stderr, err_cut = cap_text(self.stderr, cap)
+        return {
+            "stdout": stdout,
+            "stderr": stderr,
+            "stdout_truncated": self.stdout_truncated or out_cut,
+            "stderr_truncated": self.stderr_truncated or err_cut,
+        }
+
+
+class RuntimeReply(Snapshot):
+    """The ``run`` answer exactly as the runtime must shape it; anything else is a protocol violation."""
+
+    status: Literal["ok", "error"]
+    result_kind: ResultKind = "stdout"
+    result_json: StrictStr | None = None
+    result_repr: StrictStr | None = None
+    result_truncated: StrictBool = False
+    error: _ReplyError | None = None
 
 
 def parse_reply(raw: Any) -> RuntimeReply:

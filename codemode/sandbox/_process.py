@@ -43,10 +43,10 @@ from codemode.sandbox._backend import Launch, SandboxInstance, Termination
 from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
 from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces_supported
 from codemode.sandbox._outcome import BackendName
-from codemode.sandbox._state import StateDir
+from codemode.sandbox._state import StateDir, same_process
 from codemode.sandbox._watchdog import Members, kill_members, sample
 
-__all__ = ["ProcessBackend", "pick_interpreter"]
+__all__ = ["ProcessBackend", "describe_isolation", "pick_interpreter"]
 
 log = logging.getLogger("codemode.sandbox.process")
 
@@ -55,6 +55,7 @@ MiB = 1024 * 1024
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
 WATCH_INTERVAL_S = 0.1
+LOG_NAME = "runtime.log"
 LOG_TAIL_BYTES = 2000
 # With a private mount namespace the sandbox works in its own tmpfs mounted on /tmp.
 PRIVATE_TMP = "/tmp"  # noqa: S108
@@ -93,6 +94,25 @@ def _probe_interpreter(python: str) -> str | None:
     if out.returncode != 0 or len(lines) < 2 or lines[0] != "True":
         return None
     return lines[1]
+
+
+def describe_isolation(*, root: bool, namespaces: bool) -> str:
+    """What a process sandbox isolates here: as root (``namespaces``: network and mount namespaces)
+    or as the user (``namespaces``: a user+network namespace)."""
+    if root:
+        if namespaces:
+            net_tmp = "no network (own network namespace), a private capped tmp dir"
+        else:
+            net_tmp = "NETWORK NOT ISOLATED (unshare failed), no private /tmp"
+        return (
+            f"process backend (weaker than docker): private uid per sandbox, {net_tmp}, rlimits and a "
+            "psutil watchdog; world-readable host files stay visible, no seccomp, no CPU share"
+        )
+    net = "no network (user+network namespace)" if namespaces else "NETWORK NOT ISOLATED"
+    return (
+        f"process backend (weaker than docker): runs as your own user (the program can read your files), "
+        f"{net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
+    )
 
 
 def pick_interpreter(configured: str | None, *, for_other_uid: bool) -> str:
@@ -134,29 +154,14 @@ class ProcessBackend:
         self._python: str | None = None
         self._runtime_dir: Path | None = None
         self._namespaces = False
-        self._user_namespaces = False
+        """Root: network and mount namespaces can be unshared; otherwise a user+network namespace."""
 
     @property
     def name(self) -> BackendName:
         return "process"
 
     def isolation(self) -> str:
-        if self._root:
-            net = (
-                "no network (own network namespace)"
-                if self._namespaces
-                else "NETWORK NOT ISOLATED (unshare failed)"
-            )
-            return (
-                f"process backend (weaker than docker): private uid per sandbox, {net}, a private "
-                "capped tmp dir, rlimits and a psutil watchdog; world-readable host files stay visible, "
-                "no seccomp, no CPU share"
-            )
-        net = "no network (user+network namespace)" if self._user_namespaces else "NETWORK NOT ISOLATED"
-        return (
-            f"process backend (weaker than docker): runs as your own user (the program can read your files), "
-            f"{net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
-        )
+        return describe_isolation(root=self._root, namespaces=self._namespaces)
 
     async def prepare(self) -> None:
         self._state.ensure()
@@ -164,12 +169,9 @@ class ProcessBackend:
             lambda: pick_interpreter(self._config.process_python, for_other_uid=self._root)
         )
         self._runtime_dir = await anyio.to_thread.run_sync(install_runtime, self._state.base)
-        if self._root:
-            self._namespaces = await anyio.to_thread.run_sync(namespaces_supported, False)
-            if not self._namespaces:
-                log.warning("cannot create namespaces: process sandboxes will have network access")
-        else:
-            self._user_namespaces = await anyio.to_thread.run_sync(namespaces_supported, True)
+        self._namespaces = await anyio.to_thread.run_sync(namespaces_supported, not self._root)
+        if self._root and not self._namespaces:
+            log.warning("cannot create namespaces: process sandboxes will have network access")
         await anyio.to_thread.run_sync(self._cleanup_orphans)
 
     def _cleanup_orphans(self) -> None:
@@ -178,10 +180,8 @@ class ProcessBackend:
                 uid, pid, started = meta.get("uid"), meta.get("pid"), meta.get("pid_started")
                 if isinstance(uid, int) and uid >= UID_BASE and self._root:
                     kill_members(Members(leader=-1, uid=uid))
-                elif isinstance(pid, int) and isinstance(started, float):
-                    with contextlib.suppress(psutil.Error):
-                        if abs(psutil.Process(pid).create_time() - started) < 0.01:
-                            kill_members(Members(leader=pid))
+                elif isinstance(pid, int) and isinstance(started, float) and same_process(pid, started):
+                    kill_members(Members(leader=pid))
                 log.info("removed orphaned process sandbox %s", root.name)
             self._state.remove(root)
 
@@ -223,7 +223,7 @@ class ProcessBackend:
                 uid=uid,
                 gid=gid,
             )
-        return ChildPlan(rlimits=rlimits, workdir=str(launch.root / "work"), user_netns=self._user_namespaces)
+        return ChildPlan(rlimits=rlimits, workdir=str(launch.root / "work"), user_netns=self._namespaces)
 
     async def spawn(self, launch: Launch) -> SandboxInstance:
         if self._python is None or self._runtime_dir is None:
@@ -240,7 +240,7 @@ class ProcessBackend:
             "CODEMODE_CHANNEL_DIR": str(launch.channel_dir),
         }
         argv = [python, "-I", "-B", str(runtime_dir / BOOT_SCRIPT)]
-        log_path = launch.root / "runtime.log"
+        log_path = launch.root / LOG_NAME
 
         def start() -> tuple[subprocess.Popen[bytes], IO[bytes]]:
             if plan.workdir != PRIVATE_TMP:
@@ -297,7 +297,7 @@ class ProcessSandbox:
 
     def _log_tail(self) -> str:
         try:
-            with open(self._launch.root / "runtime.log", "rb") as handle:
+            with open(self._launch.root / LOG_NAME, "rb") as handle:
                 handle.seek(0, os.SEEK_END)
                 handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
                 return handle.read().decode("utf-8", errors="replace").strip()

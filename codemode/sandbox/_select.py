@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 
@@ -47,42 +47,37 @@ async def _docker_status(config: SandboxConfig) -> tuple[DockerApi | None, str]:
     return api, f"the Docker engine answers and image {config.image!r} is present"
 
 
-async def choose_backend(config: SandboxConfig) -> BackendInfo:
-    """The backend ``config.backend`` resolves to on this machine, without starting anything."""
+async def _resolve(config: SandboxConfig) -> tuple[BackendInfo, DockerApi | None]:
+    """What ``config.backend`` resolves to here, with the open engine connection when it is docker."""
     if config.backend == "process":
-        return BackendInfo("process", "configured: backend = process")
+        return BackendInfo("process", "configured: backend = process"), None
     api, why = await _docker_status(config)
     if api is not None:
-        api.close()
-        return BackendInfo("docker", why if config.backend == "auto" else "configured: backend = docker")
+        reason = why if config.backend == "auto" else "configured: backend = docker"
+        return BackendInfo("docker", reason), api
     if config.backend == "docker":
         raise SandboxUnavailableError(f"backend = docker, but {why}")
-    return BackendInfo("process", f"auto: {why}; using the (weaker) process backend")
+    return BackendInfo("process", f"auto: {why}; using the (weaker) process backend"), None
+
+
+async def choose_backend(config: SandboxConfig) -> BackendInfo:
+    """The backend ``config.backend`` resolves to on this machine, without starting anything."""
+    info, api = await _resolve(config)
+    if api is not None:
+        api.close()
+    return info
 
 
 async def open_backend(
     config: SandboxConfig, state: StateDir
 ) -> tuple[Backend, BackendInfo, DockerApi | None]:
     """Resolve and prepare the backend (orphan cleanup included)."""
-    backend: Backend
-    api: DockerApi | None = None
-    if config.backend == "process":
-        info = BackendInfo("process", "configured: backend = process")
-        backend = ProcessBackend(config, state)
-    else:
-        api, why = await _docker_status(config)
-        if api is not None:
-            info = BackendInfo("docker", why if config.backend == "auto" else "configured: backend = docker")
-            backend = DockerBackend(config, state, api)
-        elif config.backend == "docker":
-            raise SandboxUnavailableError(f"backend = docker, but {why}")
-        else:
-            info = BackendInfo("process", f"auto: {why}; using the (weaker) process backend")
-            backend = ProcessBackend(config, state)
+    info, api = await _resolve(config)
+    backend: Backend = DockerBackend(config, state, api) if api is not None else ProcessBackend(config, state)
     try:
         await backend.prepare()
     except BaseException:
         if api is not None:
             api.close()
         raise
-    return backend, BackendInfo(info.name, info.reason, backend.isolation()), api
+    return backend, replace(info, isolation=backend.isolation()), api

@@ -33,7 +33,7 @@ import psutil
 
 from codemode.errors import SandboxError
 
-__all__ = ["HostToken", "StateDir", "default_base"]
+__all__ = ["HostToken", "StateDir", "default_base", "same_process"]
 
 
 def default_base() -> Path:
@@ -43,6 +43,14 @@ def default_base() -> Path:
     if runtime_dir and Path(runtime_dir).is_dir():
         return Path(runtime_dir) / "codemode"
     return Path(tempfile.gettempdir()) / f"codemode-{os.geteuid()}"
+
+
+def same_process(pid: int, started: float) -> bool:
+    """Whether ``pid`` is still the process that started at ``started`` (not gone, not reused)."""
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.01
+    except psutil.Error:
+        return False
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,7 @@ class HostToken:
 
     def alive(self) -> bool:
         """Whether the process this token names is still running (always True for another machine)."""
-        if self.hostname != socket.gethostname():
-            return True
-        try:
-            return abs(psutil.Process(self.pid).create_time() - self.started) < 0.01
-        except psutil.Error:
-            return False
+        return self.hostname != socket.gethostname() or same_process(self.pid, self.started)
 
 
 class StateDir:

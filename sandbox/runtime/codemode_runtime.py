@@ -147,7 +147,9 @@ def _short_repr(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-class Image(_Plain):
+class _Media(_Plain):
+    """Binary content with its MIME type (shared by images and audio)."""
+
     __slots__ = ("data", "mime_type")
     data: bytes
     mime_type: str
@@ -157,14 +159,12 @@ class Image(_Plain):
         self.mime_type = mime_type
 
 
-class Audio(_Plain):
-    __slots__ = ("data", "mime_type")
-    data: bytes
-    mime_type: str
+class Image(_Media):
+    __slots__ = ()
 
-    def __init__(self, data: bytes, mime_type: str) -> None:
-        self.data = data
-        self.mime_type = mime_type
+
+class Audio(_Media):
+    __slots__ = ()
 
 
 class _UriBody(_Plain):
@@ -397,6 +397,20 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_B = TypeVar("_B", bound=_UriBody)
+
+
+def _uri_body(cls: type[_B], item: dict[str, Any]) -> _B:
+    """A resource body from its wire dict (``uri``, ``mimeType``, ``text``, base64 ``blob``)."""
+    blob = item.get("blob")
+    return cls(
+        str(item.get("uri", "")),
+        _opt_str(item.get("mimeType")),
+        _opt_str(item.get("text")),
+        _decode_bytes(blob) if blob is not None else None,
+    )
+
+
 def _convert_block(block: Any) -> Any:
     """One MCP content block (wire dict) to the value a program sees."""
     if not isinstance(block, dict):
@@ -416,14 +430,7 @@ def _convert_block(block: Any) -> Any:
         return Audio(_decode_bytes(block.get("data")), str(block.get("mimeType", "")))
     if kind == "resource":
         inner = block.get("resource")
-        inner = inner if isinstance(inner, dict) else {}
-        blob = inner.get("blob")
-        return EmbeddedResource(
-            str(inner.get("uri", "")),
-            _opt_str(inner.get("mimeType")),
-            _opt_str(inner.get("text")),
-            _decode_bytes(blob) if blob is not None else None,
-        )
+        return _uri_body(EmbeddedResource, inner if isinstance(inner, dict) else {})
     if kind == "resource_link":
         return ResourceLink(
             str(block.get("uri", "")),
@@ -514,13 +521,7 @@ def _resource_contents(item: Any) -> ResourceContents | None:
         item = item["resource"]
     if not isinstance(item.get("uri"), str):
         return None
-    blob = item.get("blob")
-    return ResourceContents(
-        item["uri"],
-        _opt_str(item.get("mimeType")),
-        _opt_str(item.get("text")),
-        _decode_bytes(blob) if blob is not None else None,
-    )
+    return _uri_body(ResourceContents, item)
 
 
 def read_resource(server: str, uri: str) -> list[ResourceContents]:
@@ -869,6 +870,16 @@ def _execute(code: str, filename: str, namespace: dict[str, Any]) -> Any:
     return namespace.pop(_LAST, None)
 
 
+def _flush_std() -> None:
+    """Flush Python's stdout and stderr; one the program closed or broke is its own business."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
 def _run(session: _Session, params: dict[str, Any], runtime_pid: int) -> dict[str, Any]:
     code = params.get("code")
     if not isinstance(code, str):
@@ -879,9 +890,7 @@ def _run(session: _Session, params: dict[str, Any], runtime_pid: int) -> dict[st
     filename = "<program>" if session.count == 1 else f"<program #{session.count}>"
     _state.reset()
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
+    _flush_std()
     session.out = _FdCapture(1, output_cap)
     session.err = _FdCapture(2, output_cap)
     error: dict[str, Any] | None = None
@@ -897,16 +906,9 @@ def _run(session: _Session, params: dict[str, Any], runtime_pid: int) -> dict[st
     finally:
         if os.getpid() != runtime_pid:
             # A child forked by the program reached the end of the program: it must not answer.
-            for stream in (sys.stdout, sys.stderr):
-                if stream is not None:
-                    stream.flush()
+            _flush_std()
             os._exit(0 if error is None else 1)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
+    _flush_std()
     stdout, stdout_truncated = session.out.finish()
     stderr, stderr_truncated = session.err.finish()
     session.out = session.err = None

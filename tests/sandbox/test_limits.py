@@ -230,3 +230,33 @@ async def test_process_backend_watchdog_kills_when_processes_together_exceed_the
     assert "over the limit of 128 MiB" in outcome.error.message
     assert outcome.duration_ms < 10_000
     no_leftovers()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="only a root host gives the sandbox its own uid; without it, setsid + double fork leaves "
+    "the watchdog's view (documented)",
+)
+async def test_process_backend_watchdog_counts_processes_that_left_the_tree_and_the_session(
+    stub_tree: Any, handler: Any, new_binding: Callable[..., Any], no_leftovers: Callable[[], None]
+) -> None:
+    # Each holder is re-parented away from the runtime and in a session of its own: only the
+    # sandbox's uid still ties it to the sandbox, so a scan of the tree or session would miss it.
+    code = (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            hold = b'x' * (48 << 20)\n"
+        "            time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "time.sleep(30)\n"
+    )
+    config = SandboxConfig(backend="process", pool_size=0, memory_mb=128, wall_time_s=20)
+    async with SandboxManager(config) as manager:
+        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+    assert outcome.status == "error"
+    assert outcome.error.kind == "oom", outcome.error
+    assert "over the limit of 128 MiB" in outcome.error.message
+    no_leftovers()
