@@ -457,9 +457,6 @@ class CodeMode:
             await self._sessions.pop(key).aclose()
         return len(stale)
 
-    def session_count(self) -> int:
-        return len(self._sessions)
-
     async def close_session(
         self, session_id: str, *, principal: str | None = None, tenant: str | None = None
     ) -> None:

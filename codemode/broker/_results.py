@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
@@ -52,7 +52,6 @@ class FilterReport:
     pii_tokenized: int = 0
     blocks_dropped: int = 0
     injection_suspected: bool = False
-    notes: list[str] = field(default_factory=lambda: [])
 
 
 class ResultFilter:
@@ -140,7 +139,6 @@ class ResultFilter:
         marker = f"\n…[truncated by codemode: {size:,} bytes, limit {limit:,}]"
         budget = max(0, limit - len(marker.encode()) - 64)
         cut = text.encode()[:budget].decode("utf-8", "ignore")
-        report.notes.append(f"result truncated from {size:,} to {limit:,} bytes")
         return None, [{"type": "text", "text": cut + marker}]
 
     def tool_result(self, result: mcp_types.CallToolResult) -> tuple[ToolResult | ToolError, FilterReport]:
