@@ -143,23 +143,15 @@ def _tool(rng: random.Random, server: str, index: int) -> ToolSpec:
     description = " ".join(_sentence(rng, rng.randint(6, 18)) for _ in range(rng.randint(1, 6)))
     annotations = {"readOnlyHint": True} if verb in ("get", "list", "search", "count") else None
     title = f"{verb.title()} {noun}" if rng.random() < 0.5 else None
-    return ToolSpec(
-        server=server,
-        name=name,
-        title=title,
-        description=description,
-        input_schema=schema,
-        output_schema=output,
-        annotations=annotations,
-        schema_hash=tool_hash(
-            name=name,
-            title=title,
-            description=description,
-            input_schema=schema,
-            output_schema=output,
-            annotations=annotations,
-        ),
-    )
+    definition: dict[str, Any] = {
+        "name": name,
+        "title": title,
+        "description": description,
+        "input_schema": schema,
+        "output_schema": output,
+        "annotations": annotations,
+    }
+    return ToolSpec(server=server, schema_hash=tool_hash(**definition), **definition)
 
 
 def synthesize(tools: int = 3000, servers: int = 60, seed: int = 20260101) -> list[ServerCatalog]:

@@ -60,6 +60,16 @@ _TYPING_ATTRS: Final = frozenset(["Any", "Never", "Literal", "NotRequired"])
 _RUNTIME_TYPES: Final = frozenset(["ResourceContents", "PromptMessage"])
 _MAX_TYPE_DEPTH: Final = 64
 _PROVENANCE: Final = frozenset(["__server__", "__tool__", "__schema_hash__"])
+# ``import <module> as <alias>`` statements each kind of module may contain.
+_IMPORTS: Final[dict[str, frozenset[tuple[str, str]]]] = {
+    "tool": frozenset([("typing", "_t"), ("codemode_runtime", "_rt")]),
+    "root": frozenset([("typing", "_t"), ("importlib", "_importlib")]),
+    "package": frozenset(
+        [("typing", "_t"), ("importlib", "_importlib"), ("sys", "_sys"), ("types", "_types")]
+    ),
+    "resources": frozenset([("codemode_runtime", "_rt")]),
+    "prompts": frozenset([("codemode_runtime", "_rt")]),
+}
 
 _PACKAGE_FUNCTIONS_SOURCE: Final = """
 class _Package(_types.ModuleType):
@@ -203,14 +213,7 @@ class _Checker:
         self.package = package
         self.exports = exports or []
         self.type_names: set[str] = set()
-        self.imports: dict[str, str] = {
-            "tool": "typing:_t codemode_runtime:_rt",
-            "root": "typing:_t importlib:_importlib",
-            "package": "typing:_t importlib:_importlib sys:_sys types:_types",
-            "resources": "codemode_runtime:_rt",
-            "prompts": "codemode_runtime:_rt",
-        }
-        self.allowed_imports = {tuple(pair.split(":")) for pair in self.imports[kind].split()}
+        self.allowed_imports = _IMPORTS[kind]
 
     # -- module -------------------------------------------------------------------------------
 
@@ -240,7 +243,11 @@ class _Checker:
             ):
                 functions.append(stmt.name)
                 self.function(stmt)
-            elif self.kind == "package" and ast.dump(stmt) in _canonical_package_statements():
+            elif (
+                self.kind == "package"
+                and isinstance(stmt, ast.Assign)
+                and ast.dump(stmt) in _canonical_package_statements()
+            ):
                 continue
             else:
                 self.statement(stmt)

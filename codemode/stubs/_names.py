@@ -58,13 +58,20 @@ from typing import Final
 
 from codemode.errors import NameCollisionError
 
-__all__ = ["MODULE_LEVEL_RESERVED", "NameKind", "assign_identifiers", "base_identifier", "pascal_case"]
+__all__ = [
+    "KEYWORDS",
+    "MODULE_LEVEL_RESERVED",
+    "NameKind",
+    "assign_identifiers",
+    "base_identifier",
+    "pascal_case",
+]
 
 MAX_IDENTIFIER: Final = 64
 _HASH_DIGITS: Final = 8
 
-_KEYWORDS: Final = frozenset(keyword.kwlist)
-MODULE_LEVEL_RESERVED: Final = _KEYWORDS | frozenset(dir(builtins)) | {"annotations"}
+KEYWORDS: Final = frozenset(keyword.kwlist)
+MODULE_LEVEL_RESERVED: Final = KEYWORDS | frozenset(dir(builtins)) | {"annotations"}
 _WINDOWS_DEVICES: Final = frozenset(
     ["con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))]
 )
@@ -100,7 +107,7 @@ def _transliterate(char: str) -> tuple[str, bool] | None:
 
 
 def _is_reserved(ident: str, kind: NameKind) -> bool:
-    if ident in _KEYWORDS:
+    if ident in KEYWORDS:
         return True
     return kind.module_level and (ident in MODULE_LEVEL_RESERVED or ident.lower() in _WINDOWS_DEVICES)
 

@@ -11,7 +11,6 @@ tree keeps it.
 from __future__ import annotations
 
 import functools
-import keyword
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from codemode._resources import resource_dir
 from codemode.catalog import PromptSpec, ResourceSpec, ResourceTemplateSpec, ToolSpec
 from codemode.errors import StubRenderError
 from codemode.stubs import _astcheck
-from codemode.stubs._names import NameKind, assign_identifiers, pascal_case
+from codemode.stubs._names import KEYWORDS, NameKind, assign_identifiers, pascal_case
 from codemode.stubs._sanitize import (
     TOOL_DOC_LIMIT,
     Untrusted,
@@ -42,12 +41,12 @@ from codemode.stubs._schema import (
     PyType,
     SchemaTyper,
     TypedDictDef,
-    as_list,
     as_map,
     description_of,
     is_json_scalar,
     str_items,
     union,
+    variants,
 )
 
 __all__ = [
@@ -152,9 +151,17 @@ class _DefinitionView:
     comment: Untrusted = field(default_factory=lambda: Untrusted(""))
 
 
+def _summary(description: str | None, title: str | None, fallback: str) -> str:
+    return first_sentence(description) or first_sentence(title) or fallback
+
+
+def _paragraphs(*parts: str | None) -> str:
+    return "\n\n".join(part for part in parts if part)
+
+
 def tool_summary(spec: ToolSpec) -> str:
     """One cleaned line about a tool (not escaped for any source context)."""
-    return first_sentence(spec.description) or first_sentence(spec.title) or "(no description)"
+    return _summary(spec.description, spec.title, "(no description)")
 
 
 def render_tool(spec: ToolSpec, ident: str) -> str:
@@ -203,13 +210,8 @@ def _render_tool(spec: ToolSpec, ident: str, mode: Mode) -> str:
     # larger cap never cuts again): the description keeps TOOL_DOC_LIMIT characters.
     description = clean_text(spec.description or "", TOOL_DOC_LIMIT if mode == "full" else 300)
     title = clean_text(spec.title or "", TITLE_LIMIT)
-    doc_text = f"{title}\n\n{description}" if title and description else (title or description)
-    hints = _hint_lines(spec)
-    extra = [*hints, *input_notes]
-    if extra:
-        doc_text = (doc_text + "\n\n" if doc_text else "") + "\n".join(extra)
-    if not doc_text:
-        doc_text = f"Call the tool {spec.name}."
+    extra = "\n".join([*_hint_lines(spec), *input_notes])
+    doc_text = _paragraphs(title, description, extra) or f"Call the tool {spec.name}."
 
     context: dict[str, object] = {
         "server_name": Untrusted(spec.server),
@@ -337,7 +339,7 @@ def _top_level_properties(
         if part is None:
             continue
         _collect(part, props, required)
-        branches = [b for b in map(as_map, _branches(part, typer)) if b is not None]
+        branches = [b for b in (as_map(typer.resolve(v)) for v in variants(part)) if b is not None]
         if branches:
             branch_required: list[set[str]] = []
             for branch in branches:
@@ -358,13 +360,6 @@ def _collect(part: Mapping[str, Any], props: dict[str, Any], required: set[str])
     for key, sub in (as_map(part.get("properties")) or {}).items():
         props.setdefault(str(key), sub)
     required.update(str_items(part.get("required")))
-
-
-def _branches(part: Mapping[str, Any], typer: SchemaTyper) -> list[object]:
-    out: list[object] = []
-    for key in ("anyOf", "oneOf"):
-        out.extend(typer.resolve(branch) for branch in as_list(part.get(key)) or [])
-    return out
 
 
 _RETURNS_UNTYPED: Final = (
@@ -390,14 +385,13 @@ def _plan_returns(spec: ToolSpec, module: ModuleTypes, tool_pascal: str, mode: M
 
 
 _CLASS_KEY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_KEYWORDS: Final = frozenset(keyword.kwlist)
 _ANNOTATION_NAMES: Final = frozenset(["str", "int", "float", "bool", "list", "dict"])
 
 
 def _definition_views(module: ModuleTypes, ident: str, notes_limit: int) -> list[_DefinitionView]:
     # A field name that is a keyword, or that would shadow a name the class body's annotations
     # use (the builtin types, the module's own types), forces the functional syntax.
-    unsafe_keys = _KEYWORDS | _ANNOTATION_NAMES | module.names
+    unsafe_keys = KEYWORDS | _ANNOTATION_NAMES | module.names
     views: list[_DefinitionView] = []
     for definition in module.definitions:
         if isinstance(definition, AliasDef):
@@ -567,54 +561,29 @@ def render_resources(
         ident = idents[names[key]]
         if ident == "read":  # the generic reader owns this name
             ident = "read_"
-        summary = first_sentence(item.description) or first_sentence(item.title) or item.name
+        params: list[_Param] = []
         if isinstance(item, ResourceSpec):
-            doc = _resource_doc(item.title, item.description, f"Resource URI: {item.uri}", item.mime_type)
-            functions.append(
-                _FunctionView(
-                    ident=ident,
-                    summary=Untrusted(summary),
-                    doc=Untrusted(doc),
-                    params=[],
-                    uri_expr=pystr(item.uri),
-                )
+            where, uri_expr = f"Resource URI: {item.uri}", pystr(item.uri)
+        elif (parts := _uri_template_parts(item.uri_template)) is None:
+            where = f"URI template: {item.uri_template} (not expandable here: pass the full URI)"
+            params, uri_expr = [_simple_param("uri")], "uri"
+        else:
+            variables = list(dict.fromkeys(name for _, _, name in parts if name))
+            var_idents = assign_identifiers(
+                variables, NameKind.PARAMETER, where=f"variables of resource template {item.uri_template!r}"
             )
-            continue
-        parts = _uri_template_parts(item.uri_template)
-        if parts is None:
-            doc = _resource_doc(
-                item.title,
-                item.description,
-                f"URI template: {item.uri_template} (not expandable here: pass the full URI)",
-                item.mime_type,
-            )
-            param = _simple_param("uri")
-            functions.append(
-                _FunctionView(
-                    ident=ident,
-                    summary=Untrusted(summary),
-                    doc=Untrusted(doc),
-                    params=[param],
-                    uri_expr="uri",
-                )
-            )
-            continue
-        variables = list(dict.fromkeys(name for _, _, name in parts if name))
-        var_idents = assign_identifiers(
-            variables, NameKind.PARAMETER, where=f"variables of resource template {item.uri_template!r}"
-        )
-        expr, quoted = _uri_expression(parts, var_idents)
-        uses_quote = uses_quote or quoted
-        doc = _resource_doc(
-            item.title, item.description, f"URI template: {item.uri_template}", item.mime_type
-        )
+            uri_expr, quoted = _uri_expression(parts, var_idents)
+            uses_quote = uses_quote or quoted
+            where = f"URI template: {item.uri_template}"
+            params = [_simple_param(var_idents[v]) for v in variables]
+        where += f" ({item.mime_type})" if item.mime_type else ""
         functions.append(
             _FunctionView(
                 ident=ident,
-                summary=Untrusted(summary),
-                doc=Untrusted(doc),
-                params=[_simple_param(var_idents[v]) for v in variables],
-                uri_expr=expr,
+                summary=Untrusted(_summary(item.description, item.title, item.name)),
+                doc=Untrusted(_paragraphs(item.title, item.description, where)),
+                params=params,
+                uri_expr=uri_expr,
             )
         )
     context: dict[str, object] = {
@@ -646,12 +615,6 @@ def _simple_param(ident: str) -> _Param:
         doc=Untrusted(""),
         comment=Untrusted(""),
     )
-
-
-def _resource_doc(title: str | None, description: str | None, where: str, mime: str | None) -> str:
-    lines = [x for x in (title, description) if x]
-    lines.append(where + (f" ({mime})" if mime else ""))
-    return "\n\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -691,24 +654,17 @@ def render_prompts(server: str, prompts: Sequence[PromptSpec]) -> str:
                 )
             )
         ordered = [p for req, p in params if req] + [p for req, p in params if not req]
-        summary = first_sentence(prompt.description) or first_sentence(prompt.title) or prompt.name
-        title = prompt.title or ""
-        description = prompt.description or ""
-        doc = (
-            f"{title}\n\n{description}"
-            if title and description
-            else (title or description or f"Prompt {prompt.name}.")
+        functions.append(
+            _FunctionView(
+                ident=idents[prompt.name],
+                summary=Untrusted(_summary(prompt.description, prompt.title, prompt.name)),
+                doc=Untrusted(_paragraphs(prompt.title, prompt.description) or f"Prompt {prompt.name}."),
+                params=ordered,
+                name=Untrusted(prompt.name),
+                required=[p for p in ordered if not p.conditional],
+                optional=[p for p in ordered if p.conditional],
+            )
         )
-        views = _FunctionView(
-            ident=idents[prompt.name],
-            summary=Untrusted(summary),
-            doc=Untrusted(doc),
-            params=ordered,
-            name=Untrusted(prompt.name),
-            required=[p for p in ordered if not p.conditional],
-            optional=[p for p in ordered if p.conditional],
-        )
-        functions.append(views)
     context: dict[str, object] = {
         "server_name": Untrusted(server),
         "functions": functions,

@@ -64,6 +64,7 @@ __all__ = [
     "is_json_scalar",
     "str_items",
     "union",
+    "variants",
 ]
 
 MAX_DEPTH: Final = 16
@@ -133,10 +134,12 @@ DICT_ANY: Final = PyType("dict", "dict[str, _t.Any]")
 LIST_ANY: Final = PyType("list", "list[_t.Any]")
 
 
-def _capped(kind: str, text: str, members: tuple[PyType, ...] = ()) -> PyType:
+def _capped(
+    kind: str, text: str, members: tuple[PyType, ...] = (), literals: tuple[LiteralValue, ...] = ()
+) -> PyType:
     if len(text) > MAX_EXPR_CHARS:
         return OVERSIZED
-    return PyType(kind, text, members)
+    return PyType(kind, text, members, literals)
 
 
 def list_of(item: PyType) -> PyType:
@@ -160,9 +163,7 @@ def literal(values: Sequence[LiteralValue]) -> PyType:
             seen.add(key)
             unique.append(value)
     text = "_t.Literal[" + ", ".join(repr(v) for v in unique) + "]"
-    if len(text) > MAX_EXPR_CHARS:
-        return OVERSIZED
-    return PyType("literal", text, literals=tuple(unique))
+    return _capped("literal", text, literals=tuple(unique))
 
 
 def union(members: Iterable[PyType]) -> PyType:
@@ -399,15 +400,15 @@ class SchemaTyper:
             return self._enum(enum, notes)
         if as_list(schema.get("allOf")):
             return self._all_of(schema, hint, depth, notes)
-        variants = _variants(schema)
-        if variants:
+        options = variants(schema)
+        if options:
             base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
             base_typed = _has_type_info(base)
-            typed = [v for v in variants if _has_type_info(v) or v is True]
+            typed = [v for v in options if _has_type_info(v) or v is True]
             members = [
                 self.type_of(v, f"{hint}Option{i}", depth + 1, notes) for i, v in enumerate(typed, start=1)
             ]
-            if base_typed and len(typed) < len(variants):
+            if base_typed and len(typed) < len(options):
                 # Constraint-only members ({"required": [...]}) narrow the sibling schema.
                 members.append(self._core(base, hint, depth, notes))
             if members:
@@ -596,13 +597,10 @@ class SchemaTyper:
     def _resolve_local(self, ref: object, notes: list[str]) -> object | None:
         """Follow ``$ref`` chains inside the document; None (with a note) when that is not possible."""
         for _ in range(MAX_REF_HOPS):
-            if not isinstance(ref, str):
-                _note(notes, "invalid $ref: Any")
+            pointer = _local_pointer(ref, notes)
+            if pointer is None:
                 return None
-            if not ref.startswith("#"):
-                _note(notes, f"$ref {ref} is not fetched (only local references are followed): Any")
-                return None
-            target = _pointer(self._root, ref[1:])
+            target = _pointer(self._root, pointer)
             if target is _MISSING:
                 _note(notes, f"unresolvable $ref {ref}: Any")
                 return None
@@ -615,15 +613,8 @@ class SchemaTyper:
         return None
 
     def _ref(self, ref: object, hint: str, depth: int, notes: list[str]) -> PyType:
-        if not isinstance(ref, str):
-            _note(notes, "invalid $ref: Any")
-            return ANY
-        if not ref.startswith("#"):
-            _note(notes, f"$ref {ref} is not fetched (only local references are followed): Any")
-            return ANY
-        pointer = ref[1:]
-        if pointer and not pointer.startswith("/"):
-            _note(notes, f"anchor $ref {ref} is not supported: Any")
+        pointer = _local_pointer(ref, notes)
+        if pointer is None:
             return ANY
         cached = self._refs.get(pointer)
         if cached is not None:
@@ -671,7 +662,23 @@ class SchemaTyper:
         return pascal_case(base_identifier(last, NameKind.PARAMETER))
 
 
-def _variants(schema: Mapping[str, Any]) -> list[object]:
+def _local_pointer(ref: object, notes: list[str]) -> str | None:
+    """The JSON pointer of a local ``$ref`` (``"#/$defs/X"`` -> ``"/$defs/X"``), else None with a note."""
+    if not isinstance(ref, str):
+        _note(notes, "invalid $ref: Any")
+        return None
+    if not ref.startswith("#"):
+        _note(notes, f"$ref {ref} is not fetched (only local references are followed): Any")
+        return None
+    pointer = ref[1:]
+    if pointer and not pointer.startswith("/"):
+        _note(notes, f"anchor $ref {ref} is not supported: Any")
+        return None
+    return pointer
+
+
+def variants(schema: Mapping[str, Any]) -> list[object]:
+    """The members of a schema's ``anyOf`` and ``oneOf`` (in that order)."""
     out: list[object] = []
     for key in ("anyOf", "oneOf"):
         out.extend(as_list(schema.get(key)) or [])

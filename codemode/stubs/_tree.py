@@ -35,7 +35,6 @@ from codemode.stubs._render import (
     render_tool,
     tool_summary,
 )
-from codemode.stubs._sanitize import first_sentence
 from codemode.stubs._schema import as_map, description_of
 
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
@@ -45,7 +44,6 @@ _DETAIL_LEVELS: Final = frozenset(get_args(DetailLevel))
 
 RUNTIME_STUB: Final = "codemode_runtime.pyi"
 _EXPORT_MARKER: Final = ".codemode-tree"
-_PARAM_DOC_CHARS: Final = 300
 
 
 class TreePathError(CodemodeError, KeyError):
@@ -116,24 +114,37 @@ class _Lazy:
 
 
 @dataclass(frozen=True, slots=True)
+class _File:
+    module: str
+    package: bool
+    lazy: _Lazy
+
+
+@dataclass(frozen=True, slots=True)
 class _Tool:
+    """One tool module; its file and listing entry are built once and shared by every view."""
+
     spec: ToolSpec
     server_ident: str
     ident: str
-    lazy: _Lazy
-    summary: str
+    file: _File
+    entry: TreeEntry
 
     @property
     def source(self) -> str:
-        return self.lazy.get()
+        return self.file.lazy.get()
 
     @property
     def module(self) -> str:
-        return f"servers.{self.server_ident}.{self.ident}"
+        return self.file.module
 
     @property
     def path(self) -> str:
-        return f"servers/{self.server_ident}/{self.ident}.py"
+        return self.entry.path
+
+    @property
+    def summary(self) -> str:
+        return self.entry.summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +156,6 @@ class _Server:
     prompts: _Lazy | None
 
 
-@dataclass(frozen=True, slots=True)
-class _File:
-    module: str
-    package: bool
-    lazy: _Lazy
-
-
 class _Shared:
     """What all views of one rendering share: the rendered modules and the search index."""
 
@@ -161,7 +165,6 @@ class _Shared:
         self.lock = lock
         self._index: ToolIndex | None = None
         self._index_lock = threading.Lock()
-        self._runtime_stub: str | None = None
 
     def index(self) -> ToolIndex:
         with self._index_lock:
@@ -169,17 +172,17 @@ class _Shared:
                 self._index = ToolIndex.build([_search_document(t) for s in self.servers for t in s.tools])
             return self._index
 
-    def runtime_stub(self) -> str:
-        if self._runtime_stub is None:
-            path = resource_dir("stubs_templates") / RUNTIME_STUB
-            self._runtime_stub = path.read_text(encoding="utf-8")
-        return self._runtime_stub
+
+@functools.cache
+def _runtime_stub() -> str:
+    return (resource_dir("stubs_templates") / RUNTIME_STUB).read_text(encoding="utf-8")
 
 
 def _search_document(tool: _Tool) -> SearchDocument:
     spec = tool.spec
     props = as_map(spec.input_schema.get("properties")) or {}
-    parameters = tuple((str(key), description_of(sub)[:_PARAM_DOC_CHARS]) for key, sub in props.items())
+    # The index caps every text it reads (parameter descriptions included).
+    parameters = tuple((str(key), description_of(sub)) for key, sub in props.items())
     return SearchDocument(
         key=tool.module,
         server=spec.server,
@@ -219,8 +222,12 @@ def render_tree(catalogs: Sequence[ServerCatalog]) -> VirtualTree:
                     f" but is listed by {catalog.server!r}"
                 )
             tool_ident = tool_idents[spec.name]
+            module = f"servers.{ident}.{tool_ident}"
             lazy = _Lazy(functools.partial(render_tool, spec, tool_ident), lock)
-            tools.append(_Tool(spec, ident, tool_ident, lazy, tool_summary(spec)))
+            entry = TreeEntry(
+                f"servers/{ident}/{tool_ident}.py", f"{tool_ident}.py", "file", module, tool_summary(spec)
+            )
+            tools.append(_Tool(spec, ident, tool_ident, _File(module, False, lazy), entry))
         tools.sort(key=lambda t: (t.ident.lower(), t.ident))
         resources = (
             _Lazy(
@@ -279,18 +286,8 @@ class VirtualTree:
             summary = _server_summary(len(tools), catalog)
             index_lines.append((server.ident, summary))
             base = f"servers/{server.ident}"
-            init = _Lazy(
-                functools.partial(
-                    render_server_init,
-                    catalog.server,
-                    server.ident,
-                    [ServerInitTool(t.ident, t.summary) for t in tools],
-                    resources=len(catalog.resources) + len(catalog.resource_templates),
-                    prompts=len(catalog.prompts),
-                    excluded=len(catalog.excluded) + len(server.tools) - len(tools),
-                ),
-                lock,
-            )
+            # The tool list of the index module is built when it is first rendered, not per view.
+            init = _Lazy(functools.partial(_render_server_init, server, tools), lock)
             entries = [
                 self._add_file(
                     f"{base}/__init__.py", init, f"servers.{server.ident}", f"index: {summary}", True
@@ -299,26 +296,25 @@ class VirtualTree:
             for tool in tools:
                 self._tools[tool.module] = tool
                 self._tools_by_name[(tool.spec.server, tool.spec.name)] = tool
-                entries.append(self._add_file(tool.path, tool.lazy, tool.module, tool.summary, False))
+                self._put(tool.path, tool.file)
+                entries.append(tool.entry)
             if server.prompts is not None:
-                count = len(catalog.prompts)
                 entries.append(
                     self._add_file(
                         f"{base}/_prompts.py",
                         server.prompts,
                         f"servers.{server.ident}._prompts",
-                        f"{count} prompt" + ("" if count == 1 else "s"),
+                        _plural(len(catalog.prompts), "prompt"),
                         False,
                     )
                 )
             if server.resources is not None:
-                count = len(catalog.resources) + len(catalog.resource_templates)
                 entries.append(
                     self._add_file(
                         f"{base}/_resources.py",
                         server.resources,
                         f"servers.{server.ident}._resources",
-                        f"{count} resource" + ("" if count == 1 else "s") + " (read functions)",
+                        _plural(_resource_count(catalog), "resource") + " (read functions)",
                         False,
                     )
                 )
@@ -330,19 +326,18 @@ class VirtualTree:
         runtime = TreeEntry(
             RUNTIME_STUB, RUNTIME_STUB, "file", None, "the runtime API the stubs call (types only)"
         )
-        count = len(root_dirs)
         self._children[""] = [
-            TreeEntry(
-                "servers", "servers", "directory", "servers", f"{count} server" + ("" if count == 1 else "s")
-            ),
+            TreeEntry("servers", "servers", "directory", "servers", _plural(len(root_dirs), "server")),
             runtime,
         ]
 
     def _add_file(self, path: str, lazy: _Lazy, module: str, summary: str, package: bool) -> TreeEntry:
-        file = _File(module, package, lazy)
-        self._files[path] = file
-        self._modules[module] = file
+        self._put(path, _File(module, package, lazy))
         return TreeEntry(path, path.rsplit("/", 1)[-1], "file", module, summary)
+
+    def _put(self, path: str, file: _File) -> None:
+        self._files[path] = file
+        self._modules[file.module] = file
 
     def render_all(self) -> None:
         """Render (and check) every module of this view now; raises what rendering raises."""
@@ -367,7 +362,7 @@ class VirtualTree:
         """The source of one file."""
         normalized = _normalize(path)
         if normalized == RUNTIME_STUB:
-            return self._shared.runtime_stub()
+            return _runtime_stub()
         file = self._files.get(normalized)
         if file is not None:
             return file.lazy.get()
@@ -497,18 +492,37 @@ class VirtualTree:
             raise
         stub = directory / RUNTIME_STUB
         tmp = directory / (RUNTIME_STUB + ".tmp")
-        tmp.write_text(self._shared.runtime_stub(), encoding="utf-8", newline="\n")
+        tmp.write_text(_runtime_stub(), encoding="utf-8", newline="\n")
         os.replace(tmp, stub)
         return directory
 
 
+def _render_server_init(server: _Server, tools: Sequence[_Tool]) -> str:
+    catalog = server.catalog
+    return render_server_init(
+        catalog.server,
+        server.ident,
+        [ServerInitTool(t.ident, t.summary) for t in tools],
+        resources=_resource_count(catalog),
+        prompts=len(catalog.prompts),
+        excluded=len(catalog.excluded) + len(server.tools) - len(tools),
+    )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _resource_count(catalog: ServerCatalog) -> int:
+    return len(catalog.resources) + len(catalog.resource_templates)
+
+
 def _server_summary(tools: int, catalog: ServerCatalog) -> str:
-    parts = [f"{tools} tool" + ("" if tools == 1 else "s")]
-    resources = len(catalog.resources) + len(catalog.resource_templates)
-    if resources:
-        parts.append(f"{resources} resource" + ("" if resources == 1 else "s"))
+    parts = [_plural(tools, "tool")]
+    if resources := _resource_count(catalog):
+        parts.append(_plural(resources, "resource"))
     if catalog.prompts:
-        parts.append(f"{len(catalog.prompts)} prompt" + ("" if len(catalog.prompts) == 1 else "s"))
+        parts.append(_plural(len(catalog.prompts), "prompt"))
     return ", ".join(parts)
 
 
@@ -530,7 +544,7 @@ def _detail_text(tool: _Tool, detail: DetailLevel) -> str:
     if detail == "name":
         return tool.module
     if detail == "summary":
-        return f"{tool.module}: {first_sentence(tool.summary)}"
+        return f"{tool.module}: {tool.summary}"  # already one cleaned sentence (tool_summary)
     return _signature_block(tool.source, tool.ident)
 
 

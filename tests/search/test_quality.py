@@ -7,39 +7,16 @@ catches regressions in ranking quality; it is not a timing test.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.search_bench import QUERIES_FILE, load_documents
 from codemode.search import SearchDocument, ToolIndex
-
-DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-
-
-def load_documents() -> list[SearchDocument]:
-    catalog = json.loads((DATA / "search_tools.json").read_text(encoding="utf-8"))
-    docs: list[SearchDocument] = []
-    for server in catalog["servers"]:
-        for tool in server["tools"]:
-            props: dict[str, Any] = tool.get("inputSchema", {}).get("properties", {})
-            docs.append(
-                SearchDocument(
-                    key=f"{server['name']}/{tool['name']}",
-                    server=server["name"],
-                    name=tool["name"],
-                    title=tool.get("title"),
-                    description=tool.get("description", ""),
-                    parameters=tuple(
-                        (name, str(spec.get("description", ""))) for name, spec in props.items()
-                    ),
-                )
-            )
-    return docs
 
 
 def load_queries() -> list[dict[str, Any]]:
-    return json.loads((DATA / "search_queries.json").read_text(encoding="utf-8"))["queries"]
+    return json.loads(QUERIES_FILE.read_text(encoding="utf-8"))["queries"]
 
 
 @pytest.fixture(scope="module")

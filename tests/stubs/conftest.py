@@ -140,28 +140,19 @@ def make_tool(
     title: str | None = None,
     annotations: dict[str, Any] | None = None,
 ) -> ToolSpec:
-    schema = {"type": "object"} if schema is None else schema
+    definition: dict[str, Any] = {
+        "name": name,
+        "title": title,
+        "description": description,
+        "input_schema": {"type": "object"} if schema is None else schema,
+        "output_schema": output,
+        "annotations": annotations,
+    }
     try:
-        schema_hash = tool_hash(
-            name=name,
-            title=title,
-            description=description,
-            input_schema=schema,
-            output_schema=output,
-            annotations=annotations,
-        )
+        schema_hash = tool_hash(**definition)
     except ValueError:  # lone surrogates: the catalog excludes such tools, the renderer must still cope
         schema_hash = "sha256:" + "0" * 64
-    return ToolSpec(
-        server=server,
-        name=name,
-        title=title,
-        description=description,
-        input_schema=schema,
-        output_schema=output,
-        annotations=annotations,
-        schema_hash=schema_hash,
-    )
+    return ToolSpec(server=server, schema_hash=schema_hash, **definition)
 
 
 def catalog(

@@ -207,3 +207,12 @@ def test_json_pointer_escapes_are_resolved():
     assert type_text({"$ref": "#/$defs/a~1b"}, root)[0] == "int"
     assert type_text({"$ref": "#/$defs/c~0d"}, root)[0] == "bool"
     assert type_text({"$ref": "#/$defs/e%20f"}, root)[0] == "str"
+
+
+def test_an_anchor_ref_is_not_resolved_in_allof_either():
+    # "#thing" is an anchor, not a JSON pointer: it must not resolve to the document root.
+    root = {"type": "object", "properties": {"x": {"type": "string"}}}
+    text, notes, module = type_text({"allOf": [{"$ref": "#thing"}, {"type": "object"}]}, root=root)
+    assert text == "_t.Any"
+    assert any("anchor $ref #thing" in n for n in notes)
+    assert not module.definitions
