@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 HASH_PREFIX = "sha256:"
@@ -35,12 +36,23 @@ def tool_hash(
 
     Absent and ``null`` are the same thing here (the wire may omit either way).
     """
-    document = {
-        "name": name,
-        "title": title,
-        "description": description,
-        "inputSchema": input_schema,
-        "outputSchema": output_schema,
-        "annotations": annotations,
-    }
+    return definition_hash(
+        {
+            "name": name,
+            "title": title,
+            "description": description,
+            "inputSchema": input_schema,
+            "outputSchema": output_schema,
+            "annotations": annotations,
+        }
+    )
+
+
+HASHED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+"""The parts of a tool definition (MCP wire names) that the hash covers."""
+
+
+def definition_hash(definition: Mapping[str, Any]) -> str:
+    """The hash of a wire-form definition (as stored in codemode.lock); missing fields count as null."""
+    document = {field: definition.get(field) for field in HASHED_FIELDS}
     return HASH_PREFIX + hashlib.sha256(canonical_json(document)).hexdigest()

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from codemode.catalog._hashing import tool_hash
+from codemode.catalog._hashing import definition_hash
 from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 from codemode.errors import CatalogError
 
@@ -54,17 +54,6 @@ def tool_definition(spec: ToolSpec) -> dict[str, Any]:
         "outputSchema": spec.output_schema,
         "annotations": spec.annotations,
     }
-
-
-def _definition_hash(definition: dict[str, Any]) -> str:
-    return tool_hash(
-        name=definition.get("name", ""),
-        title=definition.get("title"),
-        description=definition.get("description"),
-        input_schema=definition.get("inputSchema"),
-        output_schema=definition.get("outputSchema"),
-        annotations=definition.get("annotations"),
-    )
 
 
 class PinnedDefinition(BaseModel):
@@ -121,7 +110,7 @@ def _verify(lock: LockFile, source: str) -> None:
                     continue
                 if pinned.definition.get("name") != name:
                     raise CatalogError(f"{source}: {server}/{name}: {label} definition names another tool")
-                if _definition_hash(pinned.definition) != pinned.hash:
+                if definition_hash(pinned.definition) != pinned.hash:
                     raise CatalogError(
                         f"{source}: {server}/{name}: the {label} definition does not match its hash; "
                         "the lock file was edited or corrupted. Restore it from version control, or "
