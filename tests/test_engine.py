@@ -22,7 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "servers"
 async def engine(tmp_path: Path) -> AsyncIterator[CodeMode]:
     data: dict[str, Any] = {
         "servers": {
-            name: {"command": sys.executable, "args": [str(EXAMPLES / f"{name}_server.py")]}
+            name: {"command": sys.executable, "args": [str(EXAMPLES / f"{name}_server.py")], "trusted": True}
             for name in ("docs", "crm")
         },
         "sandbox": {"backend": "process", "pool_size": 1},

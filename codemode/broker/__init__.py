@@ -5,6 +5,7 @@ scope, consent, budget), the operation ledger (idempotency, execution record) an
 filter (size, content types, secrets, PII, instruction-like text flagged as data).
 """
 
+from codemode._redaction import redact_secrets
 from codemode.broker._approvals import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -16,7 +17,6 @@ from codemode.broker._approvals import (
 from codemode.broker._broker import Broker, RunSummary, ToolBackend
 from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
 from codemode.broker._pii import PiiVault
-from codemode.broker._redact import redact_secrets
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.broker.gates import ApprovalStore, CatalogView
 

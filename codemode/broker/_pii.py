@@ -24,14 +24,19 @@ PLACEHOLDER = re.compile(r"<pii:([a-z]+):([0-9a-f]{12})>")
 _EMAIL = re.compile(
     r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b"
 )
-# International or national numbers with separators; at least 9 digits (checked below) keeps
+# International or national numbers with separators (the country code and a parenthesised area
+# code are optional); at least 9 digits and a sign of being a phone number (checked below) keep
 # dates, ids and amounts out.
 _PHONE = re.compile(
-    r"(?<![\w+])\+?\d{1,3}?[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w-])"
+    r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w-])"
 )
-_CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+_CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
 _SSN = re.compile(r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)")
+_PHONE_WORDS = re.compile(r"(?i)\b(?:phone|tel|telephone|mobile|cell|fax|call|sms|whatsapp)\b")
+_PHONE_CONTEXT_CHARS = 32
+_DATE_LIKE = re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}|^\d{1,2}[-./]\d{1,2}[-./]\d{4}")
+_NANP = re.compile(r"^\d{3}[\s.-]\d{3}[\s.-]\d{4}$")
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -44,13 +49,18 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card_ok(text: str) -> bool:
-    digits = re.sub(r"\D", "", text)
-    return 13 <= len(digits) <= 19 and _luhn_ok(digits)
+def _card_ok(match: re.Match[str]) -> bool:
+    """Card numbers: 13-19 digits, an issuer prefix (2-6), not one repeated digit, Luhn valid.
+
+    Hashes, ids and zero-padded counters pass Luhn one time in ten; the issuer and repeat
+    checks keep ``0000000000000000`` and most hex-looking ids out.
+    """
+    digits = re.sub(r"\D", "", match.group(0))
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and len(set(digits)) > 1 and _luhn_ok(digits)
 
 
-def _iban_ok(text: str) -> bool:
-    compact = text.replace(" ", "")
+def _iban_ok(match: re.Match[str]) -> bool:
+    compact = match.group(0).replace(" ", "")
     if not 15 <= len(compact) <= 34:
         return False
     rearranged = compact[4:] + compact[:4]
@@ -58,12 +68,20 @@ def _iban_ok(text: str) -> bool:
     return int(number) % 97 == 1
 
 
-def _phone_ok(text: str) -> bool:
+def _phone_ok(match: re.Match[str]) -> bool:
+    """Phone numbers need a sign of being one: ``+``, an area code in parentheses, the 3-3-4
+    grouping, or a word such as "phone" just before. Bare digit runs are ids and amounts."""
+    text = match.group(0)
     digits = re.sub(r"\D", "", text)
-    return 9 <= len(digits) <= 15
+    if not 9 <= len(digits) <= 15 or _DATE_LIKE.match(text):
+        return False
+    if text.startswith("+") or "(" in text or _NANP.match(text):
+        return True
+    before = match.string[max(0, match.start() - _PHONE_CONTEXT_CHARS) : match.start()]
+    return bool(_PHONE_WORDS.search(before))
 
 
-_DETECTORS: dict[str, tuple[re.Pattern[str], Callable[[str], bool] | None]] = {
+_DETECTORS: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], bool] | None]] = {
     "email": (_EMAIL, None),
     "iban": (_IBAN, _iban_ok),
     "card": (_CARD, _card_ok),
@@ -114,7 +132,7 @@ def pii_kinds_in(text: str, kinds: Iterable[str]) -> set[str]:
             continue
         for match in pattern.finditer(text):
             value = match.group(0)
-            if not PLACEHOLDER.fullmatch(value) and (check is None or check(value)):
+            if not PLACEHOLDER.fullmatch(value) and (check is None or check(match)):
                 found.add(kind)
                 break
     return found
@@ -132,11 +150,11 @@ def scrub_text(text: str, kinds: Iterable[str], replace: Callable[[str, str], st
             continue
 
         def substitute(
-            match: re.Match[str], kind: str = kind, check: Callable[[str], bool] | None = check
+            match: re.Match[str], kind: str = kind, check: Callable[[re.Match[str]], bool] | None = check
         ) -> str:
             nonlocal count
             value = match.group(0)
-            if PLACEHOLDER.fullmatch(value) or (check is not None and not check(value)):
+            if PLACEHOLDER.fullmatch(value) or (check is not None and not check(match)):
                 return value
             count += 1
             return replace(kind, value)

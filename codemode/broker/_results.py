@@ -14,8 +14,9 @@ from typing import Any
 
 import mcp_types
 
+from codemode._redaction import redact_secrets, redact_value_counting, secret_kinds_in
+from codemode.broker._media import media_problem
 from codemode.broker._pii import PiiVault, map_strings, pii_kinds_in, scrub_text
-from codemode.broker._redact import redact_secrets, secret_kinds_in
 from codemode.calls import ContentBlock, ToolError, ToolResult
 from codemode.config import ResultPolicy
 
@@ -101,6 +102,10 @@ class ResultFilter:
             return value
         if isinstance(value, str):
             return self.text(value, report)
+        if self.policy.redact_secrets:
+            # Field names and name/value pairs mark secrets that no pattern over the text can see.
+            value, found = redact_value_counting(value)
+            report.secrets_redacted += found
         plan = self._plan(json.dumps(value, ensure_ascii=False))
         report.injection_suspected |= plan.injection
         if not plan.secrets and not plan.pii:
@@ -118,6 +123,11 @@ class ResultFilter:
             if kind not in allowed:
                 report.blocks_dropped += 1
                 blocks.append({"type": "text", "text": f"[content of type {kind!r} removed by policy]"})
+                continue
+            problem = media_problem(data, self.policy.mime_types)
+            if problem is not None:
+                report.blocks_dropped += 1
+                blocks.append({"type": "text", "text": f"[{problem}: removed by policy]"})
                 continue
             blocks.append(self.value(data, report) if kind in ("text", "resource", "resource_link") else data)
         return blocks

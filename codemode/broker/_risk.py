@@ -1,4 +1,16 @@
-"""How risky a call is, from the policy and (only if the server is trusted) its annotations."""
+"""How risky a call is, from the policy and (only if the server is trusted) its annotations.
+
+===============================================  =======
+Rule (first that applies)                        Risk
+===============================================  =======
+policy ``consent.read_only`` names the tool      low
+``destructiveHint: true`` (any server)           high
+server not ``trusted``                           high
+trusted, ``readOnlyHint: true``                  low
+trusted, ``destructiveHint: false``              medium
+anything else                                    high
+===============================================  =======
+"""
 
 from __future__ import annotations
 
@@ -19,13 +31,19 @@ def tool_risk(
     if any_match(policy.consent.read_only, server, tool):
         return "low"
     hints = annotations or {}
-    if hints.get("destructiveHint") is True and hints.get("readOnlyHint") is not True:
+    read_only = hints.get("readOnlyHint") is True
+    destructive = hints.get("destructiveHint")
+    if destructive is True or not trusted:
+        # destructiveHint only ever raises risk; an untrusted server's hints never lower it, and
+        # "read-only but destructive" is a contradiction that gets the worse reading.
         return "high"
-    if hints.get("readOnlyHint") is True:
-        return "low" if trusted else "medium"
+    if read_only:
+        return "low"
+    if destructive is False:
+        return "medium"  # a trusted server says it writes, but only additively
     return "high"
 
 
 def access_for(risk: Risk) -> str:
-    """What a call does to a resource: read-risk tools read; everything else may write."""
-    return "write" if risk == "high" else "read"
+    """What a call does to a resource: only low-risk tools read; everything else may write."""
+    return "read" if risk == "low" else "write"

@@ -444,7 +444,7 @@ async def _read_back(
     risk = tool_risk(
         config.policy, server, name, definition.get("annotations"), trusted=bool(entry and entry.trusted)
     )
-    if risk == "high":
+    if risk != "low":
         fail(f"{tool} is not marked read-only: reconciling must not risk repeating a side effect")
 
     async def look(record: CallRecord) -> ReadBackVerdict | None:

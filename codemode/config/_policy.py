@@ -7,10 +7,11 @@ Tool selectors are globs over ``server/tool`` (``crm/*``, ``*/get_*``, ``*``). R
 
 - ``low``: declared read-only by this policy (``consent.read_only``), or ``readOnlyHint`` on a
   server configured ``trusted = true``;
-- ``medium``: ``readOnlyHint`` on an untrusted server (the server says so; nobody checked);
-- ``high``: everything else, and anything with ``destructiveHint``.
+- ``medium``: ``destructiveHint: false`` on a trusted server (it writes, but only additively);
+- ``high``: everything else: any tool with ``destructiveHint: true``, contradictory hints, and
+  every tool of an untrusted server (its hints are claims nobody checked, so they never lower risk).
 
-By default ``high`` needs approval, so any tool not marked read-only needs consent.
+By default ``medium`` and above need approval, so any tool not known to be read-only needs consent.
 """
 
 from __future__ import annotations
@@ -38,17 +39,37 @@ ToolSelector = Annotated[str, AfterValidator(_check_selector)]
 
 
 class ScopeRule(_Section):
-    """Limits one argument of the matching tools to allowed values."""
+    """Limits arguments of the matching tools to allowed values.
+
+    A ``path`` rule also covers every argument that looks like a path (by name or by its pinned
+    schema's ``format``), so a tool cannot slip a path past it under another name.
+    """
 
     tools: list[ToolSelector] = Field(min_length=1)
-    argument: str = Field(min_length=1)
+    argument: str | None = Field(default=None, min_length=1)
     """The argument (JSON property name) that names the resource, e.g. ``path`` or ``customer_id``."""
+    arguments: list[str] = Field(default_factory=lambda: [])
+    """More arguments the rule limits, e.g. ``["source", "destination"]`` (with ``argument`` or alone)."""
     kind: Literal["path", "glob"] = "glob"
     """``path``: filesystem paths, decoded, normalised and real-path checked against ``allow`` prefixes;
     ``glob``: record ids, repo names and similar, matched against ``allow`` globs."""
     allow: list[str] = Field(min_length=1)
     access: Literal["read", "write"] = "write"
     """``read`` grants only read-risk tools on these resources; a write-risk tool is refused."""
+
+    @model_validator(mode="after")
+    def _names_an_argument(self) -> ScopeRule:
+        if self.argument is None and not self.arguments:
+            raise ValueError("a scope rule needs 'argument' or 'arguments' (the arguments it limits)")
+        if any(not name for name in self.arguments):
+            raise ValueError("'arguments' must not contain empty names")
+        return self
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        """Every argument this rule names explicitly."""
+        named = [self.argument] if self.argument is not None else []
+        return tuple(dict.fromkeys([*named, *self.arguments]))
 
 
 class PrincipalPolicy(_Section):
@@ -61,7 +82,7 @@ class PrincipalPolicy(_Section):
 
 
 class ConsentPolicy(_Section):
-    require_at_risk: Risk = "high"
+    require_at_risk: Risk = "medium"
     """Calls at or above this risk need an approval."""
     always: list[ToolSelector] = Field(default_factory=lambda: [])
     """Tools that always need approval, whatever their risk."""
@@ -92,6 +113,14 @@ class ResultPolicy(_Section):
     content_types: list[str] = Field(
         default_factory=lambda: ["text", "image", "audio", "resource", "resource_link"]
     )
+    mime_types: dict[Literal["image", "audio"], list[str]] = Field(
+        default_factory=lambda: {
+            "image": ["image/png", "image/jpeg", "image/gif", "image/webp"],
+            "audio": ["audio/wav", "audio/x-wav", "audio/mpeg", "audio/ogg", "audio/flac", "audio/webm"],
+        }
+    )
+    """MIME types allowed per content type; a block of another type, or whose bytes do not match
+    its declared type, is replaced by a note saying why."""
     redact_secrets: bool = True
     pii: Literal["tokenize", "redact", "off"] = "tokenize"
     """``tokenize``: replace PII by stable placeholders the broker maps back when passed to a tool."""

@@ -187,12 +187,17 @@ async def test_tool_gate_refuses_tools_outside_the_principals_grant() -> None:
     ("annotations", "trusted", "risk"),
     [
         ({"readOnlyHint": True}, True, "low"),
-        ({"readOnlyHint": True}, False, "medium"),
+        ({"readOnlyHint": True}, False, "high"),
+        ({"readOnlyHint": True, "destructiveHint": True}, False, "high"),
+        ({"readOnlyHint": True, "destructiveHint": True}, True, "high"),
+        ({"destructiveHint": False}, True, "medium"),
+        ({"destructiveHint": False}, False, "high"),
         ({"destructiveHint": True}, True, "high"),
         (None, True, "high"),
+        (None, False, "high"),
     ],
 )
-async def test_risk_trusts_read_only_hints_only_from_trusted_servers(
+async def test_risk_never_lowered_by_untrusted_or_contradictory_hints(
     annotations: dict[str, Any] | None, trusted: bool, risk: str
 ) -> None:
     tool = spec(annotations=annotations)

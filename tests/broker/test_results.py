@@ -125,3 +125,60 @@ def test_an_error_result_keeps_its_message_and_is_filtered_too() -> None:
 def test_map_strings_reaches_keys_and_nested_values() -> None:
     value = {"k@x.io": [{"v": "k@x.io"}], "n": 3}
     assert map_strings(value, str.upper) == {"K@X.IO": [{"V": "K@X.IO"}], "N": 3}
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+EXE = "TVqQAAMAAAAEAAAA//8AALgAAAAAAAAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAgAAAAA=="
+
+
+@pytest.mark.parametrize(
+    ("mime", "data", "kept"),
+    [
+        ("image/png", PNG, True),
+        ("application/x-msdownload", EXE, False),
+        ("image/png", EXE, False),
+        ("image/jpeg", PNG, False),
+        ("image/png", "!!not base64!!", False),
+    ],
+    ids=["png", "wrong-mime", "exe-labelled-png", "png-labelled-jpeg", "bad-base64"],
+)
+def test_image_blocks_need_an_allowed_mime_type_that_their_bytes_confirm(
+    mime: str, data: str, kept: bool
+) -> None:
+    raw = mcp_types.CallToolResult(
+        content=[mcp_types.ImageContent(type="image", data=data, mime_type=mime)], is_error=False
+    )
+    outcome, report, _ = filtered(raw)
+    block = outcome.content[0].model_dump(by_alias=True)  # type: ignore[union-attr]
+    if kept:
+        assert block["type"] == "image" and report.blocks_dropped == 0
+    else:
+        assert block["type"] == "text" and "removed by policy" in block["text"]
+        assert report.blocks_dropped == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0000000000000000",
+        "deadbeef 1234567812345670 build",  # Luhn-valid, but issuer prefix 1
+        "order 2026-12-04 10:30:00",
+        "id 100200300400",
+        "sha 5555555555555555",
+        "total 1234567890 items",
+    ],
+)
+def test_pii_detectors_do_not_fire_on_ids_hashes_and_dates(text: str) -> None:
+    outcome, report, _ = filtered(result({"v": text}))
+    assert outcome.structured == {"v": text}  # type: ignore[union-attr]
+    assert report.pii_tokenized == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["+1 415 555 0100", "(415) 555-0100", "415-555-0100", "tel: 0412 345 678", "card 5500 0000 0000 0004"],
+)
+def test_pii_detectors_still_find_real_numbers(text: str) -> None:
+    outcome, report, _ = filtered(result({"v": text}))
+    assert "<pii:" in outcome.structured["v"], text  # type: ignore[union-attr]
+    assert report.pii_tokenized == 1

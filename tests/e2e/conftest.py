@@ -87,7 +87,13 @@ def toml_document(sections: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def server_entry(name: str, env: Mapping[str, str] | None = None, **options: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"command": sys.executable, "args": [str(SCRIPTS[name])], **options}
+    # The suite's own servers annotate honestly, so they are trusted unless a test says otherwise.
+    entry: dict[str, Any] = {
+        "command": sys.executable,
+        "args": [str(SCRIPTS[name])],
+        "trusted": True,
+        **options,
+    }
     if env:
         entry["env"] = dict(env)
     return entry

@@ -1,6 +1,6 @@
 """Resource-scope gate: the concrete resource a call names must be inside what was granted.
 
-A scope rule names one argument of the matching tools (``path``, ``customer_id``, ``repo``…):
+A scope rule names arguments of the matching tools (``path``, ``customer_id``, ``repo``…):
 
 - ``kind = "path"``: the value is decoded (percent-encoding, repeatedly; Unicode NFKC, so
   full-width dots and slashes count), must be absolute, must not contain NUL, and its *real
@@ -10,7 +10,12 @@ A scope rule names one argument of the matching tools (``path``, ``customer_id``
 - ``kind = "glob"``: the value (or each value of an array) must match one of the allowed globs.
 
 ``access = "read"`` grants read-risk tools only: a write-risk tool on that resource is refused
-("only read granted but write requested"). A rule applies when its argument is present.
+("only read granted but write requested"). A rule applies when one of its arguments is present.
+
+A path rule also covers every path-like argument of the call (see :mod:`codemode.broker._paths`:
+``paths``, ``source``/``destination``, arrays, nested objects, ``format: path``). On a tool that
+any rule scopes, a path-like argument that no path rule covers is refused: a tool cannot carry a
+path past the gate by naming it differently.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from urllib.parse import unquote
 
 from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._paths import PathArgument, path_arguments
 from codemode.broker._risk import access_for
 from codemode.broker._selectors import any_match
 from codemode.config import ScopeRule
@@ -85,34 +91,67 @@ class ScopeGate:
     async def check(self, ctx: CallContext) -> Decision:
         assert ctx.principal is not None, "the principal gate runs first"
         server, tool = ctx.request.server, ctx.request.tool
-        for rule in ctx.principal.scopes:
-            if not any_match(rule.tools, server, tool) or rule.argument not in ctx.arguments:
+        rules = [rule for rule in ctx.principal.scopes if any_match(rule.tools, server, tool)]
+        if not rules:
+            return Allow()
+        schema = (ctx.pinned or {}).get("inputSchema")
+        paths = path_arguments(ctx.arguments, schema)
+        covered: set[str] = set()
+        for rule in rules:
+            named = [name for name in rule.argument_names if name in ctx.arguments]
+            if rule.kind == "path":
+                found = [p for p in paths if p.top not in named] + [
+                    PathArgument(name, name, *_readable(ctx.arguments[name])) for name in named
+                ]
+            else:
+                found = [PathArgument(name, name, *_readable(ctx.arguments[name])) for name in named]
+            if not found:
                 continue
-            decision = self._check_rule(ctx, rule)
+            decision = self._check_rule(ctx, rule, found)
             if isinstance(decision, Deny):
                 return decision
+            if rule.kind == "path":
+                covered.update(p.where for p in paths)
+        for path in paths:
+            if path.where not in covered:
+                # A scoped tool must not carry a path that no path rule checked (fail closed).
+                return Deny(
+                    self.name,
+                    f"{ctx.label} is scoped, but its argument {path.where!r} names a path that no "
+                    f'path scope covers; add a rule with kind = "path" for it',
+                )
         return Allow()
 
-    def _check_rule(self, ctx: CallContext, rule: ScopeRule) -> Decision:
+    def _check_rule(self, ctx: CallContext, rule: ScopeRule, found: list[PathArgument]) -> Decision:
         if rule.access == "read" and access_for(ctx.risk) == "write":
             return Deny(
                 self.name,
-                f"only read access is granted on {rule.argument!r} resources, but {ctx.label} may write "
-                f"(risk {ctx.risk})",
+                f"only read access is granted on {', '.join(p.where for p in found)!r} resources, "
+                f"but {ctx.label} may write (risk {ctx.risk})",
             )
-        for value in _values(ctx.arguments[rule.argument]):
-            if not isinstance(value, str | int):
-                return Deny(self.name, f"{rule.argument!r} must be a string to be checked against the scope")
-            text = str(value)
-            if rule.kind == "path":
-                ok, detail = check_path(text, rule.allow)
-                if not ok:
-                    return Deny(self.name, f"{rule.argument}: {detail}")
-                ctx.scope.append(f"{rule.argument}={detail}")
-            else:
-                if not any(fnmatch.fnmatchcase(text, pattern) for pattern in rule.allow):
+        for argument in found:
+            if argument.unreadable:
+                return Deny(
+                    self.name, f"{argument.where!r} must be a string or a list of strings to be checked"
+                )
+            for text in argument.values:
+                if rule.kind == "path":
+                    ok, detail = check_path(text, rule.allow)
+                    if not ok:
+                        return Deny(self.name, f"{argument.where}: {detail}")
+                    ctx.scope.append(f"{argument.where}={detail}")
+                elif not any(fnmatch.fnmatchcase(text, pattern) for pattern in rule.allow):
                     return Deny(
-                        self.name, f"{rule.argument}={text!r} is outside the granted scope {rule.allow}"
+                        self.name, f"{argument.where}={text!r} is outside the granted scope {rule.allow}"
                     )
-                ctx.scope.append(f"{rule.argument}={text}")
+                else:
+                    ctx.scope.append(f"{argument.where}={text}")
         return Allow()
+
+
+def _readable(value: Any) -> tuple[tuple[str, ...], bool]:
+    """A named argument's values as text (ids may be numbers); anything else is unreadable."""
+    items = _values(value)
+    if all(isinstance(item, str | int) and not isinstance(item, bool) for item in items):
+        return tuple(str(item) for item in items), False
+    return (), True
