@@ -23,6 +23,7 @@ import anyio
 import mcp_types
 from pydantic import BaseModel
 
+from codemode._redaction import redact_secrets
 from codemode.broker._approvals import Approver
 from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Deny, NeedsApproval
@@ -239,6 +240,7 @@ class Broker:
         return await self._deny(ctx, gate, decision.why)  # gates ask approvers themselves
 
     async def _deny(self, ctx: CallContext, gate: str, reason: str) -> CallDenied:
+        reason = redact_secrets(reason)[0]  # reasons may quote argument values
         run = ctx.run
         kind = f"{gate}:{ctx.label}"
         with run.lock:

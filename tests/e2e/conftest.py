@@ -48,7 +48,9 @@ SCRIPTS: dict[str, Path] = {
     "drift": REPO / "tests" / "fixtures" / "servers" / "drifting_server.py",
     "files": HERE / "fixtures" / "files_server.py",
     "probe": HERE / "fixtures" / "probe_server.py",
+    "hostile": HERE / "fixtures" / "hostile_server.py",
 }
+UNTRUSTED = {"hostile"}
 REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
 
 CRM_WRITE_TOOLS = ["crm/add_note", "crm/record_payment", "crm/update_customer_email"]
@@ -91,7 +93,7 @@ def server_entry(name: str, env: Mapping[str, str] | None = None, **options: Any
     entry: dict[str, Any] = {
         "command": sys.executable,
         "args": [str(SCRIPTS[name])],
-        "trusted": True,
+        "trusted": name not in UNTRUSTED,
         **options,
     }
     if env:
@@ -266,6 +268,8 @@ def deploy(tmp_path: Path, approved_lock: Path) -> Deploy:
                     env["CRM_FAULT"] = crm_fault
             if server == "files":
                 env["FILES_LOG"] = str(deployment.files_log)
+            if server == "hostile":
+                env["HOSTILE_LOG"] = str(deployment.root / "hostile.log")
             if call_timeout is not None:
                 options["call_timeout"] = call_timeout
             sections[f"servers.{server}"] = server_entry(server, env, **options)

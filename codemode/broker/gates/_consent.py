@@ -16,6 +16,7 @@ from typing import Any, Protocol, cast
 
 import anyio
 
+from codemode._redaction import redact_value
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
@@ -60,7 +61,8 @@ def consent_digest(arguments: dict[str, Any], schema: Any) -> str:
 
 
 def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+    """The arguments as an approver sees them: secrets hidden (screens and logs are not vaults)."""
+    text = json.dumps(redact_value(arguments), ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + "…"
 
 
