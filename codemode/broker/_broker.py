@@ -1,9 +1,11 @@
 """The broker: every call from the sandbox passes the gates, the ledger and the result filter.
 
 Per call, in order: map PII placeholders back to values → principal → tool identity →
-arguments → resource scope → consent → budget → side effects (reserve in the ledger:
-idempotency, conflict, one in-flight call per key) → the MCP call (under the run's concurrency
-cap) → record the outcome → result filter → back to the program.
+arguments → resource scope → budget (check) → consent (asking a person if needed) → budget
+(commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight call per
+key) → the MCP call (under the run's concurrency cap) → record the outcome → result filter →
+back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`); the
+broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
 
 The broker knows nothing about Docker; the sandbox knows nothing about MCP. A denial is a
 value (``CallDenied``) that the runtime raises as a typed exception inside the program; the run
@@ -25,20 +27,21 @@ from pydantic import BaseModel
 
 from codemode._redaction import redact_secrets
 from codemode.broker._approvals import Approver
-from codemode.broker._context import CallContext
-from codemode.broker._decisions import Allow, Deny, NeedsApproval
+from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
+from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._pii import PiiVault, map_strings
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.broker._run import RunState
-from codemode.broker._selectors import server_granted
 from codemode.broker.gates import (
+    ApprovalFlow,
     ArgumentGate,
     BudgetGate,
     CatalogView,
     ConsentGate,
     PrincipalGate,
     ScopeGate,
+    ServerGate,
     ToolGate,
 )
 from codemode.broker.gates._consent import ApprovalStore
@@ -144,16 +147,20 @@ class Broker:
         # tokenises them with that run's vault); the per-run pass tokenises PII only.
         self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
         self._per_run_policy = policy.results.model_copy(update={"redact_secrets": False})
-        self.consent = ConsentGate(policy, approvals, approver)
+        self.consent = ConsentGate(policy, approvals)
+        self.approvals = ApprovalFlow(policy, approvals, approver)
         self.budget = BudgetGate(policy)
-        # Identity and what is being asked first; then cost; consent last, so that nobody is asked
-        # to approve a call the budget would refuse anyway (a consent refusal refunds the budget).
-        self._checks = (
-            PrincipalGate(policy),
+        principal = PrincipalGate(policy)
+        # Identity and what is being asked first; then cost, so that nobody is asked to approve a
+        # call the budget would refuse anyway; consent last. The budget is taken only after consent.
+        self._tool_gates: tuple[Gate, ...] = (
+            principal,
             ToolGate(policy, catalog, pins),
             ArgumentGate(policy),
             ScopeGate(),
+            self.budget,
         )
+        self._read_gates: tuple[Gate, ...] = (principal, ServerGate(), self.budget)
         self._runs: dict[str, RunState] = {}
         self._ledger_lane = anyio.CapacityLimiter(1)
         """The ledger serialises its operations anyway (one connection, one lock): queue them here,
@@ -208,77 +215,92 @@ class Broker:
         run = self._state(binding)
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
-        arguments: dict[str, Any] = map_strings(dict(request.arguments), run.vault.reveal)
-        ctx = CallContext(
+        call = Call(
             binding=binding,
-            request=request,
             run=run,
-            arguments=arguments,
+            server=request.server,
+            name=request.tool,
+            arguments=map_strings(dict(request.arguments), run.vault.reveal),
             now=time.time(),
+            request=request,
         )
-        for gate in self._checks:
-            decision = await gate.check(ctx)
-            if not isinstance(decision, Allow):
-                return await self._refuse(ctx, gate.name, decision)
-        decision = await self.budget.check(ctx)
-        if not isinstance(decision, Allow):
-            return await self._refuse(ctx, self.budget.name, decision)
+        decision = await self._decide(call, self._tool_gates, Facts())
+        if isinstance(decision, Deny):
+            return await self._deny(call, decision)
+        facts = decision.facts
         # An operation that already ran under this idempotency key is replayed, not re-approved.
-        replay = ctx.request.idempotency_key is not None and await anyio.to_thread.run_sync(
-            partial(self.ledger.would_replay, self._intent(ctx)), limiter=self._ledger_lane
+        replay = request.idempotency_key is not None and await anyio.to_thread.run_sync(
+            partial(self.ledger.would_replay, self._intent(call, facts)), limiter=self._ledger_lane
         )
         if not replay:
-            decision = await self.consent.check(ctx)
-            if not isinstance(decision, Allow):
-                self.budget.refund(ctx)
-                return await self._refuse(ctx, self.consent.name, decision)
-        return await self._execute(ctx)
+            consent = await self.consent.check(call, facts)
+            if isinstance(consent, NeedsApproval):
+                consent = await self.approvals.obtain(call, consent)
+            if isinstance(consent, Deny):
+                return await self._deny(call, consent, facts)
+            facts = consent.facts
+        taken = self.budget.commit(call, facts)
+        if taken is not None:
+            return await self._deny(call, taken, facts)
+        return await self._execute(call, facts)
 
-    async def _refuse(self, ctx: CallContext, gate: str, decision: Deny | NeedsApproval) -> CallDenied:
-        if isinstance(decision, Deny):
-            return await self._deny(ctx, decision.gate, decision.reason)
-        return await self._deny(ctx, gate, decision.why)  # gates ask approvers themselves
+    @staticmethod
+    async def _decide(call: Call, gates: tuple[Gate, ...], facts: Facts) -> Allow | Deny:
+        """Run ``gates`` in order, each on the facts the previous ones established."""
+        for gate in gates:
+            decision = await gate.check(call, facts)
+            if isinstance(decision, Deny):
+                return decision
+            if isinstance(decision, NeedsApproval):
+                return Deny(gate.name, f"{decision.why} (this gate cannot ask for approval here)")
+            facts = decision.facts
+        return Allow(facts)
 
-    async def _deny(self, ctx: CallContext, gate: str, reason: str) -> CallDenied:
-        reason = redact_secrets(reason)[0]  # reasons may quote argument values
-        run = ctx.run
-        kind = f"{gate}:{ctx.label}"
+    async def _deny(self, call: Call, decision: Deny, facts: Facts | None = None) -> CallDenied:
+        gate = decision.gate
+        reason = redact_secrets(decision.reason)[0]  # reasons may quote argument values
+        run = call.run
+        kind = f"{gate}:{call.label}"
+        recordable = call.kind == "tool"  # resources and prompts leave no call record
         with run.lock:
             run.denials += 1
-            record = (
+            record = recordable and (
                 run.denials_recorded[kind] < DENIALS_RECORDED_PER_KIND
                 and run.denials_recorded.total() < DENIALS_RECORDED_PER_RUN
             )
             if record:
                 run.denials_recorded[kind] += 1
-            else:
+            elif recordable:
                 run.denials_unrecorded[kind] += 1
         if record:
+            intent = self._intent(call, facts or Facts())
             await anyio.to_thread.run_sync(
-                lambda: self.ledger.mark_denied(self._intent(ctx), gate=gate, reason=reason),
+                lambda: self.ledger.mark_denied(intent, gate=gate, reason=reason),
                 limiter=self._ledger_lane,
             )
-        log.info("denied %s (%s): %s", ctx.call_id, gate, reason)
+        log.info("denied %s (%s): %s", call.call_id, gate, reason)
         return CallDenied(gate=gate, reason=reason)
 
-    def _intent(self, ctx: CallContext) -> CallIntent:
+    def _intent(self, call: Call, facts: Facts) -> CallIntent:
+        request = call.request
+        assert request is not None, "only tool calls are recorded"
         return CallIntent(
-            call_id=ctx.call_id,
-            run_id=ctx.binding.run_id,
-            trace_id=ctx.binding.trace_id,
-            principal=ctx.binding.principal,
-            tenant=ctx.binding.tenant,
-            server=ctx.request.server,
-            tool=ctx.request.tool,
-            schema_hash=ctx.request.schema_hash,
-            arguments=ctx.arguments,
-            idempotency_key=ctx.request.idempotency_key,
-            resource_scope=";".join(ctx.scope) or None,
-            approval_id=ctx.approval_id,
+            call_id=call.call_id,
+            run_id=call.binding.run_id,
+            trace_id=call.binding.trace_id,
+            principal=call.binding.principal,
+            tenant=call.binding.tenant,
+            server=call.server,
+            tool=call.name,
+            schema_hash=request.schema_hash,
+            arguments=dict(call.arguments),
+            idempotency_key=request.idempotency_key,
+            resource_scope=";".join(facts.scope) or None,
+            approval_id=facts.approval_id,
         )
 
-    async def _execute(self, ctx: CallContext) -> CallOutcome:
-        intent = self._intent(ctx)
+    async def _execute(self, call: Call, facts: Facts) -> CallOutcome:
+        intent = self._intent(call, facts)
         for attempt in range(1, REFUSED_RETRIES + 1):
             # Reserve and mark sent in one transaction: the record exists before the request leaves.
             reservation = await reserve_waiting(
@@ -287,15 +309,15 @@ class Broker:
                 wait_s=IN_FLIGHT_WAIT_S,
                 lease_s=self.lease_s,
                 send=True,
-                durable=self._durable(ctx),
+                durable=self._durable(call, facts),
                 limiter=self._ledger_lane,
             )
             if isinstance(reservation, Replay):
                 # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
-                return self._per_run(ctx, reservation.outcome)
+                return self._per_run(call, reservation.outcome)
             if isinstance(reservation, Conflict | Unresolved):
-                with ctx.run.lock:
-                    ctx.run.denials += 1
+                with call.run.lock:
+                    call.run.denials += 1
                 return CallDenied(gate="side_effects", reason=reservation.reason)
             if isinstance(reservation, InFlight):
                 return CallFailed(
@@ -303,7 +325,7 @@ class Broker:
                     f"({reservation.call_id}); nothing was sent"
                 )
             assert isinstance(reservation, Fresh)
-            sent = await self._send(ctx, reservation.call_id)
+            sent = await self._send(call, facts, reservation.call_id)
             if not isinstance(sent, ServerRefusedError):
                 return sent
             # Refused before execution (429/503, or the tool's schema changed on the server):
@@ -316,17 +338,16 @@ class Broker:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _durable(ctx: CallContext) -> bool:
+    def _durable(call: Call, facts: Facts) -> bool:
         """Whether the call's records must be on disk (fsync) before it goes on: any call that may
         have a side effect. Read-only by the policy or a trusted server (risk ``low``) and without
         an idempotency key, a record lost in a power cut loses nothing to reconcile."""
-        return ctx.risk != "low" or ctx.request.idempotency_key is not None
+        return facts.risk != "low" or (call.request is not None and call.request.idempotency_key is not None)
 
-    async def _send(self, ctx: CallContext, call_id: str) -> CallOutcome | ServerRefusedError:
+    async def _send(self, call: Call, facts: Facts, call_id: str) -> CallOutcome | ServerRefusedError:
         """Send one reserved call and record what happened. Returns the refusal to retry on."""
-        run = ctx.run
+        run = call.run
         assert run.concurrency is not None
-        request = ctx.request
         ledger = self.ledger
         async with run.concurrency:
             with run.lock:
@@ -334,10 +355,10 @@ class Broker:
                 run.peak_in_flight = max(run.peak_in_flight, run.in_flight)
             try:
                 result = await self.backend.call_tool(
-                    request.server,
-                    request.tool,
-                    ctx.arguments,
-                    meta={"io.codemode/trace": ctx.binding.trace_id},
+                    call.server,
+                    call.name,
+                    dict(call.arguments),
+                    meta={"io.codemode/trace": call.binding.trace_id},
                 )
             except ServerRefusedError as exc:
                 await self._record(
@@ -373,19 +394,19 @@ class Broker:
         stored, _ = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
         await self._record(
-            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(ctx))
+            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(call, facts))
         )
-        return self._per_run(ctx, stored)
+        return self._per_run(call, stored)
 
     async def _record(self, write: Callable[[], object]) -> None:
         """Write to the ledger even if the run is being cancelled: the record must not be lost."""
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(write, limiter=self._ledger_lane)
 
-    def _per_run(self, ctx: CallContext, outcome: CallOutcome) -> CallOutcome:
+    def _per_run(self, call: Call, outcome: CallOutcome) -> CallOutcome:
         """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed
         results alike) and count the bytes against the result budget."""
-        run = ctx.run
+        run = call.run
         report = FilterReport()
         result_filter = ResultFilter(self._per_run_policy, run.vault)
         if isinstance(outcome, ToolResult):
@@ -412,7 +433,7 @@ class Broker:
             run.result_bytes += len(encoded)
             run.result_tokens += tokens
             if report.injection_suspected:
-                run.flags.add(f"instruction-like text in {ctx.label} result")
+                run.flags.add(f"instruction-like text in {call.label} result")
         return outcome
 
     # -- resources and prompts -------------------------------------------------------------------
@@ -421,25 +442,36 @@ class Broker:
         async def fetch() -> list[BaseModel]:
             return list((await self.backend.read_resource(request.server, request.uri)).contents)
 
-        return await self._read_only(binding, request.server, "contents", fetch)
+        return await self._read_only(binding, "resource", request.server, request.uri, "contents", fetch)
 
     async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
         async def fetch() -> list[BaseModel]:
             prompt = await self.backend.get_prompt(request.server, request.name, dict(request.arguments))
             return list(prompt.messages)
 
-        return await self._read_only(binding, request.server, "messages", fetch)
+        return await self._read_only(binding, "prompt", request.server, request.name, "messages", fetch)
 
     async def _read_only(
-        self, binding: RunBinding, server: str, key: str, fetch: Callable[[], Awaitable[list[BaseModel]]]
+        self,
+        binding: RunBinding,
+        kind: CallKind,
+        server: str,
+        name: str,
+        key: str,
+        fetch: Callable[[], Awaitable[list[BaseModel]]],
     ) -> CallOutcome:
         """Resources and prompts: principal, server grant and budget, then the result filter."""
         run = self._state(binding)
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
-        denial = self._resource_denial(run, binding, server)
-        if denial is not None:
-            return denial
+        call = Call(
+            binding=binding, run=run, server=server, name=name, arguments={}, now=time.time(), kind=kind
+        )
+        decision = await self._decide(call, self._read_gates, Facts())
+        if isinstance(decision, Allow):
+            decision = self.budget.commit(call, decision.facts) or decision
+        if isinstance(decision, Deny):
+            return await self._deny(call, decision)
         try:
             items = await fetch()
         except CodemodeError as exc:
@@ -450,24 +482,3 @@ class Broker:
         result_filter = ResultFilter(self.policy.results, run.vault)
         dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
         return ToolResult(structured={key: [result_filter.value(item, report) for item in dumped]})
-
-    def _resource_denial(self, run: RunState, binding: RunBinding, server: str) -> CallDenied | None:
-        """Resources and prompts: the principal, the server grant and the call budget apply."""
-        principal = self.policy.principal(binding.principal)
-        reason: str | None = None
-        gate = "principal"
-        if principal is None or binding.tenant not in principal.tenants:
-            reason = f"principal {binding.principal!r} may not act in tenant {binding.tenant!r}"
-        elif not server_granted(principal.tools, server):
-            reason = f"principal {binding.principal!r} may not use server {server!r}"
-        with run.lock:
-            if reason is None and run.calls_allowed >= self.policy.budget.calls_per_run:
-                reason, gate = (
-                    f"call budget exhausted ({self.policy.budget.calls_per_run} calls per run)",
-                    "budget",
-                )
-            if reason is not None:
-                run.denials += 1
-                return CallDenied(gate=gate, reason=reason)
-            run.calls_allowed += 1
-        return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -10,15 +11,17 @@ from typing import Any
 import pytest
 
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
-from codemode.broker._context import CallContext
-from codemode.broker._decisions import Allow, Deny
+from codemode.broker._decisions import Allow, Deny, NeedsApproval
+from codemode.broker._facts import Call, Facts
 from codemode.broker._run import RunState
 from codemode.broker.gates import (
+    ApprovalFlow,
     ArgumentGate,
     BudgetGate,
     ConsentGate,
     PrincipalGate,
     ScopeGate,
+    ServerGate,
     ToolGate,
     check_path,
 )
@@ -71,19 +74,27 @@ def binding(principal: str = "local", tenant: str = "default", **extra: Any) -> 
 
 def context(
     tool: ToolSpec | None = None, arguments: dict[str, Any] | None = None, **binding_args: Any
-) -> CallContext:
+) -> Call:
     tool = tool or spec()
     arguments = {"customer_id": "CUST-0001"} if arguments is None else arguments
     bound = binding(**binding_args)
-    return CallContext(
+    request = ToolCallRequest(
+        seq=1, server="crm", tool=tool.name, schema_hash=tool.schema_hash, arguments=arguments
+    )
+    return Call(
         binding=bound,
-        request=ToolCallRequest(
-            seq=1, server="crm", tool=tool.name, schema_hash=tool.schema_hash, arguments=arguments
-        ),
         run=RunState(binding=bound),
+        server="crm",
+        name=tool.name,
         arguments=arguments,
         now=time.time(),
+        request=request,
     )
+
+
+def principal_facts(rules: PolicyConfig | None = None, **facts: Any) -> Facts:
+    """Facts as the principal gate leaves them (plus ``facts``)."""
+    return Facts(principal=(rules or policy()).principal("local"), **facts)
 
 
 class Catalog:
@@ -111,28 +122,27 @@ class Pins:
 
 
 async def test_principal_gate_allows_the_default_principal_in_allow_mode() -> None:
-    ctx = context()
-    assert isinstance(await PrincipalGate(policy()).check(ctx), Allow)
-    assert ctx.principal is not None
+    decision = await PrincipalGate(policy()).check(context(), Facts())
+    assert isinstance(decision, Allow) and decision.facts.principal is not None
 
 
 async def test_principal_gate_refuses_an_unknown_principal_in_deny_mode() -> None:
     gate = PrincipalGate(policy(mode="deny", principals={"alice": {}}))
-    decision = await gate.check(context(principal="mallory"))
+    decision = await gate.check(context(principal="mallory"), Facts())
     assert isinstance(decision, Deny) and "unknown principal 'mallory'" in decision.reason
 
 
 async def test_principal_gate_refuses_cross_tenant_access() -> None:
     gate = PrincipalGate(policy(principals={"alice": {"tenants": ["acme"]}}))
-    assert isinstance(await gate.check(context(principal="alice", tenant="acme")), Allow)
-    decision = await gate.check(context(principal="alice", tenant="globex"))
+    assert isinstance(await gate.check(context(principal="alice", tenant="acme"), Facts()), Allow)
+    decision = await gate.check(context(principal="alice", tenant="globex"), Facts())
     assert isinstance(decision, Deny) and "cross-tenant" in decision.reason
 
 
 async def test_principal_gate_refuses_a_missing_identity_and_an_expired_context() -> None:
     gate = PrincipalGate(policy())
-    assert isinstance(await gate.check(context(principal="")), Deny)
-    expired = await gate.check(context(expires_at=time.time() - 1))
+    assert isinstance(await gate.check(context(principal=""), Facts()), Deny)
+    expired = await gate.check(context(expires_at=time.time() - 1), Facts())
     assert isinstance(expired, Deny) and "expired" in expired.reason
 
 
@@ -141,46 +151,49 @@ async def test_principal_gate_refuses_a_missing_identity_and_an_expired_context(
 
 async def test_tool_gate_allows_an_approved_unchanged_tool() -> None:
     tool = spec()
-    ctx = context(tool)
-    ctx.principal = policy().principal("local")
-    assert isinstance(await ToolGate(policy(), Catalog(tool), Pins(tool)).check(ctx), Allow)
-    assert ctx.risk == "high", "no readOnlyHint: high risk"
+    decision = await ToolGate(policy(), Catalog(tool), Pins(tool)).check(context(tool), principal_facts())
+    assert isinstance(decision, Allow)
+    assert decision.facts.risk == "high", "no readOnlyHint: high risk"
+    assert decision.facts.pinned is not None and decision.facts.tool == tool
 
 
 async def test_tool_gate_refuses_a_tool_that_was_never_approved() -> None:
     tool = spec()
-    decision = await ToolGate(policy(), Catalog(tool), Pins()).check(context(tool))
+    decision = await ToolGate(policy(), Catalog(tool), Pins()).check(context(tool), Facts())
     assert isinstance(decision, Deny) and "not approved" in decision.reason
 
 
 async def test_tool_gate_refuses_a_stub_hash_that_is_not_the_pin() -> None:
     tool = spec()
-    ctx = context(tool)
-    ctx.request = ctx.request.model_copy(update={"schema_hash": "sha256:" + "0" * 64})
-    decision = await ToolGate(policy(), Catalog(tool), Pins(tool)).check(ctx)
+    call = context(tool)
+    assert call.request is not None
+    forged = call.request.model_copy(update={"schema_hash": "sha256:" + "0" * 64})
+    decision = await ToolGate(policy(), Catalog(tool), Pins(tool)).check(
+        dataclasses.replace(call, request=forged), Facts()
+    )
     assert isinstance(decision, Deny) and "stale stub" in decision.reason
 
 
 async def test_tool_gate_refuses_a_rug_pull_where_the_live_definition_changed() -> None:
     approved = spec()
     drifted = spec(schema={**SCHEMA, "properties": {**SCHEMA["properties"], "bcc": {"type": "string"}}})
-    decision = await ToolGate(policy(), Catalog(drifted), Pins(approved)).check(context(approved))
+    decision = await ToolGate(policy(), Catalog(drifted), Pins(approved)).check(context(approved), Facts())
     assert isinstance(decision, Deny) and "changed since approval" in decision.reason
 
 
 async def test_tool_gate_refuses_a_removed_tool() -> None:
     tool = spec()
-    decision = await ToolGate(policy(), Catalog(), Pins(tool)).check(context(tool))
+    decision = await ToolGate(policy(), Catalog(), Pins(tool)).check(context(tool), Facts())
     assert isinstance(decision, Deny) and "not listed" in decision.reason
 
 
 async def test_tool_gate_refuses_tools_outside_the_principals_grant() -> None:
     tool = spec()
     rules = policy(principals={"local": {"tools": ["tickets/*"]}})
-    decision = await ToolGate(rules, Catalog(tool), Pins(tool)).check(context(tool))
+    decision = await ToolGate(rules, Catalog(tool), Pins(tool)).check(context(tool), Facts())
     assert isinstance(decision, Deny) and "may not use crm/add_note" in decision.reason
     denied = policy(principals={"local": {"tools": ["*"], "deny_tools": ["crm/add_*"]}})
-    assert isinstance(await ToolGate(denied, Catalog(tool), Pins(tool)).check(context(tool)), Deny)
+    assert isinstance(await ToolGate(denied, Catalog(tool), Pins(tool)).check(context(tool), Facts()), Deny)
 
 
 @pytest.mark.parametrize(
@@ -201,19 +214,19 @@ async def test_risk_never_lowered_by_untrusted_or_contradictory_hints(
     annotations: dict[str, Any] | None, trusted: bool, risk: str
 ) -> None:
     tool = spec(annotations=annotations)
-    ctx = context(tool)
-    await ToolGate(policy(), Catalog(tool, trusted=trusted), Pins(tool)).check(ctx)
-    assert ctx.risk == risk
+    decision = await ToolGate(policy(), Catalog(tool, trusted=trusted), Pins(tool)).check(
+        context(tool), Facts()
+    )
+    assert isinstance(decision, Allow) and decision.facts.risk == risk
 
 
 # -- arguments ----------------------------------------------------------------------------------
 
 
 async def arguments_decision(arguments: dict[str, Any], **policy_data: Any) -> Any:
-    tool = spec()
-    ctx = context(tool, arguments)
-    ctx.pinned = {"inputSchema": SCHEMA}
-    return await ArgumentGate(policy(**policy_data)).check(ctx)
+    return await ArgumentGate(policy(**policy_data)).check(
+        context(spec(), arguments), Facts(pinned={"inputSchema": SCHEMA})
+    )
 
 
 async def test_argument_gate_allows_valid_arguments() -> None:
@@ -242,15 +255,10 @@ async def test_undeclared_arguments_pass_when_strict_arguments_is_off() -> None:
 
 
 async def test_argument_gate_never_fetches_a_network_ref() -> None:
-    tool = spec()
-    ctx = context(tool, {"customer_id": "CUST-0001"})
-    ctx.pinned = {
-        "inputSchema": {
-            "type": "object",
-            "properties": {"customer_id": {"$ref": "https://example.invalid/s.json"}},
-        }
-    }
-    decision = await ArgumentGate(policy()).check(ctx)
+    schema = {"type": "object", "properties": {"customer_id": {"$ref": "https://example.invalid/s.json"}}}
+    decision = await ArgumentGate(policy()).check(
+        context(spec(), {"customer_id": "CUST-0001"}), Facts(pinned={"inputSchema": schema})
+    )
     assert isinstance(decision, Deny)
 
 
@@ -267,29 +275,23 @@ async def test_argument_gate_refuses_oversized_and_deeply_nested_arguments() -> 
 # -- resource scope -----------------------------------------------------------------------------
 
 
-def scoped(
-    rule: dict[str, Any], arguments: dict[str, Any], annotations: dict[str, Any] | None = None
-) -> CallContext:
-    tool = spec(annotations=annotations)
-    ctx = context(tool, arguments)
-    ctx.principal = policy(principals={"local": {"scopes": [rule]}}).principals["local"]
-    ctx.risk = "low" if annotations else "high"
-    return ctx
+def scoped(rule: dict[str, Any], arguments: dict[str, Any], *, read_only: bool = False) -> tuple[Call, Facts]:
+    rules = policy(principals={"local": {"scopes": [rule]}})
+    return context(spec(), arguments), principal_facts(rules, risk="low" if read_only else "high")
 
 
 async def test_scope_gate_allows_record_ids_in_scope_and_refuses_others() -> None:
     rule = {"tools": ["crm/*"], "argument": "customer_id", "allow": ["CUST-00*"]}
-    assert isinstance(await ScopeGate().check(scoped(rule, {"customer_id": "CUST-0042"})), Allow)
-    decision = await ScopeGate().check(scoped(rule, {"customer_id": "CUST-0420"}))
+    allowed = await ScopeGate().check(*scoped(rule, {"customer_id": "CUST-0042"}))
+    assert isinstance(allowed, Allow) and allowed.facts.scope == ("customer_id=CUST-0042",)
+    decision = await ScopeGate().check(*scoped(rule, {"customer_id": "CUST-0420"}))
     assert isinstance(decision, Deny) and "outside the granted scope" in decision.reason
 
 
 async def test_scope_gate_refuses_a_write_where_only_read_is_granted() -> None:
     rule = {"tools": ["crm/*"], "argument": "customer_id", "allow": ["*"], "access": "read"}
-    assert isinstance(
-        await ScopeGate().check(scoped(rule, {"customer_id": "C"}, {"readOnlyHint": True})), Allow
-    )
-    decision = await ScopeGate().check(scoped(rule, {"customer_id": "C"}))
+    assert isinstance(await ScopeGate().check(*scoped(rule, {"customer_id": "C"}, read_only=True)), Allow)
+    decision = await ScopeGate().check(*scoped(rule, {"customer_id": "C"}))
     assert isinstance(decision, Deny) and "only read access" in decision.reason
 
 
@@ -357,69 +359,124 @@ def approver(approved: bool) -> CallbackApprover:
     return CallbackApprover(answer)
 
 
+async def consent(
+    call: Call,
+    *,
+    rules: PolicyConfig | None = None,
+    store: Store | None = None,
+    answer: bool | None = None,
+    risk: str = "high",
+) -> Allow | Deny | NeedsApproval:
+    """The consent gate, then (if it says a person must approve) the approval flow."""
+    rules = rules or policy()
+    store = store or Store()
+    facts = principal_facts(rules, risk=risk, pinned={"inputSchema": SCHEMA})
+    decision = await ConsentGate(rules, store).check(call, facts)
+    if isinstance(decision, NeedsApproval) and answer is not None:
+        return await ApprovalFlow(rules, store, approver(answer)).obtain(call, decision)
+    return decision
+
+
 async def test_low_risk_calls_need_no_consent() -> None:
-    ctx = context()
-    ctx.risk = "low"
-    assert isinstance(await ConsentGate(policy(), Store(), None).check(ctx), Allow)
+    assert isinstance(await consent(context(), risk="low"), Allow)
 
 
-async def test_high_risk_calls_without_an_approver_are_denied_with_what_to_do() -> None:
-    decision = await ConsentGate(policy(), Store(), None).check(context())
+async def test_a_risky_call_needs_approval_and_the_gate_never_asks_anyone() -> None:
+    decision = await consent(context())
+    assert isinstance(decision, NeedsApproval) and "high risk" in decision.why
+
+
+async def test_without_an_approver_the_flow_denies_with_what_to_do() -> None:
+    call = context()
+    needs = await ConsentGate(policy(), Store()).check(call, principal_facts())
+    assert isinstance(needs, NeedsApproval)
+    decision = await ApprovalFlow(policy(), Store(), None).obtain(call, needs)
     assert isinstance(decision, Deny) and "codemode approve crm/add_note" in decision.reason
 
 
 async def test_an_interactive_approval_is_bound_to_the_call_and_its_arguments() -> None:
     store = Store()
-    ctx = context()
-    assert isinstance(await ConsentGate(policy(), store, approver(True)).check(ctx), Allow)
-    assert ctx.approval_id == "appr-1"
+    call = context()
+    decision = await consent(call, store=store, answer=True)
+    assert isinstance(decision, Allow) and decision.facts.approval_id == "appr-1"
     request = store.granted[0]
-    assert request.call_id == "run-1/1" and request.args_digest == arguments_digest(ctx.arguments)
+    assert request.call_id == "run-1/1" and request.args_digest == arguments_digest(dict(call.arguments))
 
 
 async def test_a_declined_approval_denies_the_call() -> None:
-    decision = await ConsentGate(policy(), Store(), approver(False)).check(context())
+    decision = await consent(context(), answer=False)
     assert isinstance(decision, Deny) and "not given" in decision.reason
 
 
 async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> None:
-    ctx = context()
-    store = Store({("add_note", arguments_digest(ctx.arguments)): "pre-1"})
-    gate = ConsentGate(policy(), store, None)
+    call = context()
+    store = Store({("add_note", arguments_digest(dict(call.arguments))): "pre-1"})
     mutated = context(arguments={"customer_id": "CUST-0002"})
-    assert isinstance(await gate.check(mutated), Deny), "other arguments do not match the approval"
-    assert isinstance(await gate.check(ctx), Allow)
-    assert ctx.approval_id == "pre-1"
-    assert isinstance(await gate.check(context()), Deny), "single use"
+    assert isinstance(await consent(mutated, store=store), NeedsApproval), "other arguments do not match"
+    decision = await consent(call, store=store)
+    assert isinstance(decision, Allow) and decision.facts.approval_id == "pre-1"
+    assert isinstance(await consent(context(), store=store), NeedsApproval), "single use"
 
 
 async def test_policy_can_require_or_waive_consent_per_tool() -> None:
-    always = context()
-    always.risk = "low"
-    assert isinstance(
-        await ConsentGate(policy(consent={"always": ["crm/*"]}), Store(), None).check(always), Deny
-    )
-    assert isinstance(
-        await ConsentGate(policy(consent={"never": ["crm/add_note"]}), Store(), None).check(context()), Allow
-    )
+    always = policy(consent={"always": ["crm/*"]})
+    assert isinstance(await consent(context(), rules=always, risk="low"), NeedsApproval)
+    never = policy(consent={"never": ["crm/add_note"]})
+    assert isinstance(await consent(context(), rules=never), Allow)
 
 
 # -- budget -------------------------------------------------------------------------------------
 
 
+async def spend(gate: BudgetGate, call: Call) -> bool:
+    """Check, then commit: what the broker does around consent. True when the call was allowed."""
+    decision = await gate.check(call, Facts())
+    return isinstance(decision, Allow) and gate.commit(call, decision.facts) is None
+
+
 async def test_budget_stops_exactly_at_the_call_cap() -> None:
     gate = BudgetGate(policy(budget={"calls_per_run": 3}))
-    ctx = context()
-    results = [await gate.check(ctx) for _ in range(5)]
-    assert [isinstance(r, Allow) for r in results] == [True, True, True, False, False]
+    call = context()
+    assert [await spend(gate, call) for _ in range(5)] == [True, True, True, False, False]
+
+
+async def test_budget_check_takes_nothing_until_commit() -> None:
+    gate = BudgetGate(policy(budget={"calls_per_run": 1}))
+    call = context()
+    assert all([isinstance(await gate.check(call, Facts()), Allow) for _ in range(3)])
+    assert call.run.calls_allowed == 0, "a call refused by consent after the check costs nothing"
+    first = await gate.check(call, Facts())
+    second = await gate.check(call, Facts())
+    assert isinstance(first, Allow) and isinstance(second, Allow)
+    assert gate.commit(call, first.facts) is None
+    refused = gate.commit(call, second.facts)
+    assert refused is not None and "call budget exhausted" in refused.reason, "commit checks again"
 
 
 async def test_budget_caps_per_tool_and_money() -> None:
     gate = BudgetGate(policy(budget={"calls_per_tool": {"crm/add_*": 1}}))
-    ctx = context()
-    assert isinstance(await gate.check(ctx), Allow)
-    decision = await gate.check(ctx)
+    call = context()
+    assert await spend(gate, call)
+    decision = await gate.check(call, Facts())
     assert isinstance(decision, Deny) and "crm/add_note" in decision.reason
     money = BudgetGate(policy(budget={"money_per_run": 1.0, "costs": {"crm/*": 0.4}}))
-    ctx = context()
-    assert [isinstance(await money.check(ctx), Allow) for _ in range(3)] == [True, True, False]
+    call = context()
+    assert [await spend(money, call) for _ in range(3)] == [True, True, False]
+
+
+async def test_the_server_gate_lets_resources_through_only_for_granted_servers() -> None:
+    bound = binding()
+    call = Call(
+        binding=bound,
+        run=RunState(binding=bound),
+        server="crm",
+        name="crm://x",
+        arguments={},
+        now=0.0,
+        kind="resource",
+    )
+    granted = principal_facts(policy(principals={"local": {"tools": ["crm/get_*"]}}))
+    assert isinstance(await ServerGate().check(call, granted), Allow)
+    other = principal_facts(policy(principals={"local": {"tools": ["docs/*"]}}))
+    decision = await ServerGate().check(call, other)
+    assert isinstance(decision, Deny) and "may not use server 'crm'" in decision.reason

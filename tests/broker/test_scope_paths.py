@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Deny
+from codemode.broker._facts import Call, Facts
 from codemode.broker._paths import path_arguments, path_like_name
 from codemode.broker._run import RunState
 from codemode.broker.gates import ScopeGate
@@ -21,21 +21,22 @@ pytestmark = pytest.mark.anyio
 
 def call(
     tmp: Path, arguments: dict[str, Any], *rules: dict[str, Any], schema: dict[str, Any] | None = None
-) -> CallContext:
+) -> tuple[Call, Facts]:
     bound = RunBinding(run_id="r", principal="local", tenant="default", trace_id="t")
-    ctx = CallContext(
+    request = ToolCallRequest(seq=1, server="fs", tool="t", schema_hash="h", arguments=arguments)
+    made = Call(
         binding=bound,
-        request=ToolCallRequest(seq=1, server="fs", tool="t", schema_hash="h", arguments=arguments),
         run=RunState(binding=bound),
+        server="fs",
+        name="t",
         arguments=arguments,
         now=time.time(),
+        request=request,
     )
-    ctx.principal = PolicyConfig.model_validate(
-        {"principals": {"local": {"scopes": list(rules)}}}
-    ).principals["local"]
-    ctx.pinned = {"inputSchema": schema or {"type": "object"}}
-    ctx.risk = "high"
-    return ctx
+    principal = PolicyConfig.model_validate({"principals": {"local": {"scopes": list(rules)}}}).principals[
+        "local"
+    ]
+    return made, Facts(principal=principal, pinned={"inputSchema": schema or {"type": "object"}}, risk="high")
 
 
 @pytest.fixture
@@ -50,8 +51,8 @@ def path_rule(allowed: Path, argument: str = "path") -> dict[str, Any]:
     return {"tools": ["fs/*"], "argument": argument, "kind": "path", "allow": [str(allowed)]}
 
 
-async def decide(ctx: CallContext) -> Allow | Deny:
-    decision = await ScopeGate().check(ctx)
+async def decide(made: tuple[Call, Facts]) -> Allow | Deny:
+    decision = await ScopeGate().check(*made)
     assert isinstance(decision, Allow | Deny)
     return decision
 

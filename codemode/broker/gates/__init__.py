@@ -1,17 +1,21 @@
 """The broker's gates: each a small unit that allows, denies with a reason, or asks for approval.
 
-Order (DESIGN.md §4): principal → tool identity → arguments → resource scope → consent → budget;
-side effects (idempotency, ledger), the MCP call and the result filter follow in the broker.
+Tool calls: principal → tool identity → arguments → resource scope → budget (check) → consent
+(which may need a person: the broker's :class:`ApprovalFlow` asks) → budget (commit); side effects
+(idempotency, ledger), the MCP call and the result filter follow in the broker. Resources and
+prompts: principal → server grant → budget. Each gate returns a decision carrying the facts it
+established (:mod:`codemode.broker._facts`); none changes shared state.
 """
 
 from codemode.broker.gates._arguments import ArgumentGate
 from codemode.broker.gates._budget import BudgetGate
-from codemode.broker.gates._consent import ApprovalStore, ConsentGate
-from codemode.broker.gates._principal import PrincipalGate
+from codemode.broker.gates._consent import ApprovalFlow, ApprovalStore, ConsentGate
+from codemode.broker.gates._principal import PrincipalGate, ServerGate
 from codemode.broker.gates._scope import ScopeGate, check_path
 from codemode.broker.gates._tool import CatalogView, ToolGate
 
 __all__ = [
+    "ApprovalFlow",
     "ApprovalStore",
     "ArgumentGate",
     "BudgetGate",
@@ -19,6 +23,7 @@ __all__ = [
     "ConsentGate",
     "PrincipalGate",
     "ScopeGate",
+    "ServerGate",
     "ToolGate",
     "check_path",
 ]

@@ -22,8 +22,8 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._facts import Call, Facts
 from codemode.config import PolicyConfig
 
 MAX_ARGUMENT_BYTES = 1_048_576
@@ -121,15 +121,15 @@ class ArgumentGate:
             return sorted(k for k in arguments if k not in properties)
         return []
 
-    async def check(self, ctx: CallContext) -> Decision:
-        assert ctx.pinned is not None, "the tool gate runs first"
-        arguments = ctx.arguments
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        assert facts.pinned is not None, "the tool gate runs first"
+        arguments = dict(call.arguments)
         size = len(json.dumps(arguments, ensure_ascii=False).encode())
         if size > MAX_ARGUMENT_BYTES:
             return Deny(self.name, f"arguments are {size:,} bytes (limit {MAX_ARGUMENT_BYTES:,})")
         if json_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
             return Deny(self.name, f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-        schema = ctx.pinned.get("inputSchema") or {"type": "object"}
+        schema = facts.pinned.get("inputSchema") or {"type": "object"}
         if not isinstance(schema, dict):
             return Deny(self.name, "the tool's pinned input schema is not an object")
         undeclared = self._undeclared(schema, arguments)  # pyright: ignore[reportUnknownArgumentType]
@@ -138,7 +138,7 @@ class ArgumentGate:
                 self.name,
                 f"unexpected argument(s) {', '.join(map(repr, undeclared))}: not in the tool's schema",
             )
-        key = f"{ctx.label}@{ctx.request.schema_hash}"
+        key = f"{call.label}@{call.request.schema_hash if call.request else ''}"
         validator = self._validator(key, schema)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(validator, str):
             return Deny(self.name, validator)
@@ -172,4 +172,4 @@ class ArgumentGate:
             text = str(error.message)
             message = text if len(text) < 300 else text[:300] + "…"
             return Deny(self.name, f"invalid argument at {where}: {message}")
-        return Allow()
+        return Allow(facts)

@@ -7,51 +7,57 @@ semaphore around the MCP call itself (see the broker), not a counter here.
 
 from __future__ import annotations
 
-from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import lookup
 from codemode.config import PolicyConfig
 
 
 class BudgetGate:
+    """Checks the budgets before consent (nobody is asked to approve a call the budget would
+    refuse), then takes from them after consent with :meth:`commit`, which checks again under the
+    same lock: concurrent calls cannot overshoot, and a refused approval costs nothing."""
+
     name = "budget"
 
     def __init__(self, policy: PolicyConfig) -> None:
         self.budget = policy.budget
 
-    async def check(self, ctx: CallContext) -> Decision:
-        budget = self.budget
-        run = ctx.run
-        server, tool = ctx.request.server, ctx.request.tool
-        per_tool = lookup(budget.calls_per_tool, server, tool)
-        cost = lookup(budget.costs, server, tool) or 0.0
-        with run.lock:
-            if run.elapsed() > budget.wall_time_s:
-                return Deny(self.name, f"the run has used its wall-time budget ({budget.wall_time_s:g} s)")
-            if run.calls_allowed >= budget.calls_per_run:
-                return Deny(self.name, f"call budget exhausted ({budget.calls_per_run} calls per run)")
-            if per_tool is not None and run.calls_per_tool[ctx.label] >= per_tool:
-                return Deny(self.name, f"call budget for {ctx.label} exhausted ({per_tool} per run)")
-            if run.result_bytes >= budget.result_bytes_per_run:
-                return Deny(
-                    self.name, f"result budget exhausted ({budget.result_bytes_per_run:,} bytes per run)"
-                )
-            if budget.money_per_run is not None and run.money_spent + cost > budget.money_per_run + 1e-9:
-                return Deny(
-                    self.name,
-                    f"{ctx.label} costs {cost:g}; "
-                    f"{run.money_spent:g} of {budget.money_per_run:g} already spent",
-                )
-            run.calls_allowed += 1
-            run.calls_per_tool[ctx.label] += 1
-            run.money_spent += cost
-        ctx.cost = cost
-        return Allow()
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        cost = (lookup(self.budget.costs, call.server, call.name) or 0.0) if call.kind == "tool" else 0.0
+        with call.run.lock:
+            reason = self._exceeded(call, cost)
+        return Deny(self.name, reason) if reason else Allow(facts.with_(cost=cost))
 
-    def refund(self, ctx: CallContext) -> None:
-        """Give back what :meth:`check` took, for a call a later gate refused."""
-        run = ctx.run
+    def commit(self, call: Call, facts: Facts) -> Deny | None:
+        """Take the call from the run's budgets, unless another call used them up meanwhile."""
+        run = call.run
         with run.lock:
-            run.calls_allowed -= 1
-            run.calls_per_tool[ctx.label] -= 1
-            run.money_spent -= ctx.cost
+            reason = self._exceeded(call, facts.cost)
+            if reason:
+                return Deny(self.name, reason)
+            run.calls_allowed += 1
+            run.money_spent += facts.cost
+            if call.kind == "tool":
+                run.calls_per_tool[call.label] += 1
+        return None
+
+    def _exceeded(self, call: Call, cost: float) -> str | None:
+        """Why the call does not fit the run's budgets (call with the run's lock held)."""
+        budget, run = self.budget, call.run
+        if run.elapsed() > budget.wall_time_s:
+            return f"the run has used its wall-time budget ({budget.wall_time_s:g} s)"
+        if run.calls_allowed >= budget.calls_per_run:
+            return f"call budget exhausted ({budget.calls_per_run} calls per run)"
+        if run.result_bytes >= budget.result_bytes_per_run:
+            return f"result budget exhausted ({budget.result_bytes_per_run:,} bytes per run)"
+        if call.kind != "tool":
+            return None  # per-tool caps and prices name tools, not resources or prompts
+        per_tool = lookup(budget.calls_per_tool, call.server, call.name)
+        if per_tool is not None and run.calls_per_tool[call.label] >= per_tool:
+            return f"call budget for {call.label} exhausted ({per_tool} per run)"
+        if budget.money_per_run is not None and run.money_spent + cost > budget.money_per_run + 1e-9:
+            return (
+                f"{call.label} costs {cost:g}; {run.money_spent:g} of {budget.money_per_run:g} already spent"
+            )
+        return None

@@ -18,8 +18,8 @@ import anyio
 
 from codemode._redaction import redact_value
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
-from codemode.broker._context import CallContext
-from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
+from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
 from codemode.config import RISK_ORDER, PolicyConfig
 from codemode.ledger import arguments_digest
@@ -67,73 +67,85 @@ def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
 
 
 class ConsentGate:
+    """Says whether a call needs approval, and uses a matching pre-issued one if there is one.
+
+    It never asks anyone: it returns :class:`NeedsApproval`, and :class:`ApprovalFlow` asks.
+    """
+
     name = "consent"
+
+    def __init__(self, policy: PolicyConfig, store: ApprovalStore) -> None:
+        self.policy = policy
+        self.store = store
+
+    def reason_for_consent(self, call: Call, facts: Facts) -> str | None:
+        consent = self.policy.consent
+        if any_match(consent.never, call.server, call.name):
+            return None
+        if any_match(consent.always, call.server, call.name):
+            return f"the policy always requires approval for {call.label}"
+        if RISK_ORDER[facts.risk] >= RISK_ORDER[consent.require_at_risk]:
+            return f"{call.label} is {facts.risk} risk" + (
+                " (not known to be read-only)" if facts.risk == "high" else " (it may write)"
+            )
+        return None
+
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        why = self.reason_for_consent(call, facts)
+        if why is None:
+            return Allow(facts)
+        binding = call.binding
+        # The store writes to the ledger (a transaction, an fsync): never on the event loop.
+        consume = functools.partial(
+            self.store.consume_preissued,
+            principal=binding.principal,
+            tenant=binding.tenant,
+            server=call.server,
+            tool=call.name,
+            args_digest=consent_digest(dict(call.arguments), (facts.pinned or {}).get("inputSchema")),
+            call_id=call.call_id,
+            now=time.time(),
+        )
+        approval_id = await anyio.to_thread.run_sync(consume)
+        if approval_id is not None:
+            return Allow(facts.with_(approval_id=approval_id), note="pre-issued approval")
+        return NeedsApproval(self.name, why, facts)
+
+
+class ApprovalFlow:
+    """Asks a person for an approval the consent gate said a call needs, and records the answer."""
 
     def __init__(self, policy: PolicyConfig, store: ApprovalStore, approver: Approver | None) -> None:
         self.policy = policy
         self.store = store
         self.approver = approver
 
-    def reason_for_consent(self, ctx: CallContext) -> str | None:
-        consent = self.policy.consent
-        server, tool = ctx.request.server, ctx.request.tool
-        if any_match(consent.never, server, tool):
-            return None
-        if any_match(consent.always, server, tool):
-            return f"the policy always requires approval for {ctx.label}"
-        if RISK_ORDER[ctx.risk] >= RISK_ORDER[consent.require_at_risk]:
-            return f"{ctx.label} is {ctx.risk} risk" + (
-                " (not marked read-only)"
-                if ctx.risk == "high"
-                else " (read-only only by the server's own claim)"
-            )
-        return None
-
-    async def check(self, ctx: CallContext) -> Decision:
-        why = self.reason_for_consent(ctx)
-        if why is None:
-            return Allow()
-        binding = ctx.binding
-        digest = consent_digest(ctx.arguments, (ctx.pinned or {}).get("inputSchema"))
-        # The store writes to the ledger (a transaction, an fsync): never on the event loop.
-        consume = functools.partial(
-            self.store.consume_preissued,
-            principal=binding.principal,
-            tenant=binding.tenant,
-            server=ctx.request.server,
-            tool=ctx.request.tool,
-            args_digest=digest,
-            call_id=ctx.call_id,
-            now=time.time(),
-        )
-        approval_id = await anyio.to_thread.run_sync(consume)
-        if approval_id is not None:
-            ctx.approval_id = approval_id
-            return Allow(note="pre-issued approval")
-        approver = ctx.run.approver or self.approver
+    async def obtain(self, call: Call, needs: NeedsApproval) -> Allow | Deny:
+        approver = call.run.approver or self.approver
         if approver is None:
             return Deny(
-                self.name,
-                f"needs approval: {why}. No approver is available here; pre-issue one with "
-                f"'codemode approve {ctx.label} --args JSON' or run interactively",
+                needs.gate,
+                f"needs approval: {needs.why}. No approver is available here; pre-issue one with "
+                f"'codemode approve {call.label} --args JSON' or run interactively",
             )
+        facts = needs.facts
         request = ApprovalRequest(
-            call_id=ctx.call_id,
-            principal=binding.principal,
-            tenant=binding.tenant,
-            server=ctx.request.server,
-            tool=ctx.request.tool,
-            risk=ctx.risk,
-            why=why,
-            arguments_summary=summarize_arguments(dict(ctx.request.arguments)),
-            args_digest=digest,
+            call_id=call.call_id,
+            principal=call.binding.principal,
+            tenant=call.binding.tenant,
+            server=call.server,
+            tool=call.name,
+            risk=facts.risk,
+            why=needs.why,
+            arguments_summary=summarize_arguments(dict(call.as_passed)),
+            args_digest=consent_digest(dict(call.arguments), (facts.pinned or {}).get("inputSchema")),
             expires_at=time.time() + self.policy.consent.approval_ttl_s,
         )
         answer = await approver.ask(request)
         if not answer.approved:
             detail = f": {answer.reason}" if answer.reason else ""
-            return Deny(self.name, f"approval for {ctx.label} was not given by {answer.approver}{detail}")
+            return Deny(needs.gate, f"approval for {call.label} was not given by {answer.approver}{detail}")
         if time.time() > request.expires_at:
-            return Deny(self.name, "the approval arrived after it expired")
-        ctx.approval_id = await anyio.to_thread.run_sync(self.store.record_granted, request, answer)
-        return Allow(note=f"approved by {answer.approver}")
+            return Deny(needs.gate, "the approval arrived after it expired")
+        approval_id = await anyio.to_thread.run_sync(self.store.record_granted, request, answer)
+        return Allow(facts.with_(approval_id=approval_id), note=f"approved by {answer.approver}")

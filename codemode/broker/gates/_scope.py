@@ -26,8 +26,8 @@ import unicodedata
 from typing import Any
 from urllib.parse import unquote
 
-from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._facts import Call, Facts
 from codemode.broker._paths import PathArgument, path_arguments
 from codemode.broker._risk import access_for
 from codemode.broker._selectors import any_match
@@ -88,28 +88,25 @@ def _values(value: Any) -> list[Any]:
 class ScopeGate:
     name = "resource"
 
-    async def check(self, ctx: CallContext) -> Decision:
-        assert ctx.principal is not None, "the principal gate runs first"
-        server, tool = ctx.request.server, ctx.request.tool
-        rules = [rule for rule in ctx.principal.scopes if any_match(rule.tools, server, tool)]
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        assert facts.principal is not None, "the principal gate runs first"
+        rules = [rule for rule in facts.principal.scopes if any_match(rule.tools, call.server, call.name)]
         if not rules:
-            return Allow()
-        schema = (ctx.pinned or {}).get("inputSchema")
-        paths = path_arguments(ctx.arguments, schema)
+            return Allow(facts)
+        arguments = dict(call.arguments)
+        paths = path_arguments(arguments, (facts.pinned or {}).get("inputSchema"))
         covered: set[str] = set()
+        touched: list[str] = []
         for rule in rules:
-            named = [name for name in rule.argument_names if name in ctx.arguments]
+            named = [name for name in rule.argument_names if name in arguments]
+            found = [PathArgument(name, name, *_readable(arguments[name])) for name in named]
             if rule.kind == "path":
-                found = [p for p in paths if p.top not in named] + [
-                    PathArgument(name, name, *_readable(ctx.arguments[name])) for name in named
-                ]
-            else:
-                found = [PathArgument(name, name, *_readable(ctx.arguments[name])) for name in named]
+                found += [p for p in paths if p.top not in named]
             if not found:
                 continue
-            decision = self._check_rule(ctx, rule, found)
-            if isinstance(decision, Deny):
-                return decision
+            refusal = self._check_rule(call, facts, rule, found, touched)
+            if refusal is not None:
+                return refusal
             if rule.kind == "path":
                 covered.update(p.where for p in paths)
         for path in paths:
@@ -117,17 +114,19 @@ class ScopeGate:
                 # A scoped tool must not carry a path that no path rule checked (fail closed).
                 return Deny(
                     self.name,
-                    f"{ctx.label} is scoped, but its argument {path.where!r} names a path that no "
-                    f'path scope covers; add a rule with kind = "path" for it',
+                    f"{call.label} is scoped, but its argument {path.where!r} names a path that no "
+                    'path scope covers; add a rule with kind = "path" for it',
                 )
-        return Allow()
+        return Allow(facts.with_(scope=facts.scope + tuple(touched)))
 
-    def _check_rule(self, ctx: CallContext, rule: ScopeRule, found: list[PathArgument]) -> Decision:
-        if rule.access == "read" and access_for(ctx.risk) == "write":
+    def _check_rule(
+        self, call: Call, facts: Facts, rule: ScopeRule, found: list[PathArgument], touched: list[str]
+    ) -> Deny | None:
+        if rule.access == "read" and access_for(facts.risk) == "write":
             return Deny(
                 self.name,
                 f"only read access is granted on {', '.join(p.where for p in found)!r} resources, "
-                f"but {ctx.label} may write (risk {ctx.risk})",
+                f"but {call.label} may write (risk {facts.risk})",
             )
         for argument in found:
             if argument.unreadable:
@@ -139,14 +138,14 @@ class ScopeGate:
                     ok, detail = check_path(text, rule.allow)
                     if not ok:
                         return Deny(self.name, f"{argument.where}: {detail}")
-                    ctx.scope.append(f"{argument.where}={detail}")
-                elif not any(fnmatch.fnmatchcase(text, pattern) for pattern in rule.allow):
+                    touched.append(f"{argument.where}={detail}")
+                elif any(fnmatch.fnmatchcase(text, pattern) for pattern in rule.allow):
+                    touched.append(f"{argument.where}={text}")
+                else:
                     return Deny(
                         self.name, f"{argument.where}={text!r} is outside the granted scope {rule.allow}"
                     )
-                else:
-                    ctx.scope.append(f"{argument.where}={text}")
-        return Allow()
+        return None
 
 
 def _readable(value: Any) -> tuple[tuple[str, ...], bool]:

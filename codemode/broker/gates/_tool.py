@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from codemode.broker._context import CallContext
 from codemode.broker._decisions import Allow, Decision, Deny
+from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
 from codemode.broker._selectors import any_match
 from codemode.catalog import LockFile, ToolSpec
@@ -64,11 +64,12 @@ class ToolGate:
         self.catalog = catalog
         self.pins = pins
 
-    async def check(self, ctx: CallContext) -> Decision:
-        request = ctx.request
-        label = ctx.label
-        if not may_use(self.policy, ctx.binding.principal, request.server, request.tool):
-            return Deny(self.name, f"principal {ctx.binding.principal!r} may not use {label}")
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        request = call.request
+        assert request is not None, "the tool gate checks tool calls"
+        label = call.label
+        if not may_use(self.policy, call.binding.principal, request.server, request.tool):
+            return Deny(self.name, f"principal {call.binding.principal!r} may not use {label}")
         entry = self.pins.lock.entry(request.server, request.tool)
         approved = entry.approved if entry else None
         if approved is None:
@@ -96,14 +97,8 @@ class ToolGate:
                 f"{label} changed since approval (the server now lists {live.schema_hash[:19]}…); "
                 f"review with 'codemode pin --diff {label}' and approve to use it",
             )
-        ctx.tool = live
-        ctx.pinned = approved.definition
-        ctx.trusted = self.catalog.is_trusted(request.server)
-        ctx.risk = tool_risk(
-            self.policy,
-            request.server,
-            request.tool,
-            approved.definition.get("annotations"),
-            trusted=ctx.trusted,
+        trusted = self.catalog.is_trusted(request.server)
+        risk = tool_risk(
+            self.policy, request.server, request.tool, approved.definition.get("annotations"), trusted=trusted
         )
-        return Allow()
+        return Allow(facts.with_(tool=live, pinned=approved.definition, trusted=trusted, risk=risk))
