@@ -13,6 +13,7 @@ result passes the result filter before anyone sees it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -33,7 +34,7 @@ from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunState
 from codemode.broker.gates._tool import visible_to
-from codemode.calls import RunBinding
+from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog
 from codemode.config import Config, load_config
 from codemode.errors import PolicyError, SandboxError
@@ -151,6 +152,7 @@ class CodeMode:
         self._broker: Broker | None = None
         self._sandboxes: SandboxManager | None = None
         self._sessions: dict[tuple[str, str, str], Session] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> CodeMode:
@@ -160,15 +162,20 @@ class CodeMode:
 
     async def __aenter__(self) -> Self:
         config = self.config
-        if self._ledger is None:
-            self._ledger = await anyio.to_thread.run_sync(
-                partial(open_ledger, config.ledger_path, store_arguments=config.ledger.store_arguments)
-            )
-        self._pins = Pins(config.lock_path)
-        host = McpHost(config, environ=self._environ)
-        await host.__aenter__()
-        self._host = host
+        # One exit stack: whatever started is stopped in reverse order, even if a later part fails
+        # to start (a host that cannot start must not leave the ledger open). It is closed without
+        # the error, so the caller gets the error itself, not a group of the parts' errors.
+        stack = contextlib.AsyncExitStack()
         try:
+            if self._ledger is None:
+                self._ledger = await anyio.to_thread.run_sync(
+                    partial(open_ledger, config.ledger_path, store_arguments=config.ledger.store_arguments)
+                )
+            if self._owns_ledger:
+                stack.callback(self._close_ledger)
+            self._pins = Pins(config.lock_path)
+            host = await stack.enter_async_context(McpHost(config, environ=self._environ))
+            self._host = host
             host.on_catalog_change(self._catalog_changed)
             self._rebuild_tree()
             self._broker = Broker(
@@ -182,28 +189,30 @@ class CodeMode:
                 lease_s=max((s.call_timeout for s in config.servers.values()), default=60.0) + 60.0,
                 count_tokens=count_tokens if self.measure_tokens else None,
             )
-            sandboxes = SandboxManager(config.sandbox, state_dir=None)
-            await sandboxes.__aenter__()
-            self._sandboxes = sandboxes
+            self._sandboxes = await stack.enter_async_context(SandboxManager(config.sandbox, state_dir=None))
+            stack.push_async_callback(self._close_sessions)
         except BaseException:
-            await host.__aexit__(None, None, None)
+            await stack.aclose()
             raise
+        self._stack = stack
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        try:
-            for session in list(self._sessions.values()):
-                await session.aclose()
-            self._sessions.clear()
-            if self._sandboxes is not None:
-                await self._sandboxes.__aexit__(exc_type, exc, tb)
-        finally:
-            if self._host is not None:
-                await self._host.__aexit__(exc_type, exc, tb)
-            if self._ledger is not None and self._owns_ledger:
-                self._ledger.close()
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
+
+    def _close_ledger(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+
+    async def _close_sessions(self) -> None:
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            await session.aclose()
 
     # -- catalog and tree ---------------------------------------------------------------------
 
@@ -365,6 +374,46 @@ class CodeMode:
         summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
         await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
         return result
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        purpose: str,
+        principal: str | None = None,
+        tenant: str | None = None,
+        approver: Approver | None = None,
+    ) -> CallOutcome:
+        """One tool call made by codemode itself (reconcile's read-back, benchmarks), not a program.
+
+        It is a run of its own with one call: bound to a principal and tenant, through every gate
+        (a tool the policy denies is refused, a risky one needs consent), recorded in the ledger,
+        and its result filtered. ``purpose`` says why, in the run's record.
+        """
+        _, broker, _, _ = self._require()
+        binding = self._bind(principal, tenant, None)
+        ledger = self._ledger
+        assert ledger is not None and self._pins is not None
+        entry = self._pins.lock.entry(server, tool)
+        schema_hash = entry.approved.hash if entry is not None and entry.approved is not None else ""
+        digest = hashlib.sha256(f"codemode:{purpose}:{server}/{tool}".encode()).hexdigest()
+        await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
+        broker.open_run(binding, approver=approver)
+        status = "interrupted"
+        try:
+            request = ToolCallRequest(
+                seq=1, server=server, tool=tool, schema_hash=schema_hash, arguments=dict(arguments or {})
+            )
+            outcome = await broker.call_tool(binding, request)
+            status = "ok" if isinstance(outcome, ToolResult) else "error"
+            return outcome
+        finally:
+            summary = broker.close_run(binding.run_id)
+            record = {"calls": summary.calls, "denials": summary.denials, "purpose": purpose}
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, status, record))
 
     def _finish(self, binding: RunBinding, outcome: RunOutcome) -> RunResult:
         """Apply the result filter to everything that leaves the run, then close it in the broker."""

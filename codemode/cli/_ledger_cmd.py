@@ -426,7 +426,6 @@ async def _read_back(
     """Reconcile from the server's own view, through an approved read-only tool."""
     from codemode.broker._risk import tool_risk
     from codemode.catalog import load_lock, parse_selector
-    from codemode.host import McpHost
     from codemode.ledger import ReadBackVerdict, resolve_with_read_back
 
     config = load(config_path)
@@ -447,11 +446,31 @@ async def _read_back(
     if risk != "low":
         fail(f"{tool} is not marked read-only: reconciling must not risk repeating a side effect")
 
+    from codemode._engine import CodeMode
+    from codemode.calls import CallDenied, ToolError, ToolResult
+
+    # Only the read tool's server, and no warm sandboxes: the call is made by codemode itself,
+    # through the broker (gated, recorded in the ledger as a run of its own).
+    narrowed = config.model_copy(
+        update={
+            "servers": {server: config.servers[server]},
+            "sandbox": config.sandbox.model_copy(update={"pool_size": 0}),
+        }
+    )
+    refusal: list[str] = []
+
     async def look(record: CallRecord) -> ReadBackVerdict | None:
-        async with McpHost(config.model_copy(update={"servers": {server: config.servers[server]}})) as host:
-            answer = await host.call_tool(server, name, arguments)
-        text = json.dumps(answer.structured_content) if answer.structured_content is not None else ""
-        text += " ".join(getattr(block, "text", "") for block in answer.content)
+        async with CodeMode(narrowed, ledger=ledger) as engine:
+            answer = await engine.call_tool(server, name, arguments, purpose=f"read-back of {record.call_id}")
+        if not isinstance(answer, ToolResult):
+            if isinstance(answer, CallDenied):
+                refusal.append(f"the {answer.gate} gate refused the read-back call {tool}: {answer.reason}")
+            else:
+                why = answer.message if isinstance(answer, ToolError) else answer.reason
+                refusal.append(f"the read-back call {tool} failed: {why}")
+            return None
+        text = json.dumps(answer.structured) if answer.structured is not None else ""
+        text += " ".join(str(block.model_dump().get("text", "")) for block in answer.content)
         seen = f"{tool}({read_args}) at read-back"
         if expect in text:
             return ReadBackVerdict(
@@ -463,4 +482,7 @@ async def _read_back(
         return None
 
     with open_ledger(config.ledger_path) as ledger:
-        return await resolve_with_read_back(ledger, call_id, look, resolved_by=f"read-back:{tool}")
+        settled = await resolve_with_read_back(ledger, call_id, look, resolved_by=f"read-back:{tool}")
+    if refusal:
+        fail(refusal[0])
+    return settled

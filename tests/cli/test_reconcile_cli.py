@@ -113,3 +113,32 @@ def test_a_read_back_through_a_side_effecting_tool_is_refused(workspace: Path) -
     )
     assert result.exit_code != 0
     assert "not marked read-only" in result.output
+
+
+def test_a_read_back_is_a_gated_call_that_leaves_its_own_ledger_row(workspace: Path) -> None:
+    call_id = unknown_call(workspace, "INV-ROW-1")
+    args = json.dumps({"reference": "INV-ROW-1"})
+    reconcile(workspace, call_id, "--read-back", "crm/list_writes", "--args", args, "--expect", "INV-ROW-1")
+    with open_ledger(workspace.parent / "codemode.db") as ledger:
+        reads = [c for c in ledger.list_calls(limit=100) if c.tool == "list_writes"]
+    assert len(reads) == 1 and reads[0].state == "succeeded", "the read-back itself is on the record"
+    assert reads[0].run_id != "run-x"
+
+
+def test_a_read_back_through_a_tool_the_policy_denies_is_refused_and_recorded(workspace: Path) -> None:
+    text = workspace.read_text() + '\n[policy.principals.local]\ndeny_tools = ["crm/list_writes"]\n'
+    workspace.write_text(text)
+    call_id = unknown_call(workspace, "INV-DENIED")
+    args = json.dumps({"reference": "INV-DENIED"})
+    result = CliRunner().invoke(
+        cli,
+        ["ledger", "reconcile", call_id, "--read-back", "crm/list_writes", "--args", args]
+        + ["--expect", "INV-DENIED", "--config", str(workspace)],
+    )
+    assert result.exit_code != 0
+    assert "refused the read-back call" in result.output and "may not use crm/list_writes" in result.output
+    with open_ledger(workspace.parent / "codemode.db") as ledger:
+        denied = [c for c in ledger.list_calls(limit=100) if c.tool == "list_writes"]
+        unknown = ledger.get_call(call_id)
+    assert [c.state for c in denied] == ["denied"]
+    assert unknown is not None and unknown.state == "unknown", "nothing was settled"
