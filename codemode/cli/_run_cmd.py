@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
@@ -40,16 +41,16 @@ async def _run(
     approver: Approver | None,
     quiet: bool,
 ) -> RunResult:
-    engine = CodeMode(load(config_path), approver=approver, backend=backend)
-    with progress("connecting to servers and starting a sandbox…", not quiet):
-        await engine.__aenter__()
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        with progress("connecting to servers and starting a sandbox…", not quiet):
+            engine = await stack.enter_async_context(
+                CodeMode(load(config_path), approver=approver, backend=backend)
+            )
         if not quiet:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
         with progress("running…", not quiet):
             return await engine.run(code, principal=principal, tenant=tenant)
-    finally:
-        await engine.__aexit__(None, None, None)
+    raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
 
 def _print_human(result: RunResult) -> None:
