@@ -16,6 +16,7 @@ __all__ = [
     "CodemodeError",
     "ConfigError",
     "LedgerError",
+    "MissingSecretError",
     "NameCollisionError",
     "OutcomeUnknownError",
     "PolicyError",
@@ -45,6 +46,14 @@ class ConfigError(CodemodeError):
         lines = [f"{source}: invalid configuration"]
         lines += [f"  - {loc}: {msg}" if loc else f"  - {msg}" for loc, msg in problems]
         super().__init__("\n".join(lines))
+
+
+class MissingSecretError(CodemodeError, LookupError):
+    """A ``${NAME}`` reference in the configuration names an environment variable that is not set."""
+
+    def __init__(self, variable: str) -> None:
+        self.variable = variable
+        super().__init__(variable)
 
 
 class ServerConnectionError(CodemodeError):

@@ -11,16 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from codemode.errors import MissingSecretError
+
 _TOKEN = re.compile(r"\$\$|\$\{([^}]*)\}|\$")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class MissingSecretError(LookupError):
-    """A referenced environment variable is not set."""
-
-    def __init__(self, variable: str) -> None:
-        self.variable = variable
-        super().__init__(variable)
 
 
 def check_references(value: str) -> list[str]:

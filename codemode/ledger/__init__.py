@@ -1,6 +1,6 @@
 """The operation ledger: every run and tool call, recorded before it is sent, hash-chained.
 
-It is the side-effects gate's memory (DESIGN.md §4, "Execution record"):
+It is the side-effects gate's memory (its execution record):
 
 * **Idempotency.** A call with a key (scoped ``tenant:principal:server:tool:key``) runs once.
   The same key and arguments later replay the stored first outcome, errors included; other

@@ -114,7 +114,7 @@ class CallIntent(_Value):
 
 
 class CallRecord(_Value):
-    """One row of the ``calls`` table: the execution record of DESIGN.md §4."""
+    """One row of the ``calls`` table: the execution record of a call."""
 
     call_id: str
     run_id: str

@@ -1,6 +1,6 @@
 """The Docker backend: one hardened container per sandbox.
 
-The hardening (DESIGN.md §4) is in :meth:`DockerApi.run`: non-root user, all capabilities
+The hardening is in :meth:`DockerApi.run`: non-root user, all capabilities
 dropped, ``no-new-privileges`` with the default seccomp profile, read-only root filesystem with a
 size-capped noexec tmpfs on /tmp, no network, memory == memory+swap, CPU quota, pids limit,
 nofile/fsize/core ulimits, an init process, logging disabled, no host environment, and no mount
