@@ -47,6 +47,13 @@ class RunBinding(_Value):
     session_id: str | None = None
     expires_at: float | None = None
     """Unix time after which the run context is expired and every call is refused."""
+    idempotency_scope: str | None = None
+    """Set for batch items (``job:<id>/item:<key>``): every side-effecting call without its own key
+    gets one derived from this scope, the tool, its arguments and its occurrence in the run, so a
+    re-run of the item replays completed calls instead of repeating them."""
+    read_only: bool = False
+    """A checking run (a batch item's verify program): every call not known to be read-only
+    (risk ``low``) is refused, whatever the consent policy says."""
 
 
 class ToolCallRequest(_Value):

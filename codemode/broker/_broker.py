@@ -14,6 +14,7 @@ goes on. Identity, tenant and approvals come only from the :class:`RunBinding` t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._pii import PiiVault, map_strings
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter
-from codemode.broker._run import RunState
+from codemode.broker._run import RunLimits, RunState
 from codemode.broker.gates import (
     ApprovalFlow,
     ArgumentGate,
@@ -40,6 +41,7 @@ from codemode.broker.gates import (
     CatalogView,
     ConsentGate,
     PrincipalGate,
+    ReadOnlyRunGate,
     ScopeGate,
     ServerGate,
     ToolGate,
@@ -75,6 +77,7 @@ from codemode.ledger import (
     Ledger,
     Replay,
     Unresolved,
+    arguments_digest,
     reserve_waiting,
 )
 
@@ -116,6 +119,7 @@ class RunSummary:
     result_tokens: int
     money_spent: float
     flags: tuple[str, ...]
+    unknown_outcomes: int = 0
 
 
 class Broker:
@@ -156,6 +160,7 @@ class Broker:
         self._tool_gates: tuple[Gate, ...] = (
             principal,
             ToolGate(policy, catalog, pins),
+            ReadOnlyRunGate(),
             ArgumentGate(policy),
             ScopeGate(),
             self.budget,
@@ -168,12 +173,15 @@ class Broker:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def open_run(self, binding: RunBinding, *, approver: Approver | None = None) -> RunState:
+    def open_run(
+        self, binding: RunBinding, *, approver: Approver | None = None, limits: RunLimits | None = None
+    ) -> RunState:
         """Start tracking a run; ``approver`` overrides the broker's approver for this run only."""
         state = RunState(
             binding=binding,
             concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
             approver=approver,
+            limits=limits or RunLimits(),
         )
         self._runs[binding.run_id] = state
         return state
@@ -196,6 +204,7 @@ class Broker:
             result_tokens=state.result_tokens,
             money_spent=state.money_spent,
             flags=tuple(sorted(flags)),
+            unknown_outcomes=state.unknown_outcomes,
         )
 
     def final_filter(self, run_id: str) -> ResultFilter:
@@ -228,8 +237,10 @@ class Broker:
         if isinstance(decision, Deny):
             return await self._deny(call, decision)
         facts = decision.facts
+        call = self._with_derived_key(call, facts)
+        keyed = call.request is not None and call.request.idempotency_key is not None
         # An operation that already ran under this idempotency key is replayed, not re-approved.
-        replay = request.idempotency_key is not None and await anyio.to_thread.run_sync(
+        replay = keyed and await anyio.to_thread.run_sync(
             partial(self.ledger.would_replay, self._intent(call, facts)), limiter=self._ledger_lane
         )
         if not replay:
@@ -243,6 +254,25 @@ class Broker:
         if taken is not None:
             return await self._deny(call, taken, facts)
         return await self._execute(call, facts)
+
+    @staticmethod
+    def _with_derived_key(call: Call, facts: Facts) -> Call:
+        """Give a side-effecting call of a keyed run (a batch item) its derived idempotency key.
+
+        The key is ``scope + tool + argument digest + occurrence``: the second identical call in
+        one item is a second operation, and a re-run of the item derives the same keys in the
+        same order, so completed calls replay instead of running again.
+        """
+        request = call.request
+        scope = call.binding.idempotency_scope
+        if scope is None or request is None or request.idempotency_key is not None or facts.risk == "low":
+            return call
+        digest = arguments_digest(dict(call.arguments))
+        with call.run.lock:
+            call.run.occurrences[f"{call.label}\x00{digest}"] += 1
+            occurrence = call.run.occurrences[f"{call.label}\x00{digest}"]
+        key = f"{scope}/{call.label}/{digest.removeprefix('sha256:')[:32]}/{occurrence}"
+        return dataclasses.replace(call, request=request.model_copy(update={"idempotency_key": key}))
 
     @staticmethod
     async def _decide(call: Call, gates: tuple[Gate, ...], facts: Facts) -> Allow | Deny:
@@ -318,6 +348,8 @@ class Broker:
             if isinstance(reservation, Conflict | Unresolved):
                 with call.run.lock:
                     call.run.denials += 1
+                    if isinstance(reservation, Unresolved):
+                        call.run.unknown_outcomes += 1
                 return CallDenied(gate="side_effects", reason=reservation.reason)
             if isinstance(reservation, InFlight):
                 return CallFailed(
@@ -374,6 +406,8 @@ class Broker:
                 return failure
             except OutcomeUnknownError as exc:
                 await self._record(partial(ledger.mark_unknown, call_id, exc.reason))
+                with run.lock:
+                    run.unknown_outcomes += 1
                 return CallFailed(
                     reason=f"{exc}. It is recorded as 'unknown' and will not be retried; "
                     "see 'codemode ledger reconcile'",
@@ -387,6 +421,8 @@ class Broker:
                 raise
             except Exception as exc:  # a bug must not lose the record: the request may have left
                 await self._record(partial(ledger.mark_unknown, call_id, repr(exc)))
+                with run.lock:
+                    run.unknown_outcomes += 1
                 return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
             finally:
                 with run.lock:

@@ -14,6 +14,14 @@ from codemode.broker._pii import PiiVault
 from codemode.calls import RunBinding
 
 
+@dataclass(frozen=True)
+class RunLimits:
+    """Per-run caps that can only tighten the policy's budgets (a batch job's per-item limits)."""
+
+    calls: int | None = None
+    money: float | None = None
+
+
 @dataclass
 class RunState:
     binding: RunBinding
@@ -36,6 +44,12 @@ class RunState:
     denials_recorded: Counter[str] = field(default_factory=lambda: Counter[str]())
     """Denials written to the ledger, per ``gate:server/tool`` (a flood is recorded as a count)."""
     denials_unrecorded: Counter[str] = field(default_factory=lambda: Counter[str]())
+    unknown_outcomes: int = 0
+    """Calls of this run whose outcome is unknown (sent, never answered; or an earlier attempt
+    under the same key is unknown): the run's work must be reconciled, not retried."""
+    occurrences: Counter[str] = field(default_factory=lambda: Counter[str]())
+    limits: RunLimits = field(default_factory=RunLimits)
+    """How often each (tool, arguments) pair was called, for derived idempotency keys."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -6,6 +6,7 @@ import click
 
 from codemode._version import codemode_version
 from codemode.cli import (
+    _batch_cmd,
     _demo_cmd,
     _init_cmd,
     _ledger_cmd,
@@ -33,6 +34,7 @@ def cli() -> None:
       codemode sync              connect, list tools, write codemode.lock
       codemode pin --approve     approve new or changed tools
       codemode run prog.py       run a program in the sandbox against the servers
+      codemode batch prog.py     run a program once per item of a .jsonl/.csv file
       codemode serve             be an MCP server with the single run_code tool
       codemode sandbox doctor    check the sandbox engine and image
     """
@@ -47,6 +49,7 @@ for command in (
     _tree_cmd.tree,
     _tree_cmd.search,
     _run_cmd.run,
+    _batch_cmd.batch,
     _run_cmd.approve,
     _ledger_cmd.ledger,
     _sandbox_cmd.sandbox,

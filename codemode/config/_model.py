@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
 
+from codemode.config._batch import BatchConfig
 from codemode.config._policy import PolicyConfig
 from codemode.config._secrets import check_references
 from codemode.config._serve import ServeConfig
@@ -169,6 +170,7 @@ class Config(_Section):
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     pins: PinsConfig = Field(default_factory=PinsConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="<objects>")

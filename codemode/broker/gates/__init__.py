@@ -12,7 +12,7 @@ from codemode.broker.gates._budget import BudgetGate
 from codemode.broker.gates._consent import ApprovalFlow, ApprovalStore, ConsentGate
 from codemode.broker.gates._principal import PrincipalGate, ServerGate
 from codemode.broker.gates._scope import ScopeGate, check_path
-from codemode.broker.gates._tool import CatalogView, ToolGate
+from codemode.broker.gates._tool import CatalogView, ReadOnlyRunGate, ToolGate
 
 __all__ = [
     "ApprovalFlow",
@@ -22,6 +22,7 @@ __all__ = [
     "CatalogView",
     "ConsentGate",
     "PrincipalGate",
+    "ReadOnlyRunGate",
     "ScopeGate",
     "ServerGate",
     "ToolGate",

@@ -47,8 +47,11 @@ class BudgetGate:
         budget, run = self.budget, call.run
         if run.elapsed() > budget.wall_time_s:
             return f"the run has used its wall-time budget ({budget.wall_time_s:g} s)"
-        if run.calls_allowed >= budget.calls_per_run:
-            return f"call budget exhausted ({budget.calls_per_run} calls per run)"
+        calls_cap = min(
+            budget.calls_per_run, run.limits.calls if run.limits.calls is not None else budget.calls_per_run
+        )
+        if run.calls_allowed >= calls_cap:
+            return f"call budget exhausted ({calls_cap} calls per run)"
         if run.result_bytes >= budget.result_bytes_per_run:
             return f"result budget exhausted ({budget.result_bytes_per_run:,} bytes per run)"
         if call.kind != "tool":
@@ -56,8 +59,7 @@ class BudgetGate:
         per_tool = lookup(budget.calls_per_tool, call.server, call.name)
         if per_tool is not None and run.calls_per_tool[call.label] >= per_tool:
             return f"call budget for {call.label} exhausted ({per_tool} per run)"
-        if budget.money_per_run is not None and run.money_spent + cost > budget.money_per_run + 1e-9:
-            return (
-                f"{call.label} costs {cost:g}; {run.money_spent:g} of {budget.money_per_run:g} already spent"
-            )
+        caps = [cap for cap in (budget.money_per_run, run.limits.money) if cap is not None]
+        if caps and run.money_spent + cost > min(caps) + 1e-9:
+            return f"{call.label} costs {cost:g}; {run.money_spent:g} of {min(caps):g} already spent"
         return None

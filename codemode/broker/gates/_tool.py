@@ -102,3 +102,18 @@ class ToolGate:
             self.policy, request.server, request.tool, approved.definition.get("annotations"), trusted=trusted
         )
         return Allow(facts.with_(tool=live, pinned=approved.definition, trusted=trusted, risk=risk))
+
+
+class ReadOnlyRunGate:
+    """A checking run (``RunBinding.read_only``) may only make calls known to be read-only."""
+
+    name = "consent"
+
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        if call.binding.read_only and facts.risk != "low":
+            return Deny(
+                self.name,
+                f"this run may only read, but {call.label} is {facts.risk} risk "
+                "(mark it read-only in [policy.consent] read_only if it is)",
+            )
+        return Allow(facts)

@@ -1,0 +1,257 @@
+"""Where a batch job keeps its items and their states, so that it can be resumed.
+
+The job store is the job's memory, not the record of side effects: the ledger decides whether a
+call runs, replays or waits for reconcile (through the derived idempotency keys), so an item
+state lost in a crash costs only a replay. Items are registered before anything runs (which is
+how a duplicate key is refused up front, with memory independent of the input's size) and read
+back in pages. SQLite here; :class:`JobStore` is what another store must provide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+ItemStatus = Literal["pending", "running", "done", "failed", "unknown", "unverified"]
+FINAL_BAD: tuple[ItemStatus, ...] = ("failed", "unknown", "unverified")
+PAGE = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    program_digest TEXT NOT NULL,
+    inputs_digest TEXT,
+    registered INTEGER NOT NULL DEFAULT 0,
+    bad_lines TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS items (
+    job_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    result TEXT,
+    error TEXT,
+    calls INTEGER NOT NULL DEFAULT 0,
+    duration_ms REAL NOT NULL DEFAULT 0,
+    updated_at REAL,
+    PRIMARY KEY (job_id, key)
+);
+CREATE INDEX IF NOT EXISTS items_by_line ON items (job_id, line);
+"""
+
+
+class DuplicateKeyError(ValueError):
+    def __init__(self, key: str, line: int, first_line: int) -> None:
+        self.key, self.line, self.first_line = key, line, first_line
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    program_digest: str
+    inputs_digest: str | None
+    registered: bool
+    bad_lines: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    key: str
+    line: int
+    data: dict[str, Any]
+    status: ItemStatus
+    attempts: int
+    run_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    calls: int = 0
+    duration_ms: float = 0.0
+
+
+class JobStore(Protocol):
+    def job(self, job_id: str) -> JobRecord | None: ...
+    def create_job(self, job_id: str, program_digest: str) -> JobRecord: ...
+    def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None: ...
+    def finish_registration(
+        self, job_id: str, inputs_digest: str, bad_lines: list[dict[str, Any]]
+    ) -> None: ...
+    def runnable(self, job_id: str, *, max_attempts: int, retry_unknown: bool) -> Iterator[StoredItem]: ...
+    def start(self, job_id: str, key: str) -> int: ...
+    def finish(self, job_id: str, item: StoredItem) -> None: ...
+    def items(self, job_id: str) -> Iterator[StoredItem]: ...
+    def counts(self, job_id: str) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+
+class SqliteJobStore:
+    """Jobs in a SQLite file beside the ledger (``codemode-jobs.db``), created 0600."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        self._conn = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{path}{suffix}", 0o600)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def job(self, job_id: str) -> JobRecord | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT job_id, program_digest, inputs_digest, registered, bad_lines FROM jobs "
+                "WHERE job_id = ?",
+                (job_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return JobRecord(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]))
+
+    def create_job(self, job_id: str, program_digest: str) -> JobRecord:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO jobs (job_id, created_at, program_digest) VALUES (?, ?, ?)",
+                (job_id, time.time(), program_digest),
+            )
+        return JobRecord(job_id, program_digest, None, False, [])
+
+    def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None:
+        """Insert items page by page; a key seen twice raises :class:`DuplicateKeyError`."""
+        page: list[tuple[str, str, int, str]] = []
+        for key, line, data in items:
+            page.append((job_id, key, line, json.dumps(data, ensure_ascii=False)))
+            if len(page) >= PAGE:
+                self._insert(page)
+                page = []
+        if page:
+            self._insert(page)
+
+    def _insert(self, page: list[tuple[str, str, int, str]]) -> None:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN")
+                self._conn.executemany(
+                    "INSERT INTO items (job_id, key, line, data) VALUES (?, ?, ?, ?)", page
+                )
+                self._conn.execute("COMMIT")
+            except sqlite3.IntegrityError:
+                self._conn.execute("ROLLBACK")
+                self._raise_duplicate(page)
+                raise
+
+    def _raise_duplicate(self, page: list[tuple[str, str, int, str]]) -> None:
+        seen: dict[str, int] = {}
+        for job_id, key, line, _ in page:
+            if key in seen:
+                raise DuplicateKeyError(key, line, seen[key])
+            row = self._conn.execute(
+                "SELECT line FROM items WHERE job_id = ? AND key = ?", (job_id, key)
+            ).fetchone()
+            if row is not None:
+                raise DuplicateKeyError(key, line, int(row[0]))
+            seen[key] = line
+
+    def finish_registration(self, job_id: str, inputs_digest: str, bad_lines: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE jobs SET registered = 1, inputs_digest = ?, bad_lines = ? WHERE job_id = ?",
+                (inputs_digest, json.dumps(bad_lines), job_id),
+            )
+
+    def runnable(self, job_id: str, *, max_attempts: int, retry_unknown: bool) -> Iterator[StoredItem]:
+        """Items still to run, in input order, read a page at a time (keyset on the line number).
+
+        ``running`` items were cut off by a crash: they run again (their completed calls replay).
+        """
+        states = ["pending", "running", "failed"] + (["unknown"] if retry_unknown else [])
+        marks = ",".join("?" * len(states))
+        after = -1
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT key, line, data, status, attempts FROM items WHERE job_id = ? AND line > ? "  # noqa: S608
+                    f"AND status IN ({marks}) AND (status != 'failed' OR attempts < ?) ORDER BY line LIMIT ?",
+                    (job_id, after, *states, max_attempts, PAGE),
+                ).fetchall()
+            if not rows:
+                return
+            for key, line, data, status, attempts in rows:
+                yield StoredItem(key, line, json.loads(data), status, attempts)
+            after = rows[-1][1]
+
+    def start(self, job_id: str, key: str) -> int:
+        """Mark an item running and count the attempt; returns the attempt number."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE items SET status = 'running', attempts = attempts + 1, updated_at = ? "
+                "WHERE job_id = ? AND key = ?",
+                (time.time(), job_id, key),
+            )
+            row = self._conn.execute(
+                "SELECT attempts FROM items WHERE job_id = ? AND key = ?", (job_id, key)
+            ).fetchone()
+        return int(row[0])
+
+    def finish(self, job_id: str, item: StoredItem) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE items SET status = ?, run_id = ?, result = ?, error = ?, calls = ?, duration_ms = ?, "
+                "updated_at = ? WHERE job_id = ? AND key = ?",
+                (
+                    item.status,
+                    item.run_id,
+                    json.dumps(item.result, ensure_ascii=False, default=str),
+                    item.error,
+                    item.calls,
+                    item.duration_ms,
+                    time.time(),
+                    job_id,
+                    item.key,
+                ),
+            )
+
+    def items(self, job_id: str) -> Iterator[StoredItem]:
+        after = -1
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT key, line, data, status, attempts, run_id, result, error, calls, duration_ms "
+                    "FROM items WHERE job_id = ? AND line > ? ORDER BY line LIMIT ?",
+                    (job_id, after, PAGE),
+                ).fetchall()
+            if not rows:
+                return
+            for key, line, data, status, attempts, run_id, result, error, calls, duration in rows:
+                value = json.loads(result) if result is not None else None
+                yield StoredItem(
+                    key, line, json.loads(data), status, attempts, run_id, value, error, calls, duration
+                )
+            after = rows[-1][1]
+
+    def counts(self, job_id: str) -> dict[str, int]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT status, COUNT(*) FROM items WHERE job_id = ? GROUP BY status", (job_id,)
+            ).fetchall()
+        return {str(status): int(count) for status, count in rows}

@@ -1,0 +1,285 @@
+"""One program over many items: concurrent, resumable, with no duplicate side effects.
+
+Each item is one run of the program with ``INPUT`` bound to the item, in a sandbox from the warm
+pool, through the same broker, gates and ledger as ``codemode run``. Its side-effecting calls
+get idempotency keys derived from the job, the item, the tool, the arguments and the call's
+occurrence, so running an item again (a retry, a resume after a crash, a re-run of the job)
+replays every call that completed instead of sending it again. A call whose outcome is unknown
+is never re-sent: its item is ``unknown`` until ``codemode ledger reconcile`` settles it.
+
+Dispatch streams: items are read from the job store a page at a time into a bounded channel,
+so neither the input nor the job's size decides the memory used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import math
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from codemode.batch._inputs import BadLine, InputDigest, Item, read_items
+from codemode.batch._jobs import (
+    FINAL_BAD,
+    DuplicateKeyError,
+    ItemStatus,
+    JobStore,
+    SqliteJobStore,
+    StoredItem,
+)
+from codemode.broker._run import RunLimits
+from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from codemode._engine import CodeMode, RunResult
+
+
+class BatchError(CodemodeError):
+    """The job cannot start: bad input, a duplicate key, a program that does not compile, a
+    resume that does not match the job it names."""
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    job_id: str | None = None
+    key: str | None = None
+    """The field that identifies an item (default: its line number)."""
+    concurrency: int = 4
+    max_attempts: int = 3
+    resume: bool = False
+    retry_unknown: bool = False
+    """Run ``unknown`` items again (after ``codemode ledger reconcile`` settled their calls)."""
+    strict: bool = False
+    """A malformed input line fails the job before anything runs (default: reported, skipped)."""
+    verify: str | None = None
+    """A read-only program that gets ``INPUT`` and ``RESULT`` and must return True."""
+    wall_time_s: float | None = None
+    limits: RunLimits = field(default_factory=RunLimits)
+    principal: str | None = None
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    key: str
+    line: int
+    status: ItemStatus
+    attempts: int
+    run_id: str | None
+    result: Any = None
+    error: str | None = None
+    calls: int = 0
+    duration_ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "status": self.status, "run_id": self.run_id}
+        out["result" if self.error is None else "error"] = self.result if self.error is None else self.error
+        out.update(calls=self.calls, duration_ms=round(self.duration_ms, 1), attempts=self.attempts)
+        return out
+
+
+@dataclass
+class BatchJob:
+    """A prepared job: registered items, ready to run (see :func:`prepare_job`)."""
+
+    job_id: str
+    store: JobStore
+    bad_lines: list[dict[str, Any]]
+    resumed: bool
+
+
+def program_digest(program: str, verify: str | None) -> str:
+    return hashlib.sha256(f"{program}\x00{verify or ''}".encode()).hexdigest()
+
+
+def check_compiles(source: str, name: str) -> None:
+    try:
+        compile(source, name, "exec", dont_inherit=True, flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
+    except SyntaxError as exc:
+        raise BatchError(f"{name} does not compile (line {exc.lineno}): {exc.msg}") from exc
+
+
+def prepare_job(
+    store: JobStore, program: str, items: Path | Iterable[Mapping[str, Any]], options: BatchOptions
+) -> BatchJob:
+    """Check the programs, then create or resume the job and register its items before any runs."""
+    check_compiles(program, "the program")
+    if options.verify is not None:
+        check_compiles(options.verify, "the verify program")
+    digest = program_digest(program, options.verify)
+    job_id = options.job_id or "job_" + secrets.token_hex(6)
+    existing = store.job(job_id)
+    if options.resume and existing is None:
+        raise BatchError(f"there is no job {job_id!r} to resume; run without --resume to start it")
+    if existing is not None and existing.registered:
+        if existing.program_digest != digest:
+            raise BatchError(
+                f"job {job_id!r} was started with another program (or verify program); "
+                "resume it with the same files, or start a new job with another --job-id"
+            )
+        if isinstance(items, Path):
+            found = InputDigest()
+            for _ in read_items(items, options.key, found):
+                pass
+            if existing.inputs_digest != found.hexdigest():
+                raise BatchError(f"the inputs of job {job_id!r} changed since it started; use a new --job-id")
+        return BatchJob(job_id, store, existing.bad_lines, resumed=True)
+    if existing is None:
+        store.create_job(job_id, digest)
+    input_digest = InputDigest()
+    bad: list[dict[str, Any]] = []
+
+    def good_items() -> Iterable[tuple[str, int, dict[str, Any]]]:
+        source = (
+            read_items(items, options.key, input_digest)
+            if isinstance(items, Path)
+            else (_keyed_mapping(index, item, options.key) for index, item in enumerate(items, start=1))
+        )
+        for entry in source:
+            if isinstance(entry, BadLine):
+                if options.strict:
+                    raise BatchError(f"input line {entry.line}: {entry.reason} (--strict)")
+                bad.append({"line": entry.line, "reason": entry.reason})
+                continue
+            yield entry.key, entry.line, entry.data
+
+    try:
+        store.register(job_id, good_items())
+    except DuplicateKeyError as exc:
+        raise BatchError(f"{exc}; every item needs its own key (see --key)") from exc
+    store.finish_registration(job_id, input_digest.hexdigest(), bad)
+    return BatchJob(job_id, store, bad, resumed=existing is not None)
+
+
+def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item | BadLine:
+    if not isinstance(item, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+        return BadLine(index, "an item must be a mapping")
+    data = dict(item)
+    if key is None:
+        return Item(str(index), index, data)
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        return BadLine(index, f"no usable {key!r} field")
+    return Item(str(value), index, data)
+
+
+async def run_job(
+    engine: CodeMode, program: str, job: BatchJob, options: BatchOptions
+) -> AsyncIterator[ItemResult]:
+    """Run the job's runnable items with ``options.concurrency`` at a time; yield each result."""
+    send_items, receive_items = anyio.create_memory_object_stream[StoredItem](options.concurrency)
+    send_results, receive_results = anyio.create_memory_object_stream[ItemResult](options.concurrency)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_feed, job, options, send_items)
+        workers = send_results
+        async with workers:
+            for _ in range(options.concurrency):
+                tg.start_soon(_work, engine, program, job, options, receive_items.clone(), workers.clone())
+        receive_items.close()
+        async with receive_results:
+            async for result in receive_results:
+                yield result
+
+
+async def _feed(job: BatchJob, options: BatchOptions, send: MemoryObjectSendStream[StoredItem]) -> None:
+    async with send:
+        pages = job.store.runnable(
+            job.job_id, max_attempts=options.max_attempts, retry_unknown=options.retry_unknown
+        )
+        while True:
+            item = await anyio.to_thread.run_sync(next, pages, None)
+            if item is None:
+                return
+            await send.send(item)  # blocks while every worker is busy: backpressure
+
+
+async def _work(
+    engine: CodeMode,
+    program: str,
+    job: BatchJob,
+    options: BatchOptions,
+    items: MemoryObjectReceiveStream[StoredItem],
+    results: MemoryObjectSendStream[ItemResult],
+) -> None:
+    async with items, results:
+        async for item in items:
+            attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
+            outcome = await run_item(engine, program, job.job_id, item, attempt, options)
+            stored = StoredItem(
+                outcome.key, outcome.line, item.data, outcome.status, attempt, outcome.run_id,
+                outcome.result, outcome.error, outcome.calls, outcome.duration_ms,
+            )  # fmt: skip
+            await anyio.to_thread.run_sync(partial(job.store.finish, job.job_id, stored))
+            await results.send(outcome)
+
+
+async def run_item(
+    engine: CodeMode, program: str, job_id: str, item: StoredItem, attempt: int, options: BatchOptions
+) -> ItemResult:
+    """One item: the program, then (if it succeeded) the verify program; the item's status."""
+    run = partial(
+        engine.run,
+        principal=options.principal,
+        tenant=options.tenant,
+        wall_time_s=options.wall_time_s,
+        inputs=item.data,
+    )
+    result = await run(program, idempotency_scope=f"job:{job_id}/item:{item.key}", limits=options.limits)
+
+    def made(
+        status: ItemStatus, error: str | None = None, duration_ms: float = result.duration_ms
+    ) -> ItemResult:
+        value = result.result if status in ("done", "unverified") else None
+        return ItemResult(
+            item.key, item.line, status, attempt, result.run_id, value, error, result.calls, duration_ms
+        )
+
+    if result.unknown_outcomes:
+        return made(
+            "unknown",
+            f"{result.unknown_outcomes} call(s) with an unknown outcome; see 'codemode ledger reconcile'",
+        )
+    if result.status != "ok":
+        return made("failed", _error_text(result))
+    if options.verify is None:
+        return made("done")
+    from codemode._engine import bind_names
+
+    check = await run(bind_names(options.verify, {"RESULT": result.result}), read_only=True)
+    duration = result.duration_ms + check.duration_ms
+    if check.status == "ok" and check.result is True:
+        return made("done", duration_ms=duration)
+    why = (
+        _error_text(check)
+        if check.status != "ok"
+        else f"the verify program returned {check.result!r}, not True"
+    )
+    return made("unverified", why, duration)
+
+
+def _error_text(result: RunResult) -> str:
+    if result.error is None:
+        return "the run failed"
+    return f"{result.error.type}: {result.error.message}"
+
+
+def open_job_store(ledger_path: Path) -> SqliteJobStore:
+    """The job store beside a ledger: ``codemode.db`` → ``codemode-jobs.db``."""
+    return SqliteJobStore(ledger_path.with_name(f"{ledger_path.stem}-jobs.db"))
+
+
+def is_bad(status: str) -> bool:
+    return status in FINAL_BAD
+
+
+def eta_seconds(done: int, total: int, elapsed: float) -> float:
+    if done == 0 or elapsed <= 0:
+        return math.inf
+    return (total - done) * elapsed / done
