@@ -1,4 +1,4 @@
-"""The README's configuration example is valid configuration."""
+"""The README's configuration examples are valid configuration."""
 
 from __future__ import annotations
 
@@ -6,14 +6,19 @@ import re
 import tomllib
 from pathlib import Path
 
-from codemode.config import config_from_mapping
+from codemode.config import ScopeRule, config_from_mapping
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_the_readme_configuration_example_validates() -> None:
+def test_the_readme_configuration_examples_validate() -> None:
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     assert blocks, "the README shows a configuration example"
-    for block in blocks:
-        config = config_from_mapping(tomllib.loads(block))
-        assert config.servers
+    full = config_from_mapping(tomllib.loads(blocks[0]))
+    assert full.servers, "the first example is a whole codemode.toml"
+    for block in blocks[1:]:
+        data = tomllib.loads(block)
+        if "scopes" in data:  # a fragment: the scope rules of a principal
+            assert [ScopeRule.model_validate(rule) for rule in data["scopes"]]
+        else:
+            config_from_mapping(data)

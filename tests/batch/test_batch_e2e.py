@@ -1,0 +1,155 @@
+"""``codemode batch`` end to end: a real crm server, real sandboxes, real SIGKILLs.
+
+The figure that matters is the server's own write log: after a kill and a resume, every item
+is done and the crm server committed exactly one write per item (0 duplicates, 0 losses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from .conftest import MakeWorkspace, Workspace
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def kill_group(process: object) -> None:
+    pid = process.pid  # type: ignore[attr-defined]
+    os.killpg(pid, signal.SIGKILL)
+    process.wait(timeout=30)  # type: ignore[attr-defined]
+
+
+def batch_args(ws: Workspace, items: int, job: str, *extra: str) -> list[str]:
+    return [
+        "batch",
+        str(ws.program()),
+        "--inputs",
+        str(ws.items(items)),
+        "--key",
+        "id",
+        "--job-id",
+        job,
+        *extra,
+    ]
+
+
+def test_a_job_killed_halfway_resumes_with_every_item_done_and_no_duplicate_write(
+    make_workspace: MakeWorkspace,
+) -> None:
+    ws = make_workspace(crm_fault="slow=0.01")
+    process = ws.popen(*batch_args(ws, 200, "kill-me", "--concurrency", "4"))
+    done = lambda: sum(s == "done" for s in ws.item_states("kill-me").values()) >= 100  # noqa: E731
+    wait_for(done, 300, "half of the items")
+    kill_group(process)
+    states = ws.item_states("kill-me")
+    assert 100 <= sum(s == "done" for s in states.values()) < 200, "killed halfway"
+    resumed = ws.cli(
+        *batch_args(ws, 200, "kill-me", "--resume", "--json", "--out", str(ws.root / "out.jsonl"))
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["counts"]["done"] == 200 and summary["resumed"]
+    writes = ws.crm_writes()
+    assert len(writes) == 200, f"{len(writes)} writes for 200 items"
+    assert len(set(writes)) == 200, "no note was written twice"
+    lines = (ws.root / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 200 and all(json.loads(line)["status"] == "done" for line in lines)
+    again = ws.cli(*batch_args(ws, 200, "kill-me", "--json"))
+    assert again.returncode == 0 and json.loads(again.stdout)["ran_now"] == 0, "a finished job runs nothing"
+    assert len(ws.crm_writes()) == 200
+
+
+def test_a_kill_during_a_call_leaves_that_item_unknown_and_it_is_never_resent(
+    make_workspace: MakeWorkspace,
+) -> None:
+    ws = make_workspace(crm_fault="slow=2")
+    process = ws.popen(*batch_args(ws, 4, "mid-call", "--concurrency", "1"))
+    running = lambda: "running" in ws.item_states("mid-call").values()  # noqa: E731
+    wait_for(running, 120, "an item in flight")
+    time.sleep(1.0)  # inside the slow call: sent, not answered
+    kill_group(process)
+    resumed = ws.cli(*batch_args(ws, 4, "mid-call", "--resume", "--json"))
+    assert resumed.returncode == 1, "an unknown item makes the job fail"
+    summary = json.loads(resumed.stdout)
+    assert summary["counts"]["unknown"] == 1 and summary["counts"]["done"] == 3
+    assert len(ws.crm_writes()) == 3, "the unknown call was not sent again"
+    listed = ws.cli("ledger", "reconcile", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)["unknown"]) == 1, "reconcile lists it"
+    second = ws.cli(*batch_args(ws, 4, "mid-call", "--json"))
+    assert json.loads(second.stdout)["ran_now"] == 0, "unknown items are left for reconcile"
+
+
+def test_an_item_whose_write_did_not_take_effect_is_unverified(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace()
+    program = ws.program(
+        """
+from servers.crm import add_note
+if not INPUT.get("skip"):
+    add_note(customer_id=INPUT["customer"], text=f"batch note {INPUT['id']}")
+{"wrote": f"batch note {INPUT['id']}"}
+""",
+        "write.py",
+    )
+    verify = ws.program(
+        """
+from servers.crm import get_customer
+notes = [n["text"] for n in get_customer(customer_id=INPUT["customer"])["notes"]]
+RESULT["wrote"] in notes
+""",
+        "verify.py",
+    )
+    items = ws.root / "items.jsonl"
+    items.write_text(
+        json.dumps({"id": "ok", "customer": "CUST-0001"})
+        + "\n"
+        + json.dumps({"id": "lost", "customer": "CUST-0002", "skip": True})
+        + "\n",
+        encoding="utf-8",
+    )
+    done = ws.cli(
+        "batch", str(program), "--inputs", str(items), "--key", "id", "--verify", str(verify), "--json"
+    )
+    assert done.returncode == 1, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["counts"]["done"] == 1 and summary["counts"]["unverified"] == 1
+    assert ws.item_states(summary["job_id"]) == {"ok": "done", "lost": "unverified"}
+
+
+def test_a_verify_program_may_only_read(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace()
+    verify = ws.program(
+        'from servers.crm import add_note\nadd_note(customer_id="CUST-0001", text="sneaky")\nTrue\n', "v.py"
+    )
+    done = ws.cli(*batch_args(ws, 1, "ro", "--verify", str(verify), "--json"))
+    assert json.loads(done.stdout)["counts"]["unverified"] == 1
+    assert "sneaky" not in ws.crm_writes()
+
+
+def test_bad_input_is_reported_with_its_line_and_the_rest_runs(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace()
+    items = ws.root / "items.jsonl"
+    items.write_text('{"id": "a", "customer": "CUST-0001"}\n{broken\n', encoding="utf-8")
+    done = ws.cli("batch", str(ws.program()), "--inputs", str(items), "--key", "id", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["skipped_lines"] == [
+        {"line": 2, "reason": json.loads(done.stdout)["skipped_lines"][0]["reason"]}
+    ]
+    strict = ws.cli("batch", str(ws.program()), "--inputs", str(items), "--key", "id", "--strict")
+    assert strict.returncode == 2 and "input line 2" in strict.stderr
+    unknown = ws.cli("batch", str(ws.program()), "--inputs", str(items), "--job-id", "nope", "--resume")
+    assert unknown.returncode == 2 and "no job 'nope' to resume" in unknown.stderr
