@@ -52,14 +52,21 @@ def test_the_scripted_agent_answers_using_only_run_code() -> None:
 def test_the_batch_example_writes_one_verified_note_per_transcript(tmp_path: Path) -> None:
     config = tmp_path / "demo" / "codemode.toml"
     for command in (["init", "--demo"], ["sync"], ["pin", "--approve"]):
-        subprocess.run([*CLI, *command, "--config", str(config)], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [*CLI, *command, "--config", str(config)], check=True, capture_output=True, timeout=300
+        )
     with config.open("a", encoding="utf-8") as handle:
         handle.write('\n[policy.consent]\nnever = ["crm/add_note"]\n')
     example = REPO / "examples" / "batch"
     completed = subprocess.run(
-        [*CLI, "batch", str(example / "extract_to_crm.py"), "--inputs", str(example / "transcripts.jsonl")]
-        + ["--key", "doc_id", "--verify", str(example / "verify_note.py"), "--json", "--config", str(config)]
-        + ["--out", str(tmp_path / "results.jsonl")],
+        [
+            *CLI,
+            "batch",
+            str(example / "extract_to_crm.py"),
+            *("--inputs", str(example / "transcripts.jsonl"), "--key", "doc_id"),
+            *("--verify", str(example / "verify_note.py"), "--json", "--config", str(config)),
+            *("--out", str(tmp_path / "results.jsonl")),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
