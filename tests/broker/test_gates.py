@@ -480,3 +480,63 @@ async def test_the_server_gate_lets_resources_through_only_for_granted_servers()
     other = principal_facts(policy(principals={"local": {"tools": ["docs/*"]}}))
     decision = await ServerGate().check(call, other)
     assert isinstance(decision, Deny) and "may not use server 'crm'" in decision.reason
+
+
+# -- batch items: derived keys, read-only runs, per-run limits -----------------------------------
+
+
+async def test_a_read_only_run_refuses_every_call_not_known_to_be_read_only() -> None:
+    from codemode.broker.gates import ReadOnlyRunGate
+
+    checking = context(read_only=True)
+    refused = await ReadOnlyRunGate().check(checking, principal_facts(risk="medium"))
+    assert isinstance(refused, Deny) and "may only read" in refused.reason
+    assert isinstance(await ReadOnlyRunGate().check(checking, principal_facts(risk="low")), Allow)
+    assert isinstance(await ReadOnlyRunGate().check(context(), principal_facts(risk="high")), Allow)
+
+
+def test_side_effecting_calls_of_a_keyed_run_get_stable_derived_keys() -> None:
+    from codemode.broker._broker import Broker
+
+    def keys(scope: str | None, risk: str, *argument_sets: dict[str, Any]) -> list[str | None]:
+        bound = binding(idempotency_scope=scope)
+        run = RunState(binding=bound)
+        found: list[str | None] = []
+        for arguments in argument_sets:
+            request = ToolCallRequest(
+                seq=1, server="crm", tool="add_note", schema_hash="h", arguments=arguments
+            )
+            call = Call(
+                binding=bound,
+                run=run,
+                server="crm",
+                name="add_note",
+                arguments=arguments,
+                now=0,
+                request=request,
+            )
+            derived = Broker._with_derived_key(call, Facts(risk=risk))  # pyright: ignore[reportPrivateUsage]
+            assert derived.request is not None
+            found.append(derived.request.idempotency_key)
+        return found
+
+    a, b = {"customer_id": "CUST-0001"}, {"customer_id": "CUST-0002"}
+    first = keys("job:j/item:1", "high", a, b, a)
+    assert first == keys("job:j/item:1", "high", a, b, a), "a re-run derives the same keys in the same order"
+    assert len(set(first)) == 3, "another argument or a second occurrence is another operation"
+    assert all(k is not None and k.startswith("job:j/item:1/crm/add_note/") for k in first)
+    assert keys("job:j/item:2", "high", a) != first[:1], "another item, another key"
+    assert keys("job:j/item:1", "low", a) == [None], "reads need no key"
+    assert keys(None, "high", a) == [None], "ordinary runs derive nothing"
+
+
+async def test_per_run_limits_only_tighten_the_policy_budget() -> None:
+    from codemode.broker._run import RunLimits
+
+    gate = BudgetGate(policy(budget={"calls_per_run": 5}))
+    call = context()
+    call.run.limits = RunLimits(calls=2)
+    assert [await spend(gate, call) for _ in range(3)] == [True, True, False]
+    loose = context()
+    loose.run.limits = RunLimits(calls=50)
+    assert [await spend(gate, loose) for _ in range(6)] == [True] * 5 + [False]
