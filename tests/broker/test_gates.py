@@ -27,7 +27,7 @@ from codemode.broker.gates import (
 )
 from codemode.calls import RunBinding, ToolCallRequest
 from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe, tool_hash
-from codemode.config import PolicyConfig
+from codemode.config import PolicyConfig, Risk
 from codemode.ledger import arguments_digest
 
 pytestmark = pytest.mark.anyio
@@ -498,7 +498,7 @@ async def test_a_read_only_run_refuses_every_call_not_known_to_be_read_only() ->
 def test_side_effecting_calls_of_a_keyed_run_get_stable_derived_keys() -> None:
     from codemode.broker._broker import Broker
 
-    def keys(scope: str | None, risk: str, *argument_sets: dict[str, Any]) -> list[str | None]:
+    def keys(scope: str | None, risk: Risk, *argument_sets: dict[str, Any]) -> list[str | None]:
         bound = binding(idempotency_scope=scope)
         run = RunState(binding=bound)
         found: list[str | None] = []
