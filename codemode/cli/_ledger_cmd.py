@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
+from codemode._redaction import redact_secrets, redact_value
 from codemode.calls import CallFailed, ToolError
 from codemode.cli._common import (
     EXIT_USAGE,
@@ -174,6 +175,30 @@ def list_cmd(
             stdout.print("no calls match", highlight=False)
 
 
+def _redacted(call: CallRecord) -> CallRecord:
+    """The call as shown: secrets hidden even in rows an older codemode stored in clear."""
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else redact_secrets(value)[0]
+
+    return call.model_copy(
+        update={
+            "arguments": redact_value(call.arguments),
+            "result": redact_value(call.result),
+            "reason": text(call.reason),
+            "evidence": text(call.evidence),
+        }
+    )
+
+
+def _redacted_event(event: LedgerEvent) -> LedgerEvent:
+    return event.model_copy(update={"payload": redact_value(event.payload)})
+
+
+def _redacted_run(run: RunRecord) -> RunRecord:
+    return run.model_copy(update={"summary": redact_value(run.summary)})
+
+
 def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
     fields: list[tuple[str, Any]] = [
         ("call", call.call_id),
@@ -227,7 +252,8 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
     with _open(config_path) as store:
         call = store.get_call(item_id)
         if call is not None:
-            events = store.events(call.call_id)
+            call = _redacted(call)
+            events = [_redacted_event(e) for e in store.events(call.call_id)]
             if as_json:
                 print_json({"call": _dump(call), "events": [_dump(e) for e in events]})
             else:
@@ -236,7 +262,8 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
         run = store.get_run(item_id)
         if run is None:
             fail(escape(f"no call or run {item_id!r} in {store.location}"), hint="codemode ledger list")
-        calls = store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)
+        run = _redacted_run(run)
+        calls = [_redacted(c) for c in store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)]
         if as_json:
             print_json({"run": _dump(run), "calls": [_dump(c) for c in calls]})
             return
@@ -365,8 +392,8 @@ def reconcile(
     if read_back is not None:
         if call_id is None or not expect:
             fail("--read-back needs a CALL_ID and --expect TEXT", code=EXIT_USAGE)
-        settled_by_read_back = anyio.run(
-            _read_back, config_path, call_id, read_back, read_args, expect, failed_if_missing
+        settled_by_read_back = _redacted(
+            anyio.run(_read_back, config_path, call_id, read_back, read_args, expect, failed_if_missing)
         )
         if as_json:
             print_json({"call": _dump(settled_by_read_back)})
@@ -380,7 +407,7 @@ def reconcile(
         if call_id is None:
             if resolution or evidence or receipt:
                 fail("--succeeded/--failed/--evidence/--receipt need a CALL_ID", code=EXIT_USAGE)
-            unknown = store.unknown_calls()
+            unknown = [_redacted(c) for c in store.unknown_calls()]
             if as_json:
                 print_json(
                     {
@@ -414,6 +441,7 @@ def reconcile(
             receipt=receipt,
             resolved_by="cli",
         )
+    settled = _redacted(settled)
     if as_json:
         print_json({"call": _dump(settled)})
     else:

@@ -26,11 +26,18 @@ The broker's order for one tool call (all methods block: run them with ``anyio.t
     Conflict / Unresolved → CallFailed(r.reason) (already recorded as denied; nothing sent)
 
 See :mod:`codemode.ledger._retry` for which failures may be retried.
+
+Layout: the rules are backend-neutral (:mod:`._states` is the one table of call states;
+:mod:`._reservations`, :mod:`._calls`, :mod:`._leases`, :mod:`._approvals`, :mod:`._runs`,
+:mod:`._queries`, :mod:`._events`, :mod:`._verify` implement them) and talk to storage only
+through :class:`LedgerStore` (:mod:`._store_protocol`). :class:`SqliteStore` is the embedded
+store; another backend implements the Protocol and passes ``tests/ledger/contract``.
 """
 
 from codemode.ledger._async import ReadBack, ReadBackVerdict, reserve_waiting, resolve_with_read_back
 from codemode.ledger._digest import arguments_digest, scoped_key
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
+from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._models import (
     CALL_STATES,
     IN_FLIGHT,
@@ -59,16 +66,23 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._retry import RetryClass, classify_failure
-from codemode.ledger._sqlite import (
-    DEFAULT_LEASE_S,
-    DEFAULT_MAX_RESULT_BYTES,
-    SqliteLedger,
-    open_ledger,
-)
+from codemode.ledger._sqlite import SqliteLedger, open_ledger
+from codemode.ledger._sqlite_store import SqliteStore
+from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
 from codemode.ledger._store import Ledger
+from codemode.ledger._store_protocol import (
+    ApprovalQuery,
+    CallQuery,
+    EventRow,
+    LedgerStore,
+    StoreError,
+    StoreTransaction,
+)
 
 __all__ = [
+    "CALL_EVENTS",
     "CALL_STATES",
+    "CALL_TRANSITIONS",
     "DEFAULT_LEASE_S",
     "DEFAULT_MAX_RESULT_BYTES",
     "IN_FLIGHT",
@@ -76,20 +90,24 @@ __all__ = [
     "KEY_HOLDING",
     "REPLAYABLE",
     "ApprovalConsumed",
+    "ApprovalQuery",
     "ApprovalRecord",
     "ApprovalRefused",
     "ApprovalUse",
     "CallIntent",
+    "CallQuery",
     "CallRecord",
     "CallState",
     "Completion",
     "Conflict",
+    "EventRow",
     "Fresh",
     "InFlight",
     "LeaseLostError",
     "Ledger",
     "LedgerEvent",
     "LedgerStateError",
+    "LedgerStore",
     "ReadBack",
     "ReadBackVerdict",
     "RecoveryReport",
@@ -99,6 +117,10 @@ __all__ = [
     "RetryClass",
     "RunRecord",
     "SqliteLedger",
+    "SqliteStore",
+    "StoreError",
+    "StoreLedger",
+    "StoreTransaction",
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",

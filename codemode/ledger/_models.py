@@ -1,6 +1,6 @@
 """The values the ledger takes and returns.
 
-States of a call (see ``_reduce.CALL_TRANSITIONS`` for the allowed moves)::
+States of a call (:mod:`codemode.ledger._states` holds the one table of allowed moves)::
 
     (new) ─► reserved ─► sent ─► succeeded | failed            the server answered
                │           ├──► refused                         answered "not executed" (429/503)
@@ -23,32 +23,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from codemode.calls import CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError, ToolResult
 
-CallState = Literal[
-    "reserved",
-    "sent",
-    "succeeded",
-    "failed",
-    "refused",
-    "unknown",
-    "abandoned",
-    "denied",
-    "replayed",
-    "reconciled_succeeded",
-    "reconciled_failed",
-]
-CALL_STATES: tuple[CallState, ...] = get_args(CallState)
-IN_FLIGHT: frozenset[str] = frozenset({"reserved", "sent"})
-KEY_HOLDING: frozenset[str] = frozenset(
-    {"reserved", "sent", "unknown", "succeeded", "failed", "reconciled_succeeded"}
-)
-REPLAYABLE: frozenset[str] = frozenset({"succeeded", "failed", "reconciled_succeeded"})
-KEY_FREEING: frozenset[str] = frozenset({"refused", "abandoned", "reconciled_failed"})
+# Re-exported here, where the other value types live; the table itself is in _states.
+from codemode.ledger._states import CALL_STATES as CALL_STATES
+from codemode.ledger._states import IN_FLIGHT as IN_FLIGHT
+from codemode.ledger._states import KEY_FREEING as KEY_FREEING
+from codemode.ledger._states import KEY_HOLDING as KEY_HOLDING
+from codemode.ledger._states import REPLAYABLE as REPLAYABLE
+from codemode.ledger._states import CallState as CallState
 
 Resolution = Literal["succeeded", "failed"]
 Completion = ToolResult | ToolError | CallFailed

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
+from codemode.ledger._states import CALL_TRANSITIONS as CALL_TRANSITIONS  # the old home of the table
 
 Row = dict[str, str | int | None]
 Op = Literal["create", "update"]
@@ -21,41 +23,13 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     "run_started": ("runs", "create"),
     "run_finished": ("runs", "update"),
     "run_interrupted": ("runs", "update"),
-    "call_reserved": ("calls", "create"),
-    "call_denied": ("calls", "create"),
-    "call_replayed": ("calls", "create"),
-    "call_sent": ("calls", "update"),
-    "lease_extended": ("calls", "update"),
-    "call_completed": ("calls", "update"),
-    "call_refused": ("calls", "update"),
-    "call_unknown": ("calls", "update"),
-    "call_abandoned": ("calls", "update"),
-    "call_reconciled": ("calls", "update"),
+    # Call events: their moves are in _states.CALL_EVENTS; those starting from NEW create the row.
+    **{
+        kind: ("calls", "create" if NEW in event.sources else "update") for kind, event in CALL_EVENTS.items()
+    },
     "approval_recorded": ("approvals", "create"),
     "approval_consumed": ("approvals", "update"),
 }
-
-# The state each call event must leave the row in (None: the state must not change).
-_CALL_EVENT_STATES: dict[str, frozenset[str] | None] = {
-    "call_reserved": frozenset({"reserved"}),
-    "call_denied": frozenset({"denied"}),
-    "call_replayed": frozenset({"replayed"}),
-    "call_sent": frozenset({"sent"}),
-    "lease_extended": None,
-    "call_completed": frozenset({"succeeded", "failed"}),
-    "call_refused": frozenset({"refused"}),
-    "call_unknown": frozenset({"unknown"}),
-    "call_abandoned": frozenset({"abandoned"}),
-    "call_reconciled": frozenset({"reconciled_succeeded", "reconciled_failed"}),
-}
-
-CALL_TRANSITIONS: dict[str, frozenset[str]] = {
-    "reserved": frozenset({"sent", "abandoned", "refused"}),
-    "sent": frozenset({"succeeded", "failed", "refused", "unknown"}),
-    # A late answer may still arrive for an unknown call; it settles the question.
-    "unknown": frozenset({"succeeded", "failed", "reconciled_succeeded", "reconciled_failed"}),
-}
-"""Allowed moves between existing states. Every other state is final."""
 
 
 class ReduceError(Exception):
@@ -77,19 +51,9 @@ def _check_fields(table: Table, fields: Mapping[str, Any]) -> None:
 
 
 def _check_call(kind: str, current: Row | None, new: Row) -> None:
-    allowed = _CALL_EVENT_STATES[kind]
-    old_state = None if current is None else current["state"]
-    new_state = new["state"]
-    if allowed is None:
-        if new_state != old_state:
-            raise ReduceError(f"{kind} must not change the state ({old_state} -> {new_state})")
-        if old_state not in ("reserved", "sent"):
-            raise ReduceError(f"{kind} applies to a call in flight, not to one in state {old_state}")
-        return
-    if new_state not in allowed:
-        raise ReduceError(f"{kind} cannot leave a call in state {new_state}")
-    if current is not None and new_state not in CALL_TRANSITIONS.get(str(old_state), frozenset()):
-        raise ReduceError(f"a call in state {old_state} cannot become {new_state}")
+    why = check_call_event(kind, None if current is None else str(current["state"]), new["state"])
+    if why is not None:
+        raise ReduceError(why)
 
 
 def _check_run(kind: str, current: Row | None, new: Row) -> None:

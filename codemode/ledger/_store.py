@@ -1,9 +1,9 @@
-"""The storage seam: what the broker and the CLI need from a ledger.
+"""What the broker and the CLI need from a ledger.
 
-:class:`codemode.ledger.SqliteLedger` is the embedded implementation. A server database
-(PostgreSQL, say) can implement the same Protocol; its contract is in the SQLite methods'
-docstrings: ``reserve`` must decide and write atomically across every process that shares
-the store, and every change must be an event in one hash chain from which the tables derive.
+:class:`codemode.ledger.StoreLedger` implements it on any :class:`codemode.ledger.LedgerStore`
+(:mod:`._store_protocol`), and :class:`codemode.ledger.SqliteLedger` is that on SQLite. A new
+backend (PostgreSQL, say) implements the small store Protocol, not this one: the rules (state
+machine, idempotency, leases, hash chain, verify, recovery) stay in one place.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from codemode.ledger._models import (
 
 
 class Ledger(Protocol):
-    """Runs, calls, approvals and receipts, hash-chained. Methods block; see ``SqliteLedger``."""
+    """Runs, calls, approvals and receipts, hash-chained. Methods block; see ``StoreLedger``."""
 
     # runs
     def begin_run(self, binding: RunBinding, code_digest: str) -> RunRecord: ...

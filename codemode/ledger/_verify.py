@@ -14,18 +14,21 @@ What it detects, and how:
 
 What it cannot detect: a consistent rewrite of the whole file by someone who has this code
 and write access (recompute all hashes, the head and the tables). See :mod:`._chain`.
+
+It reads the store only through :class:`._store_protocol.StoreTransaction`, so every store is
+checked by the same code.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, cast
 
-from codemode.ledger._chain import event_hash
+from codemode.ledger._chain import event_hash, genesis_hash
 from codemode.ledger._models import VerifyProblem, VerifyReport
 from codemode.ledger._reduce import EVENT_KINDS, ReduceError, Row, reduce
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+from codemode.ledger._store_protocol import StoreError, StoreTransaction
 
 _MAX_PROBLEMS = 1000
 
@@ -48,18 +51,24 @@ class _Problems:
 
 
 def _replay_events(
-    conn: sqlite3.Connection, genesis: str, problems: _Problems
+    tx: StoreTransaction, genesis: str, problems: _Problems
 ) -> tuple[int, int, str, dict[Table, dict[str, Row]]]:
     derived: dict[Table, dict[str, Row]] = {table: {} for table in COLUMNS}
     count, last_seq, last_hash = 0, 0, genesis
-    cursor = conn.execute("SELECT seq, at, kind, subject, payload, prev_hash, hash FROM events ORDER BY seq")
-    for seq, at, kind, subject, payload, prev_hash, stored_hash in cursor:
+    for event in tx.events():
+        seq, kind, subject, payload, stored_hash = (
+            event.seq,
+            event.kind,
+            event.subject,
+            event.payload,
+            event.hash,
+        )
         count += 1
         where = f"event {seq}"
         if seq != last_seq + 1:
             missing = f"event {last_seq + 1}" if seq == last_seq + 2 else f"events {last_seq + 1}..{seq - 1}"
             problems.add("event_missing", missing, f"deleted: the log jumps from event {last_seq} to {seq}")
-        elif prev_hash != last_hash:
+        elif event.prev_hash != last_hash:
             problems.add(
                 "chain_broken",
                 where,
@@ -67,41 +76,31 @@ def _replay_events(
             )
         try:
             recomputed = event_hash(
-                str(prev_hash),
-                seq=int(seq),
-                at=str(at),
-                kind=str(kind),
-                subject=str(subject),
-                payload=str(payload),
+                event.prev_hash, seq=int(seq), at=event.at, kind=kind, subject=subject, payload=payload
             )
         except (TypeError, ValueError) as exc:
             recomputed = f"<unhashable: {exc}>"
         if recomputed != stored_hash:
             problems.add("event_edited", where, f"its content does not match its hash ({kind} {subject})")
-        last_seq, last_hash = int(seq), str(stored_hash)
+        last_seq, last_hash = int(seq), stored_hash
         try:
             decoded: object = json.loads(payload)
             if not isinstance(decoded, dict):
                 raise ReduceError("the payload is not a JSON object")
             fields = cast("dict[str, Any]", decoded)
             table = EVENT_KINDS[kind][0] if kind in EVENT_KINDS else "calls"
-            _, row = reduce(str(kind), str(subject), fields, derived[table].get(str(subject)))
-            derived[table][str(subject)] = row
+            _, row = reduce(kind, subject, fields, derived[table].get(subject))
+            derived[table][subject] = row
         except (ReduceError, ValueError, TypeError) as exc:
             problems.add("invalid_event", where, f"{kind} {subject}: {exc}")
     return count, last_seq, last_hash, derived
 
 
-def _compare_tables(
-    conn: sqlite3.Connection, derived: dict[Table, dict[str, Row]], problems: _Problems
-) -> int:
+def _compare_tables(tx: StoreTransaction, derived: dict[Table, dict[str, Row]], problems: _Problems) -> int:
     checked = 0
     for table, columns in COLUMNS.items():
         key = PRIMARY_KEY[table]
-        actual: dict[str, Row] = {}
-        for found in conn.execute(f"SELECT {', '.join(columns)} FROM {table}"):  # noqa: S608 - constants
-            row = {name: found[i] for i, name in enumerate(columns)}
-            actual[str(row[key])] = row
+        actual: dict[str, Row] = {str(row[key]): row for row in tx.rows(table)}
         expected = derived[table]
         checked += len(actual)
         for pk in sorted(expected.keys() - actual.keys()):
@@ -120,45 +119,25 @@ def _compare_tables(
     return checked
 
 
-def verify_connection(
-    conn: sqlite3.Connection, genesis: str | None, *, anchor: tuple[int, str] | None = None
-) -> VerifyReport:
+def verify_store(tx: StoreTransaction, *, anchor: tuple[int, str] | None = None) -> VerifyReport:
+    """Check everything the module docstring lists, inside one read transaction of a store."""
     problems = _Problems()
-    if genesis is None:
-        problems.add("database", "meta", "the ledger id is missing, so the chain cannot be checked")
-        genesis = ""
+    count, rows, head_seq, head_hash = 0, 0, -1, ""
     try:
-        quick = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
-        if quick != ["ok"]:
-            problems.add("database", "file", "SQLite integrity check: " + "; ".join(quick[:5]))
-        count, last_seq, last_hash, derived = _replay_events(conn, genesis, problems)
-        head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-        head_seq, head_hash = (-1, "") if head is None else (int(head[0]), str(head[1]))
-        if head is None:
-            problems.add("head_mismatch", "head", "the head row is missing")
-        elif head_seq > last_seq:
-            problems.add(
-                "head_mismatch",
-                "head",
-                f"truncated: the head says the log ends at event {head_seq}, it ends at {last_seq}",
-            )
-        elif head_seq < last_seq:
-            problems.add(
-                "head_mismatch", "head", f"events {head_seq + 1}..{last_seq} were appended outside codemode"
-            )
-        elif head_hash != last_hash:
-            problems.add("head_mismatch", "head", f"the hash of event {last_seq} is not the head's hash")
+        ledger_id = tx.ledger_id()
+        if ledger_id is None:
+            problems.add("database", "meta", "the ledger id is missing, so the chain cannot be checked")
+        genesis = "" if ledger_id is None else genesis_hash(ledger_id)
+        for found in tx.integrity_problems():
+            problems.add("database", "file", found)
+        count, last_seq, last_hash, derived = _replay_events(tx, genesis, problems)
+        head = tx.head()
+        _check_head(head, last_seq, last_hash, problems)
+        head_seq, head_hash = (-1, "") if head is None else head
         if anchor is not None:
-            anchor_seq, anchor_hash = anchor
-            found = conn.execute("SELECT hash FROM events WHERE seq = ?", (anchor_seq,)).fetchone()
-            if found is None:
-                problems.add("anchor_mismatch", f"event {anchor_seq}", "the anchored event is gone")
-            elif str(found[0]) != anchor_hash:
-                problems.add(
-                    "anchor_mismatch", f"event {anchor_seq}", "history up to the anchor was rewritten"
-                )
-        rows = _compare_tables(conn, derived, problems)
-    except sqlite3.Error as exc:
+            _check_anchor(tx, anchor, problems)
+        rows = _compare_tables(tx, derived, problems)
+    except StoreError as exc:
         problems.add("database", "file", f"cannot read the ledger: {exc}")
         count, rows, head_seq, head_hash = 0, 0, -1, ""
     if problems.dropped:
@@ -175,3 +154,31 @@ def verify_connection(
         rows_checked=rows,
         problems=tuple(problems.items),
     )
+
+
+def _check_head(head: tuple[int, str] | None, last_seq: int, last_hash: str, problems: _Problems) -> None:
+    if head is None:
+        problems.add("head_mismatch", "head", "the head row is missing")
+        return
+    head_seq, head_hash = head
+    if head_seq > last_seq:
+        problems.add(
+            "head_mismatch",
+            "head",
+            f"truncated: the head says the log ends at event {head_seq}, it ends at {last_seq}",
+        )
+    elif head_seq < last_seq:
+        problems.add(
+            "head_mismatch", "head", f"events {head_seq + 1}..{last_seq} were appended outside codemode"
+        )
+    elif head_hash != last_hash:
+        problems.add("head_mismatch", "head", f"the hash of event {last_seq} is not the head's hash")
+
+
+def _check_anchor(tx: StoreTransaction, anchor: tuple[int, str], problems: _Problems) -> None:
+    anchor_seq, anchor_hash = anchor
+    found = tx.event_hash(anchor_seq)
+    if found is None:
+        problems.add("anchor_mismatch", f"event {anchor_seq}", "the anchored event is gone")
+    elif found != anchor_hash:
+        problems.add("anchor_mismatch", f"event {anchor_seq}", "history up to the anchor was rewritten")

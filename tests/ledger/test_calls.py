@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -220,22 +222,23 @@ def test_a_gate_denial_is_recorded_never_sent_and_holds_no_key(ledger: SqliteLed
     assert isinstance(ledger.reserve(intent(0)), Fresh)
 
 
-@pytest.mark.parametrize(
-    ("prepare", "action"),
-    [
-        ("reserved", lambda lg, c: lg.complete(c, ToolResult())),
-        ("reserved", lambda lg, c: lg.mark_unknown(c, "x")),
-        ("sent", lambda lg, c: lg.mark_sent(c)),
-        ("sent", lambda lg, c: lg.mark_abandoned(c, "x")),
-        ("succeeded", lambda lg, c: lg.complete(c, ToolResult())),
-        ("succeeded", lambda lg, c: lg.mark_unknown(c, "x")),
-        ("succeeded", lambda lg, c: lg.mark_refused(c, "x")),
-        ("succeeded", lambda lg, c: lg.resolve(c, "failed", "looked")),
-        ("sent", lambda lg, c: lg.resolve(c, "failed", "looked")),
-    ],
-)
+Action = Callable[[SqliteLedger, str], object]
+ILLEGAL: list[tuple[str, Action]] = [
+    ("reserved", lambda lg, c: lg.complete(c, ToolResult())),
+    ("reserved", lambda lg, c: lg.mark_unknown(c, "x")),
+    ("sent", lambda lg, c: lg.mark_sent(c)),
+    ("sent", lambda lg, c: lg.mark_abandoned(c, "x")),
+    ("succeeded", lambda lg, c: lg.complete(c, ToolResult())),
+    ("succeeded", lambda lg, c: lg.mark_unknown(c, "x")),
+    ("succeeded", lambda lg, c: lg.mark_refused(c, "x")),
+    ("succeeded", lambda lg, c: lg.resolve(c, "failed", "looked")),
+    ("sent", lambda lg, c: lg.resolve(c, "failed", "looked")),
+]
+
+
+@pytest.mark.parametrize(("prepare", "action"), ILLEGAL)
 def test_illegal_transitions_are_refused_and_change_nothing(
-    ledger: SqliteLedger, intent: Intent, prepare: str, action: Callable[[SqliteLedger, str], Any]
+    ledger: SqliteLedger, intent: Intent, prepare: str, action: Action
 ) -> None:
     call_id = fresh(ledger, intent())
     if prepare in ("sent", "succeeded"):
@@ -298,8 +301,13 @@ def test_list_calls_filters_by_run_and_state(ledger: SqliteLedger, intent: Inten
     assert len(ledger.list_calls(limit=1)) == 1
 
 
+def _sql(ledger: SqliteLedger, query: str) -> list[Any]:
+    with contextlib.closing(sqlite3.connect(ledger.location)) as conn:
+        return conn.execute(query).fetchall()
+
+
 def test_key_holding_states_match_the_unique_index(ledger: SqliteLedger) -> None:
-    sql = ledger._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'calls_key_holder'").fetchone()[0]
+    sql = _sql(ledger, "SELECT sql FROM sqlite_master WHERE name = 'calls_key_holder'")[0][0]
     assert {s for s in KEY_HOLDING if f"'{s}'" in sql} == set(KEY_HOLDING)
     assert sql.count("'") == 2 * len(KEY_HOLDING)
 
@@ -308,7 +316,7 @@ def test_every_table_column_is_known_to_the_reducer(ledger: SqliteLedger) -> Non
     from codemode.ledger._schema import COLUMNS
 
     for table, columns in COLUMNS.items():
-        actual = [r[1] for r in ledger._conn.execute(f"PRAGMA table_info({table})")]
+        actual = [r[1] for r in _sql(ledger, f"PRAGMA table_info({table})")]
         assert actual == list(columns)
 
 
@@ -328,6 +336,6 @@ def test_the_ledger_is_wal_and_fsyncs_every_commit_unless_told_otherwise(
     open_at: Callable[..., SqliteLedger],
 ) -> None:
     full = open_at()
-    assert full._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert full._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert open_at(synchronous="normal")._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    assert full.store.pragma("journal_mode") == "wal"
+    assert full.store.pragma("synchronous") == 2  # FULL
+    assert open_at(synchronous="normal").store.pragma("synchronous") == 1

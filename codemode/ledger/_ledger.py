@@ -1,0 +1,349 @@
+"""The ledger on any store: the :class:`codemode.ledger.Ledger` API over a :class:`LedgerStore`.
+
+This class only holds the settings and says what each operation promises; the rules live in
+the modules by concern (:mod:`._reservations`, :mod:`._calls`, :mod:`._leases`,
+:mod:`._approvals`, :mod:`._runs`, :mod:`._queries`, :mod:`._verify`), all written against
+the store Protocol, so a second backend is a new store and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from codemode.calls import RunBinding
+from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs
+from codemode.ledger._chain import genesis_hash
+from codemode.ledger._context import LedgerContext
+from codemode.ledger._models import (
+    ApprovalRecord,
+    ApprovalUse,
+    CallIntent,
+    CallRecord,
+    CallState,
+    Completion,
+    LedgerEvent,
+    RecoveryReport,
+    Reservation,
+    Resolution,
+    RunRecord,
+    VerifyReport,
+)
+from codemode.ledger._store import Ledger
+from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore
+from codemode.ledger._time import Clock, to_text
+from codemode.ledger._verify import verify_store
+
+DEFAULT_LEASE_S = 120.0
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+
+
+class StoreLedger:
+    """Runs, calls, approvals and receipts, hash-chained, on a :class:`LedgerStore`.
+
+    Thread-safe as far as its store is. All methods block (I/O and, under contention, waiting
+    for the store's write lock); call them from a worker thread in async code. Closing the
+    ledger closes its store.
+    """
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        clock: Clock,
+        owner: str,
+        lease_s: float = DEFAULT_LEASE_S,
+        store_arguments: bool = True,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        with store.transaction(write=False) as tx:
+            ledger_id = tx.ledger_id()
+        self._store = store
+        self._ctx = LedgerContext(
+            store=store,
+            clock=clock,
+            owner=owner,
+            lease_s=lease_s,
+            store_arguments=store_arguments,
+            max_result_bytes=max_result_bytes,
+            # A lost id is tampering: verify reports it; an empty log then cannot be extended.
+            genesis="" if ledger_id is None else genesis_hash(ledger_id),
+        )
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def owner(self) -> str:
+        """This ledger object's lease owner id (``host:pid:started:nonce``)."""
+        return self._ctx.owner
+
+    @property
+    def store(self) -> LedgerStore:
+        return self._store
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> StoreLedger:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ── runs ────────────────────────────────────────────────────────────────────────────────
+
+    def begin_run(self, binding: RunBinding, code_digest: str) -> RunRecord:
+        """Record that a run started, bound to its principal, tenant and trace."""
+        return _runs.begin_run(self._ctx, binding, code_digest)
+
+    def finish_run(self, run_id: str, status: str, summary: Mapping[str, Any] | None = None) -> RunRecord:
+        """Record how a run ended (``ok``, ``error``, ``timeout``, …) with its summary (redacted)."""
+        return _runs.finish_run(self._ctx, run_id, status, summary)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return _runs.get_run(self._ctx, run_id)
+
+    def list_runs(self, *, limit: int = 50) -> list[RunRecord]:
+        """Most recent first."""
+        return _runs.list_runs(self._ctx, limit)
+
+    # ── calls ───────────────────────────────────────────────────────────────────────────────
+
+    def reserve(
+        self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False, durable: bool = True
+    ) -> Reservation:
+        """Write the call's record before it is sent, and decide whether it may be sent.
+
+        Without an idempotency key the answer is always :class:`Fresh`. With one (scoped to
+        ``tenant:principal:server:tool:key``):
+
+        * first use → :class:`Fresh` (attempt 1), holding the key under a lease;
+        * the key's first use had other arguments → :class:`Conflict` (recorded as denied);
+        * a call with the key is running under a live lease → :class:`InFlight` (nothing
+          recorded; wait for it, then reserve again);
+        * the key's call has an unknown outcome → :class:`Unresolved` (recorded as denied);
+        * the key's call succeeded, failed or was reconciled as succeeded → :class:`Replay`
+          of its stored outcome, errors included (recorded as ``replayed``);
+        * the key's last attempt was refused, abandoned or reconciled as failed (so nothing
+          happened) → :class:`Fresh` with the next attempt number.
+
+        A call in flight whose owner died or whose lease expired is settled first: ``sent``
+        becomes ``unknown`` (never a silent retry), ``reserved`` becomes ``abandoned``.
+
+        ``send=True`` records a :class:`Fresh` call as ``sent`` in the same transaction (one
+        fsync instead of two; ``Fresh.sent`` is then True and ``mark_sent`` is skipped). Use it
+        only when the request goes out right after: a crash between this commit and the send
+        leaves an ``unknown`` call to reconcile instead of an ``abandoned`` one to retry.
+
+        ``durable=False`` skips the fsync of this commit: only for calls without side effects.
+        The arguments are stored redacted (``store_arguments``); the digest binds the real ones.
+        """
+        return _reservations.reserve(self._ctx, intent, lease_s=lease_s, send=send, durable=durable)
+
+    def would_replay(self, intent: CallIntent) -> bool:
+        """Whether :meth:`reserve` would answer this keyed call with a replay of its first result.
+
+        Read-only and advisory (the broker uses it to skip asking for consent again for an
+        operation that already ran); ``reserve`` still decides, atomically.
+        """
+        return _reservations.would_replay(self._ctx, intent)
+
+    def mark_denied(self, intent: CallIntent, *, gate: str, reason: str) -> CallRecord:
+        """Record a call a gate refused. It is never sent and holds no idempotency key."""
+        return _reservations.mark_denied(self._ctx, intent, gate=gate, reason=reason)
+
+    def mark_sent(self, call_id: str, *, lease_s: float | None = None) -> CallRecord:
+        """Record that the request goes out now. Call it right before sending; if it raises, don't send.
+
+        Raises :class:`LeaseLostError` when the lease expired meanwhile (the call is then
+        ``abandoned`` and another caller may already run the key).
+        """
+        return _calls.mark_sent(self._ctx, call_id, lease_s)
+
+    def extend_lease(self, call_id: str, lease_s: float) -> CallRecord:
+        """Keep a long call's lease alive (reserved or sent, owned by this ledger)."""
+        return _calls.extend_lease(self._ctx, call_id, lease_s)
+
+    def complete(
+        self, call_id: str, outcome: Completion, *, receipt: str | None = None, durable: bool = True
+    ) -> CallRecord:
+        """Record the server's answer: ``ToolResult`` → succeeded; ``ToolError`` or a definite
+        ``CallFailed`` (e.g. a client error the server rejected) → failed. Both are replayed to
+        later calls with the same key.
+
+        A ``CallFailed`` with ``outcome_unknown=True`` is recorded as :meth:`mark_unknown`.
+        Accepted for a ``sent`` call, and for an ``unknown`` one (a late answer settles it).
+        ``durable=False`` skips the fsync of this commit: only for calls without side effects.
+        """
+        return _calls.complete(self._ctx, call_id, outcome, receipt=receipt, durable=durable)
+
+    def mark_refused(self, call_id: str, reason: str, *, retry_after_s: float | None = None) -> CallRecord:
+        """The server refused *before executing* (429/503, or it was not reachable at all).
+
+        Frees the key: a later :meth:`reserve` of the same key and arguments is :class:`Fresh`
+        (next attempt). ``retry_after_s`` records the server's Retry-After for the backoff.
+        """
+        return _calls.mark_refused(self._ctx, call_id, reason, retry_after_s)
+
+    def mark_unknown(self, call_id: str, reason: str) -> CallRecord:
+        """The request was sent and no answer came (timeout, lost stream, server died mid-call)."""
+        return _calls.mark_unknown(self._ctx, call_id, reason)
+
+    def mark_abandoned(self, call_id: str, reason: str) -> CallRecord:
+        """A reserved call will not be sent after all (the run was cancelled before sending)."""
+        return _calls.mark_abandoned(self._ctx, call_id, reason)
+
+    def wait_for(self, call_id: str, timeout_s: float, *, poll_s: float = 0.05) -> CallRecord:
+        """Block until ``call_id`` is no longer in flight, or ``timeout_s`` passes.
+
+        Returns the record either way (check ``state``). Commits through this ledger wake it at
+        once; commits by other processes are seen within ``poll_s``. A call whose owner died or
+        whose lease expired is settled here (``unknown``/``abandoned``), so waiters never hang
+        on a crashed broker.
+        """
+        return _calls.wait_for(self._ctx, call_id, timeout_s, poll_s)
+
+    # ── reconciliation ──────────────────────────────────────────────────────────────────────
+
+    def unknown_calls(self) -> list[CallRecord]:
+        """Calls whose outcome is unknown, oldest first: each needs a human or a read-back."""
+        return _queries.unknown_calls(self._ctx)
+
+    def resolve(
+        self,
+        call_id: str,
+        resolution: Resolution,
+        evidence: str,
+        *,
+        receipt: str | None = None,
+        result: Any = None,
+        resolved_by: str = "manual",
+    ) -> CallRecord:
+        """Settle an ``unknown`` call from evidence (a receipt, a read-back, a person's check).
+
+        ``succeeded`` → ``reconciled_succeeded``: later calls with its key replay ``result``
+        (or, without one, a result describing the reconciliation). ``failed`` →
+        ``reconciled_failed``: the key is free, the broker may run it again.
+        """
+        return _calls.resolve(
+            self._ctx, call_id, resolution, evidence, receipt=receipt, result=result, resolved_by=resolved_by
+        )
+
+    # ── approvals ───────────────────────────────────────────────────────────────────────────
+
+    def record_approval(self, approval: ApprovalRecord) -> ApprovalRecord:
+        """Store an issued approval (unused). Its id must be new."""
+        return _approvals.record_approval(self._ctx, approval)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return _approvals.get_approval(self._ctx, approval_id)
+
+    def consume_approval(
+        self,
+        approval_id: str,
+        *,
+        call_id: str,
+        tenant: str,
+        principal: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        risk: str | None = None,
+        now: datetime | None = None,
+    ) -> ApprovalUse:
+        """Use an approval for one call, atomically and once.
+
+        Refused (nothing changes) when it is unknown, used, expired, for another tenant,
+        principal, tool or call (when bound to one), for other arguments, or for a lower risk
+        than ``risk`` (in the policy's order, ``low`` < ``medium`` < ``high``).
+        """
+        claim = _approvals.ApprovalClaim(
+            call_id=call_id,
+            tenant=tenant,
+            principal=principal,
+            server=server,
+            tool=tool,
+            args_digest=args_digest,
+            risk=risk,
+        )
+        return _approvals.consume_approval(self._ctx, approval_id, claim, now)
+
+    def find_approvals(
+        self,
+        *,
+        tenant: str,
+        principal: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        usable_at: datetime | None = None,
+    ) -> list[ApprovalRecord]:
+        """Unused, unexpired pre-issued approvals (not bound to a call) matching a call exactly.
+
+        The consent gate tries them in issue order with :meth:`consume_approval`, which re-checks
+        everything atomically; this query only narrows the candidates.
+        """
+        moment = to_text(usable_at if usable_at is not None else self._ctx.now())
+        query = ApprovalQuery(
+            tenant=tenant,
+            principal=principal,
+            server=server,
+            tool=tool,
+            args_digest=args_digest,
+            usable_at=moment,
+        )
+        return _approvals.find_approvals(self._ctx, query)
+
+    # ── queries ─────────────────────────────────────────────────────────────────────────────
+
+    def get_call(self, call_id: str) -> CallRecord | None:
+        return _queries.get_call(self._ctx, call_id)
+
+    def list_calls(
+        self,
+        *,
+        run_id: str | None = None,
+        state: CallState | None = None,
+        limit: int = 100,
+        newest_first: bool = True,
+    ) -> list[CallRecord]:
+        return _queries.list_calls(
+            self._ctx, run_id=run_id, state=state, limit=limit, newest_first=newest_first
+        )
+
+    def find_by_receipt(self, receipt: str) -> list[CallRecord]:
+        """Calls whose side effect carries this external receipt id."""
+        return _queries.find_by_receipt(self._ctx, receipt)
+
+    def events(self, subject: str | None = None, *, limit: int | None = None) -> list[LedgerEvent]:
+        """The event log (oldest first), optionally only one call's, run's or approval's events."""
+        return _queries.events(self._ctx, subject, limit)
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the last event: record it elsewhere to anchor a later ``verify``."""
+        return _queries.head(self._ctx)
+
+    # ── integrity and recovery ──────────────────────────────────────────────────────────────
+
+    def verify(self, *, anchor: tuple[int, str] | None = None) -> VerifyReport:
+        """Re-check the whole chain and re-derive every table from the events; see :mod:`._verify`."""
+        with self._store.transaction(write=False) as tx:
+            return verify_store(tx, anchor=anchor)
+
+    def recover(self) -> RecoveryReport:
+        """Settle what a vanished broker left behind (runs automatically on open).
+
+        A call ``sent`` by a process that is gone (or whose lease expired) becomes
+        ``unknown``: the broker died between send and commit, so the server may have executed
+        it. A ``reserved`` one becomes ``abandoned`` (it was never sent; safe to retry). A
+        ``running`` run of a vanished process becomes ``interrupted``.
+        """
+        return _leases.recover(self._ctx)
+
+
+if TYPE_CHECKING:
+    # pyright proves here that StoreLedger implements the Ledger protocol.
+    _protocol_check: Ledger = cast(StoreLedger, None)

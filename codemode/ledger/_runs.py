@@ -1,0 +1,54 @@
+"""Runs: started, finished (or interrupted by recovery), read back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from codemode.calls import RunBinding
+from codemode.ledger._context import LedgerContext
+from codemode.ledger._errors import LedgerStateError
+from codemode.ledger._events import emit
+from codemode.ledger._models import RunRecord
+from codemode.ledger._records import run_record
+from codemode.ledger._stored import stored_summary
+from codemode.ledger._time import to_text
+
+
+def begin_run(ctx: LedgerContext, binding: RunBinding, code_digest: str) -> RunRecord:
+    with ctx.write() as tx:
+        fields = {
+            "run_id": binding.run_id,
+            "principal": binding.principal,
+            "tenant": binding.tenant,
+            "trace_id": binding.trace_id,
+            "session_id": binding.session_id,
+            "code_digest": code_digest,
+            "status": "running",
+            "owner": ctx.owner,
+            "started_at": to_text(ctx.now()),
+        }
+        row = emit(ctx, tx, "run_started", binding.run_id, fields)
+    return run_record(row)
+
+
+def finish_run(ctx: LedgerContext, run_id: str, status: str, summary: Mapping[str, Any] | None) -> RunRecord:
+    if not status or status == "running":
+        raise LedgerStateError("finish_run needs a final status (e.g. 'ok', 'error', 'timeout')")
+    summary_json = stored_summary(summary)
+    with ctx.write() as tx:
+        fields = {"status": status, "summary_json": summary_json, "finished_at": to_text(ctx.now())}
+        row = emit(ctx, tx, "run_finished", run_id, fields)
+    return run_record(row)
+
+
+def get_run(ctx: LedgerContext, run_id: str) -> RunRecord | None:
+    with ctx.read() as tx:
+        row = tx.row("runs", run_id)
+    return None if row is None else run_record(row)
+
+
+def list_runs(ctx: LedgerContext, limit: int) -> list[RunRecord]:
+    with ctx.read() as tx:
+        rows = tx.runs(limit=limit)
+    return [run_record(r) for r in rows]

@@ -1,0 +1,54 @@
+"""The SQLite DDL of the ledger, built from the column lists in :mod:`._schema`."""
+
+from __future__ import annotations
+
+from codemode.ledger._schema import COLUMNS, Table
+from codemode.ledger._states import CALL_STATES, KEY_HOLDING
+
+# States whose row holds its idempotency key, in CALL_STATES order.
+_HOLDING_SQL = "(" + ",".join(f"'{state}'" for state in CALL_STATES if state in KEY_HOLDING) + ")"
+
+
+def _table_ddl(table: Table) -> str:
+    columns = ",\n  ".join(f"{name} {spec}" for name, spec in COLUMNS[table].items())
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n)"
+
+
+DDL: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # seq is assigned by the writer (head + 1), never by AUTOINCREMENT: a gap then means a
+    # deleted event, not a rolled-back insert.
+    """CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY,
+  at TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS events_subject ON events (subject, seq)",
+    "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, "
+    "hash TEXT NOT NULL)",
+    # Guard rails against casual edits with the sqlite3 shell. They are not security: anyone
+    # who can write the file can drop them. Tamper-evidence comes from the hash chain.
+    "CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END",
+    _table_ddl("runs"),
+    _table_ddl("calls"),
+    _table_ddl("approvals"),
+    "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id, created_at)",
+    "CREATE INDEX IF NOT EXISTS calls_state ON calls (state)",
+    "CREATE INDEX IF NOT EXISTS calls_receipt ON calls (receipt) WHERE receipt IS NOT NULL",
+    # One attempt number per key, and at most one row holding a key at any time. reserve()
+    # checks both inside BEGIN IMMEDIATE; the indexes make a bug there fail loudly instead of
+    # executing twice.
+    "CREATE UNIQUE INDEX IF NOT EXISTS calls_key_attempt ON calls (idem_key, attempt) "
+    "WHERE idem_key IS NOT NULL AND attempt IS NOT NULL",
+    f"CREATE UNIQUE INDEX IF NOT EXISTS calls_key_holder ON calls (idem_key) "
+    f"WHERE idem_key IS NOT NULL AND state IN {_HOLDING_SQL}",
+    "CREATE INDEX IF NOT EXISTS calls_key ON calls (idem_key, attempt)",
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
+)

@@ -1,0 +1,169 @@
+"""What a ledger needs from its storage: the contract a second backend implements.
+
+The ledger's rules (the call state machine, idempotency decisions, leases, the hash chain,
+verify and recovery) live in backend-neutral modules that talk only to these two Protocols.
+A store keeps bytes and keeps them consistent; it decides nothing. :mod:`._sqlite_store` is
+the embedded implementation; ``tests/ledger/contract`` is the suite any store must pass.
+
+What a store must guarantee:
+
+* **One writer at a time, everywhere.** Inside ``transaction(write=True)`` the caller reads,
+  decides and writes; no other write transaction on the same store (another thread, another
+  process, another host for a server database) may interleave. SQLite gets this from
+  ``BEGIN IMMEDIATE``; PostgreSQL would take a transaction-level advisory lock (or run
+  SERIALIZABLE and retry). ``reserve``'s "at most one execution per key" rests on it.
+* **All or nothing.** An exception inside the ``with`` block rolls everything back and is
+  re-raised; leaving it normally commits. ``durable=False`` may skip the flush to stable
+  storage for that commit only (the next durable commit covers it).
+* **Consistent reads.** ``transaction(write=False)`` sees one snapshot for all its queries.
+* **Exact values.** Columns hold text, integers or null and give back exactly what was stored.
+* **Its own failures as :class:`StoreError`** (a :class:`codemode.errors.LedgerError`), never
+  a driver exception.
+* **The schema and its guard rails**: the tables of :mod:`._schema` plus ``events`` and the
+  head; a unique ``(idem_key, attempt)`` and at most one row per ``idem_key`` in a
+  ``KEY_HOLDING`` state, so a bug above fails loudly instead of executing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from codemode.errors import LedgerError
+from codemode.ledger._reduce import Row
+from codemode.ledger._schema import Table
+
+
+class StoreError(LedgerError):
+    """The store could not do what was asked (I/O, a locked or damaged file, a lost connection)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One stored event, exactly as the hash chain covers it (``payload`` is canonical JSON text)."""
+
+    seq: int
+    at: str
+    kind: str
+    subject: str
+    payload: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallQuery:
+    """A selection of calls, ordered by ``created_at`` and then by insertion order."""
+
+    run_id: str | None = None
+    states: frozenset[str] | None = None
+    receipt: str | None = None
+    newest_first: bool = False
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalQuery:
+    """Unused pre-issued approvals (``call_id`` null) for exactly this call, unexpired at
+    ``usable_at`` (``expires_at > usable_at``), in issue order."""
+
+    tenant: str
+    principal: str
+    server: str
+    tool: str
+    args_digest: str
+    usable_at: str
+
+
+class StoreTransaction(Protocol):
+    """The primitives available inside one transaction. Table and column names come only from
+    :mod:`._schema` (the reducer has checked every field name before a write reaches here)."""
+
+    def ledger_id(self) -> str | None:
+        """The id minted when the store was created (seeds the chain's genesis); None if lost."""
+        ...
+
+    # ── the event log and its head ──
+    def head(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` the head records (``(0, genesis)`` for a new store); None if it is gone."""
+        ...
+
+    def last_event(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` of the highest-numbered event actually stored; None if there is none."""
+        ...
+
+    def append(self, event: EventRow) -> None:
+        """Store the event and move the head to it. The caller has checked the chain."""
+        ...
+
+    def events(self, *, subject: str | None = None, limit: int | None = None) -> Iterator[EventRow]:
+        """Events in ``seq`` order, all or one subject's. Consume it inside the transaction."""
+        ...
+
+    def event_hash(self, seq: int) -> str | None:
+        """The stored hash of event ``seq`` (to check an anchor)."""
+        ...
+
+    # ── the derived tables ──
+    def row(self, table: Table, key: str) -> Row | None:
+        """The row with this primary key, every column of :data:`._schema.COLUMNS`, or None."""
+        ...
+
+    def insert(self, table: Table, row: Row) -> None:
+        """Add a row (every column given)."""
+        ...
+
+    def update(self, table: Table, key: str, fields: Mapping[str, str | int | None]) -> None:
+        """Set these columns of the row with this primary key."""
+        ...
+
+    def rows(self, table: Table) -> Iterator[Row]:
+        """Every row of a table, in no particular order (for verify)."""
+        ...
+
+    # ── the few query shapes the ledger needs ──
+    def key_attempt(self, idem_key: str, *, latest: bool) -> Row | None:
+        """The call holding attempt 1 of a key, or (``latest``) its highest attempt."""
+        ...
+
+    def calls(self, query: CallQuery) -> list[Row]: ...
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[Row]:
+        """Runs, newest first (``started_at``, then ``run_id``, descending)."""
+        ...
+
+    def approvals(self, query: ApprovalQuery) -> list[Row]: ...
+
+    def integrity_problems(self) -> list[str]:
+        """What the store's own consistency check finds (empty: nothing)."""
+        ...
+
+
+class LedgerStore(Protocol):
+    """A place to keep one ledger; see the module docstring for what it must guarantee."""
+
+    @property
+    def location(self) -> str:
+        """Where it lives, for messages (a path, a DSN without its password)."""
+        ...
+
+    def transaction(self, *, write: bool, durable: bool = True) -> AbstractContextManager[StoreTransaction]:
+        """A write transaction (exclusive across every user of the store) or a read snapshot."""
+        ...
+
+    def commits(self) -> int:
+        """How many write transactions this store object has committed (for :meth:`wait_for_commit`)."""
+        ...
+
+    def wait_for_commit(self, seen: int, timeout_s: float) -> None:
+        """Block until :meth:`commits` exceeds ``seen`` or ``timeout_s`` passes, whichever is first.
+
+        Commits by other processes need not wake it: callers poll with a short timeout.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the store; later transactions raise :class:`StoreError`. Idempotent."""
+        ...

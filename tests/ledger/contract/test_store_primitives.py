@@ -1,0 +1,268 @@
+"""The storage primitives every :class:`LedgerStore` must provide, checked through the Protocol only."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from codemode.ledger import ApprovalQuery, CallQuery, EventRow, LedgerStore, StoreError
+from codemode.ledger._reduce import Row, empty_row
+from codemode.ledger._schema import COLUMNS
+
+OpenClient = Callable[[], LedgerStore]
+
+
+def call_row(
+    call_id: str, *, created: str = "2026-01-01T00:00:01.000000Z", **fields: str | int | None
+) -> Row:
+    row = empty_row("calls")
+    row.update(
+        call_id=call_id,
+        run_id="run-1",
+        trace_id="t",
+        principal="alice",
+        tenant="acme",
+        server="crm",
+        tool="add_note",
+        schema_hash="sha256:s",
+        args_digest="sha256:a",
+        state="succeeded",
+        created_at=created,
+        updated_at=created,
+        result_truncated=0,
+    )
+    row.update(fields)
+    return row
+
+
+def approval_row(approval_id: str, **fields: str | int | None) -> Row:
+    row = empty_row("approvals")
+    row.update(
+        approval_id=approval_id,
+        tenant="acme",
+        principal="alice",
+        server="crm",
+        tool="add_note",
+        args_digest="sha256:a",
+        risk="high",
+        approver="bob",
+        issued_at="2026-01-01T00:00:00.000000Z",
+        expires_at="2026-01-02T00:00:00.000000Z",
+    )
+    row.update(fields)
+    return row
+
+
+def event(seq: int, prev: str = "p", subject: str = "s") -> EventRow:
+    return EventRow(
+        seq=seq,
+        at="2026-01-01T00:00:00.000000Z",
+        kind="k",
+        subject=subject,
+        payload="{}",
+        prev_hash=prev,
+        hash=f"h{seq}",
+    )
+
+
+def test_a_new_store_has_an_id_an_empty_log_and_a_head_at_zero(connect: OpenClient) -> None:
+    first = connect()
+    with first.transaction(write=False) as tx:
+        ledger_id = tx.ledger_id()
+        assert ledger_id
+        head = tx.head()
+        assert head is not None and head[0] == 0
+        assert tx.last_event() is None
+        assert list(tx.events()) == []
+        assert tx.integrity_problems() == []
+    with connect().transaction(write=False) as tx:  # a second client sees the same store
+        assert tx.ledger_id() == ledger_id
+
+
+def test_events_are_appended_in_order_and_move_the_head(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        for seq in (1, 2, 3):
+            tx.append(event(seq, subject="a" if seq != 2 else "b"))
+    with store.transaction(write=False) as tx:
+        assert tx.head() == (3, "h3") == tx.last_event()
+        assert [e.seq for e in tx.events()] == [1, 2, 3]
+        assert [e.seq for e in tx.events(subject="a")] == [1, 3]
+        assert [e.seq for e in tx.events(limit=2)] == [1, 2]
+        assert list(tx.events())[1] == event(2, subject="b")
+        assert tx.event_hash(2) == "h2"
+        assert tx.event_hash(9) is None
+
+
+def _write_then_fail(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        tx.append(event(1))
+        tx.insert("calls", call_row("c1"))
+        raise RuntimeError("boom")
+
+
+def test_a_failed_transaction_changes_nothing(store: LedgerStore) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        _write_then_fail(store)
+    with store.transaction(write=False) as tx:
+        assert tx.last_event() is None
+        assert tx.row("calls", "c1") is None
+        head = tx.head()
+        assert head is not None and head[0] == 0
+
+
+def test_rows_come_back_exactly_as_stored(store: LedgerStore) -> None:
+    row = call_row("c1", attempt=3, idem_key="k", args_json='{"a":"\\u00e9 ✓"}', result_bytes=2**40)
+    with store.transaction(write=True) as tx:
+        tx.insert("calls", row)
+        tx.update("calls", "c1", {"state": "failed", "reason": None, "receipt": "r-1"})
+    with store.transaction(write=False) as tx:
+        stored = tx.row("calls", "c1")
+        assert stored == {**row, "state": "failed", "receipt": "r-1"}
+        assert stored is not None and list(stored) == list(COLUMNS["calls"])
+        assert list(tx.rows("calls")) == [stored]
+        assert tx.row("calls", "nope") is None
+
+
+def test_key_attempts_first_and_latest(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        tx.insert("calls", call_row("c1", idem_key="k", attempt=1, state="refused"))
+        tx.insert("calls", call_row("c3", idem_key="k", attempt=3, state="succeeded"))
+        tx.insert("calls", call_row("c2", idem_key="k", attempt=2, state="abandoned"))
+        tx.insert("calls", call_row("d", idem_key="k", attempt=None, state="replayed"))
+    with store.transaction(write=False) as tx:
+        first, latest = tx.key_attempt("k", latest=False), tx.key_attempt("k", latest=True)
+        assert first is not None and first["call_id"] == "c1"
+        assert latest is not None and latest["call_id"] == "c3"
+        assert tx.key_attempt("other", latest=True) is None
+
+
+def test_the_store_refuses_two_holders_of_one_key_and_a_repeated_attempt(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        tx.insert("calls", call_row("c1", idem_key="k", attempt=1, state="sent"))
+    with pytest.raises(StoreError), store.transaction(write=True) as tx:
+        tx.insert("calls", call_row("c2", idem_key="k", attempt=2, state="reserved"))
+    with pytest.raises(StoreError), store.transaction(write=True) as tx:
+        tx.insert("calls", call_row("c2", idem_key="k", attempt=1, state="refused"))
+    with store.transaction(write=True) as tx:  # a freeing state does not hold the key
+        tx.update("calls", "c1", {"state": "refused"})
+        tx.insert("calls", call_row("c2", idem_key="k", attempt=2, state="reserved"))
+        tx.insert("calls", call_row("c3", idem_key="k", attempt=None, state="denied"))
+
+
+def test_call_queries_filter_and_order_by_creation_then_insertion(store: LedgerStore) -> None:
+    t1, t2 = "2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:02.000000Z"
+    with store.transaction(write=True) as tx:
+        tx.insert("calls", call_row("z", created=t1, state="unknown"))
+        tx.insert("calls", call_row("a", created=t1, state="sent", receipt="r"))
+        tx.insert("calls", call_row("m", created=t2, state="unknown", run_id="run-2", receipt="r"))
+    with store.transaction(write=False) as tx:
+
+        def ids(query: CallQuery) -> list[str | int | None]:
+            return [r["call_id"] for r in tx.calls(query)]
+
+        assert ids(CallQuery()) == ["z", "a", "m"]
+        assert ids(CallQuery(newest_first=True)) == ["m", "a", "z"]
+        assert ids(CallQuery(limit=2)) == ["z", "a"]
+        assert ids(CallQuery(states=frozenset({"unknown"}))) == ["z", "m"]
+        assert ids(CallQuery(states=frozenset({"unknown", "sent"}), run_id="run-1")) == ["z", "a"]
+        assert ids(CallQuery(receipt="r")) == ["a", "m"]
+        assert ids(CallQuery(states=frozenset())) == []
+
+
+def test_run_queries_are_newest_first(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        for run_id, started, status in (("r1", "1", "ok"), ("r2", "3", "running"), ("r3", "2", "running")):
+            row = empty_row("runs")
+            row.update(
+                run_id=run_id,
+                principal="p",
+                tenant="t",
+                trace_id="x",
+                code_digest="d",
+                status=status,
+                started_at=f"2026-01-01T00:00:0{started}.000000Z",
+            )
+            tx.insert("runs", row)
+    with store.transaction(write=False) as tx:
+        assert [r["run_id"] for r in tx.runs()] == ["r2", "r3", "r1"]
+        assert [r["run_id"] for r in tx.runs(limit=1)] == ["r2"]
+        assert [r["run_id"] for r in tx.runs(status="running")] == ["r2", "r3"]
+
+
+def test_approval_query_finds_only_usable_pre_issued_matches_in_issue_order(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        tx.insert("approvals", approval_row("late", issued_at="2026-01-01T00:00:05.000000Z"))
+        tx.insert("approvals", approval_row("early"))
+        tx.insert("approvals", approval_row("bound", call_id="run-1/1"))
+        tx.insert("approvals", approval_row("used", used_at="2026-01-01T00:00:09.000000Z", used_by_call="x"))
+        tx.insert("approvals", approval_row("other-args", args_digest="sha256:b"))
+        tx.insert("approvals", approval_row("expired", expires_at="2026-01-01T00:00:10.000000Z"))
+    query = ApprovalQuery(
+        tenant="acme",
+        principal="alice",
+        server="crm",
+        tool="add_note",
+        args_digest="sha256:a",
+        usable_at="2026-01-01T00:00:10.000000Z",  # "expired" expires exactly now: not usable
+    )
+    with store.transaction(write=False) as tx:
+        assert [r["approval_id"] for r in tx.approvals(query)] == ["early", "late"]
+
+
+def test_writers_on_separate_clients_are_serialised(connect: OpenClient) -> None:
+    """Read-decide-write inside a write transaction is atomic across clients: no lost update."""
+    clients = [connect() for _ in range(4)]
+    with clients[0].transaction(write=True) as tx:
+        tx.insert("calls", call_row("counter", result_bytes=0))
+    errors: list[BaseException] = []
+
+    def bump(client: LedgerStore) -> None:
+        try:
+            for _ in range(25):
+                with client.transaction(write=True) as tx:
+                    row = tx.row("calls", "counter")
+                    assert row is not None
+                    tx.update("calls", "counter", {"result_bytes": int(row["result_bytes"] or 0) + 1})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    with clients[0].transaction(write=False) as tx:
+        row = tx.row("calls", "counter")
+    assert row is not None and row["result_bytes"] == 100
+
+
+def test_commits_are_counted_and_wake_a_waiter(store: LedgerStore) -> None:
+    seen = store.commits()
+    with store.transaction(write=False):
+        pass
+    assert store.commits() == seen  # reads do not count
+    woke = threading.Event()
+
+    def waiter() -> None:
+        store.wait_for_commit(seen, 60)
+        woke.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    with store.transaction(write=True) as tx:
+        tx.append(event(1))
+    thread.join(timeout=60)
+    assert woke.is_set()
+    assert store.commits() == seen + 1
+    store.wait_for_commit(seen, 60)  # already past: returns at once
+
+
+def test_a_closed_store_refuses_work(connect: OpenClient) -> None:
+    store = connect()
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError), store.transaction(write=False):
+        pass
