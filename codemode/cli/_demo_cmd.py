@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import anyio
 import click
 from rich.table import Table
 
@@ -18,6 +17,7 @@ from codemode._tools import definitions
 from codemode.catalog import Pins, ServerCatalog
 from codemode.cli._common import handle_errors, json_option, print_json, stderr, stdout
 from codemode.cli._init_cmd import demo_servers
+from codemode.cli._signals import run_until_signalled
 from codemode.config import load_config, starter_config
 from codemode.host import ConnectionState, McpHost
 
@@ -107,9 +107,9 @@ def demo(as_json: bool, directory: Path | None, backend: Literal["auto", "docker
         workspace.mkdir(parents=True, exist_ok=True)
         config_path = _write_config(workspace, backend)
         with stderr.status("starting the example servers and recording their tools…"):
-            catalogs = anyio.run(_sync_and_approve, config_path)
+            catalogs = run_until_signalled(_sync_and_approve, config_path)
         with stderr.status(f"running {DEMO_PROGRAM} in the sandbox…"):
-            result, used_backend = anyio.run(_run_demo, config_path, program)
+            result, used_backend = run_until_signalled(_run_demo, config_path, program)
         figures = _token_figures(catalogs, result)
         if as_json:
             print_json(

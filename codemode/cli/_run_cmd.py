@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import click
 
 from codemode._engine import CodeMode, RunResult
@@ -29,7 +28,15 @@ from codemode.cli._common import (
     progress,
     stderr,
 )
+from codemode.cli._signals import run_until_signalled
+from codemode.config import Config
 from codemode.ledger import ApprovalRecord, open_ledger
+
+
+def one_sandbox(config: Config) -> Config:
+    """A one-shot command runs one program: it starts one sandbox, not the warm pool."""
+    sandbox = config.sandbox.model_copy(update={"pool_size": 0})
+    return config.model_copy(update={"sandbox": sandbox}).with_origin(config.source, config.base_dir)
 
 
 async def _run(
@@ -44,7 +51,7 @@ async def _run(
     async with contextlib.AsyncExitStack() as stack:
         with progress("connecting to servers and starting a sandbox…", not quiet):
             engine = await stack.enter_async_context(
-                CodeMode(load(config_path), approver=approver, backend=backend)
+                CodeMode(one_sandbox(load(config_path)), approver=approver, backend=backend)
             )
         if not quiet:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
@@ -113,7 +120,7 @@ def run(
     code = program.read()
     approver: Approver | None = None if no_input or not terminal_available() else TerminalApprover()
     quiet = as_json or not sys.stderr.isatty()
-    result = anyio.run(_run, code, config_path, backend, principal, tenant, approver, quiet)
+    result = run_until_signalled(_run, code, config_path, backend, principal, tenant, approver, quiet)
     if as_json:
         print_json(result.to_json())
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import click
 from rich.markup import escape
 
 from codemode.cli._common import config_option, handle_errors, json_option, load, print_json, stderr, stdout
+from codemode.cli._signals import run_until_signalled
 from codemode.config import SandboxConfig, default_config_path
 from codemode.sandbox import build_image, doctor
 
@@ -88,7 +88,7 @@ def build(
 def doctor_cmd(as_json: bool, config_path: Path | None) -> None:
     """Check the Docker engine, the image, limit support and the process fallback."""
     config = _sandbox_config(config_path)
-    report = anyio.run(doctor, config)
+    report = run_until_signalled(doctor, config)
     if as_json:
         print_json(report.to_json())
     else:

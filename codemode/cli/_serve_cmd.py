@@ -6,10 +6,10 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-import anyio
 import click
 
 from codemode.cli._common import config_option, handle_errors, load
+from codemode.cli._signals import run_until_signalled
 
 
 @click.command()
@@ -50,6 +50,6 @@ def serve(
     from codemode.serve import serve_http, serve_stdio
 
     if transport == "stdio":
-        anyio.run(serve_stdio, config)
+        run_until_signalled(serve_stdio, config)
     else:
-        anyio.run(lambda: serve_http(config, host=host, port=port))
+        run_until_signalled(lambda: serve_http(config, host=host, port=port))

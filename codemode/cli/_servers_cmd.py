@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 from rich.table import Table
 
@@ -33,6 +32,7 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
+from codemode.cli._signals import run_until_signalled
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost, ServerStatus
 
@@ -79,7 +79,7 @@ def servers(config_path: Path | None, as_json: bool) -> None:
     for a failure, the reason and the tail of its stderr. Exit status 1 if any server failed.
     """
     config = load(config_path)
-    statuses, _ = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
+    statuses, _ = run_until_signalled(_connect_and_collect, config, not as_json and sys.stderr.isatty())
     if as_json:
         print_json({"config": config.source, "servers": [_status_json(s) for s in statuses]})
     else:
@@ -124,7 +124,9 @@ def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> No
     type-check them, or give them to an editor.
     """
     config = load(config_path)
-    statuses, catalogs = anyio.run(_connect_and_collect, config, not as_json and sys.stderr.isatty())
+    statuses, catalogs = run_until_signalled(
+        _connect_and_collect, config, not as_json and sys.stderr.isatty()
+    )
     diffs = Pins(config.lock_path).record_all(catalogs, save_unchanged=True)
     excluded = [e.model_dump() for c in catalogs for e in c.excluded]
     exported: str | None = None

@@ -6,14 +6,24 @@ size-capped noexec tmpfs on /tmp, no network, memory == memory+swap, CPU quota, 
 nofile/fsize/core ulimits, an init process, logging disabled, no host environment, and no mount
 but the sandbox's own channel directory (read-only). The Docker socket is never mounted.
 
-Containers carry labels (``codemode.sandbox=1``, the owner host process, the sandbox id) so the
-ones a crashed host left behind are found and removed when the next host starts.
+Containers carry labels: ``codemode.sandbox=1``; ``codemode.pool``, the id of the
+:class:`SandboxManager` that started them (so a run, a test suite or an operator can find exactly
+its own containers on a shared engine); the owner host process (hostname, pid, start time) and the
+machine it runs on (boot id and pid namespace); the sandbox id. A container is removed as an
+orphan only when its owner is provably dead: recorded on this machine, in this pid namespace, and
+no process with that pid and start time runs any more. Anything else (a neighbour on the same
+engine, another machine or container sharing the engine, a container of unknown origin) is left
+alone, so two codemode processes never remove each other's sandboxes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
+import socket
+import uuid
 
 import anyio
 
@@ -23,9 +33,9 @@ from codemode.sandbox._backend import Launch, SandboxInstance, Termination
 from codemode.sandbox._docker_api import SANDBOX_UID, ContainerSpec, DockerApi
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._outcome import BackendName
-from codemode.sandbox._state import HostToken, StateDir
+from codemode.sandbox._state import HostToken, StateDir, same_process
 
-__all__ = ["LABEL", "DockerBackend"]
+__all__ = ["LABEL", "POOL_ENV", "POOL_LABEL", "DockerBackend", "machine_id", "new_pool_id", "owner_is_dead"]
 
 log = logging.getLogger("codemode.sandbox.docker")
 
@@ -33,6 +43,38 @@ LABEL = "codemode.sandbox"
 OWNER_LABEL = "codemode.owner"
 ID_LABEL = "codemode.sandbox_id"
 RUNTIME_LABEL = "codemode.runtime"
+POOL_LABEL = "codemode.pool"
+MACHINE_LABEL = "codemode.machine"
+POOL_ENV = "CODEMODE_POOL_ID"
+"""Names the pool label instead of a fresh id per manager (a test suite labels all its runs)."""
+
+
+def new_pool_id() -> str:
+    return os.environ.get(POOL_ENV, "").strip() or uuid.uuid4().hex
+
+
+@functools.cache
+def machine_id() -> str:
+    """Where a pid means the same process as here: this kernel boot and this pid namespace.
+
+    Two machines may share a hostname and an engine (``DOCKER_HOST``), and two containers on one
+    machine share its boot id but not their pids; only when both match does a dead pid prove a
+    dead owner. Without /proc (not Linux) the hostname is all there is.
+    """
+    parts: list[str] = []
+    with contextlib.suppress(OSError):
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            parts.append(handle.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    return "/".join(parts) if len(parts) == 2 else f"host={socket.gethostname()}"
+
+
+def owner_is_dead(labels: dict[str, str]) -> bool:
+    """Whether the host process that labelled a container is provably gone (see the module doc)."""
+    token = HostToken.decode(labels.get(OWNER_LABEL, ""))
+    if token is None or labels.get(MACHINE_LABEL) != machine_id():
+        return False
+    return token.hostname == socket.gethostname() and not same_process(token.pid, token.started)
 
 
 class DockerBackend:
@@ -41,6 +83,8 @@ class DockerBackend:
         self._state = state
         self._api = api
         self._root = os.geteuid() == 0
+        self.pool_id = new_pool_id()
+        """The ``codemode.pool`` label of this backend's containers (the manager sets its own)."""
 
     @property
     def name(self) -> BackendName:
@@ -69,10 +113,16 @@ class DockerBackend:
 
     def _cleanup_orphans(self) -> None:
         for container_id, labels in self._api.labelled(f"{LABEL}=1"):
-            token = HostToken.decode(labels.get(OWNER_LABEL, ""))
-            if token is None or not token.alive():
-                log.info("removing orphaned sandbox container %s", container_id[:12])
-                self._api.remove(container_id)
+            if owner_is_dead(labels):
+                log.info(
+                    "removing orphaned sandbox container %s (owner %s is gone)",
+                    container_id[:12],
+                    labels.get(OWNER_LABEL),
+                )
+                try:
+                    self._api.remove(container_id)
+                except SandboxError as exc:  # e.g. another host's sweep removed it at the same time
+                    log.warning("could not remove orphaned container %s: %s", container_id[:12], exc)
         for root, meta in self._state.orphans():
             if meta.get("backend") == "docker":
                 self._state.remove(root)
@@ -89,7 +139,9 @@ class DockerBackend:
             channel_dir=str(launch.channel_dir),
             labels={
                 LABEL: "1",
+                POOL_LABEL: self.pool_id,
                 OWNER_LABEL: self._state.token.encode(),
+                MACHINE_LABEL: machine_id(),
                 ID_LABEL: launch.sandbox_id,
             },
             memory_mb=config.memory_mb,
@@ -98,9 +150,16 @@ class DockerBackend:
             nofile=config.nofile,
             tmpfs_mb=config.tmpfs_mb,
         )
-        container_id = await anyio.to_thread.run_sync(self._api.run, spec)
+        container_id = await self._start_container(spec)
         self._state.write_meta(launch.root, {"container": container_id})
         return DockerSandbox(launch, container_id, self._api, config)
+
+    async def _start_container(self, spec: ContainerSpec) -> str:
+        # Shielded: a cancellation (SIGTERM, a closing manager) during `docker run` would drop the
+        # id of a container that then starts anyway, and nothing would remove it.
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(self._api.run, spec)
+        raise AssertionError("unreachable")  # pyright cannot see that a shielded scope swallows nothing
 
 
 class DockerSandbox:

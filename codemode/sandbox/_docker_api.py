@@ -282,10 +282,12 @@ class DockerApi:
                     raise self._fail("removing the container", exc) from exc
                 time.sleep(0.1 * attempt)
 
-    def labelled(self, label: str) -> list[tuple[str, dict[str, str]]]:
-        """All containers (running or not) carrying ``label``: ``(id, labels)``."""
+    def labelled(self, label: str, *more: str) -> list[tuple[str, dict[str, str]]]:
+        """All containers (running or not) carrying every label given (``key=value`` or ``key``)."""
         try:
-            items = cast(list[dict[str, Any]], self._api.containers(all=True, filters={"label": label}))
+            items = cast(
+                list[dict[str, Any]], self._api.containers(all=True, filters={"label": [label, *more]})
+            )
         except self._errors as exc:
             raise self._fail("listing containers", exc) from exc
         out: list[tuple[str, dict[str, str]]] = []

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
@@ -19,10 +21,15 @@ from codemode.config import Config, MissingSecretError, resolve_references
 from codemode.errors import ConfigError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
 
+if TYPE_CHECKING:
+    import uvicorn
+
 log = logging.getLogger("codemode.serve")
 
 HOUSEKEEPING_INTERVAL_S = 5.0
 PENDING_RUN_TTL_S = 900.0
+SHUTDOWN_GRACE_S = 5
+"""How long open HTTP requests may take to finish once the server is told to stop."""
 
 
 def is_loopback(host: str) -> bool:
@@ -162,6 +169,42 @@ async def serve_http(
                 if ready is not None:
                     ready.set()
 
-        uv = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        await uv.serve(sockets=[sock])
+            @contextlib.contextmanager
+            def capture_signals(self) -> Generator[None]:
+                # Stopping is the caller's job: cancel serve_http (the CLI does on SIGINT, SIGTERM
+                # and SIGHUP). uvicorn's own capture would re-raise the signal after shutting down.
+                yield
+
+        uv = _Server(
+            uvicorn.Config(
+                app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+            )
+        )
+        await _serve_until_cancelled(uv, sock)
         tg.cancel_scope.cancel()
+
+
+async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket) -> None:
+    """Run uvicorn; when cancelled, shut it down its own graceful way rather than mid-request.
+
+    Cancelling uvicorn's tasks directly tears down the ASGI lifespan with a traceback; setting
+    ``should_exit`` closes the listener, lets open requests finish (for up to the grace period:
+    a streaming response never does) and runs the lifespan shutdown.
+    """
+    finished = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await uv.serve(sockets=[sock])
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await finished.wait()
+        finally:
+            uv.should_exit = True
+            with anyio.CancelScope(shield=True):
+                await finished.wait()

@@ -11,7 +11,8 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,11 +37,11 @@ from codemode.calls import (
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import SandboxManager, build_image
-from codemode.sandbox._docker import LABEL, RUNTIME_LABEL
+from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL, RUNTIME_LABEL
 from codemode.sandbox._docker_api import docker_api
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._process import UID_BASE, UID_SPAN
-from codemode.sandbox._state import default_base
+from codemode.sandbox._state import HostToken, StateDir, default_base
 
 HERE = Path(__file__).resolve().parent
 DEMO_SERVER = HERE / "demo_mcp_server.py"
@@ -277,36 +278,80 @@ def run_program(
 # -- leftovers -----------------------------------------------------------------------------------
 
 
+# Other codemode processes may use the same engine and state directory at the same time (another
+# run, another checkout's tests): the probes below see only this test run's sandboxes. Containers
+# carry this run's pool label ($CODEMODE_POOL_ID, set for the session and inherited by the
+# subprocesses tests start); a sandbox directory, or a process of a sandbox uid, is this run's
+# unless a live neighbour process owns it.
+TEST_POOL_ID = f"tests-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_pool_label() -> Iterator[str]:
+    """Every SandboxManager of this test run, here or in a subprocess, labels its containers so."""
+    previous = os.environ.get(POOL_ENV)
+    os.environ[POOL_ENV] = TEST_POOL_ID
+    yield TEST_POOL_ID
+    if previous is None:
+        os.environ.pop(POOL_ENV, None)
+    else:
+        os.environ[POOL_ENV] = previous
+
+
+def _dir_entries() -> list[tuple[Path, dict[str, Any] | None]]:
+    base = default_base()
+    if not base.is_dir():
+        return []
+    return [
+        (entry, StateDir.read_meta(entry))
+        for entry in base.iterdir()
+        if not entry.name.startswith("runtime-")
+    ]
+
+
+def _a_neighbours(meta: dict[str, Any] | None) -> bool:
+    token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
+    return token is not None and token.pid != os.getpid() and token.alive()
+
+
 def sandbox_processes() -> list[psutil.Process]:
-    """Processes running as a process-backend sandbox uid (root host), zombies aside."""
+    """Processes running as a process-backend sandbox uid (root host), zombies and neighbours aside."""
+    theirs = {
+        int(meta["uid"]) for _, meta in _dir_entries() if meta and "uid" in meta and _a_neighbours(meta)
+    }
     found: list[psutil.Process] = []
     for proc in psutil.process_iter(["uids", "status"]):
         uids = proc.info.get("uids")
         if (
             uids
             and UID_BASE <= uids.real < UID_BASE + UID_SPAN
+            and uids.real not in theirs
             and proc.info.get("status") != psutil.STATUS_ZOMBIE
         ):
             found.append(proc)
     return found
 
 
-def sandbox_containers() -> list[str]:
+def containers_of(pool_id: str) -> list[str]:
+    """Sandbox containers (running or not) labelled with ``pool_id``."""
     try:
         api = docker_api(10.0)
     except SandboxUnavailableError:
         return []
     try:
-        return [container_id for container_id, _ in api.labelled(f"{LABEL}=1")]
+        return [container_id for container_id, _ in api.labelled(f"{LABEL}=1", f"{POOL_LABEL}={pool_id}")]
     finally:
         api.close()
 
 
+def sandbox_containers() -> list[str]:
+    """This test run's sandbox containers."""
+    return containers_of(TEST_POOL_ID)
+
+
 def sandbox_dirs() -> list[Path]:
-    base = default_base()
-    if not base.is_dir():
-        return []
-    return [entry for entry in base.iterdir() if not entry.name.startswith("runtime-")]
+    """This test run's sandbox directories (a live neighbour's are not counted)."""
+    return [entry for entry, meta in _dir_entries() if not _a_neighbours(meta)]
 
 
 def wait_until(predicate: Callable[[], bool], *, within_s: float = 10.0, what: str = "condition") -> None:
@@ -332,5 +377,11 @@ def no_leftovers() -> Callable[[], None]:
 
 @pytest.fixture
 def leftovers() -> SimpleNamespace:
-    """The probes behind ``no_leftovers``: ``.processes()``, ``.containers()``, ``.dirs()``."""
-    return SimpleNamespace(processes=sandbox_processes, containers=sandbox_containers, dirs=sandbox_dirs)
+    """The probes behind ``no_leftovers``: ``.processes()``, ``.containers()``, ``.dirs()``, and
+    ``.containers_of(pool_id)`` for the containers of one pool label."""
+    return SimpleNamespace(
+        processes=sandbox_processes,
+        containers=sandbox_containers,
+        dirs=sandbox_dirs,
+        containers_of=containers_of,
+    )
