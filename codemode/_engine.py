@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -269,6 +267,8 @@ class CodeMode:
         progress: ProgressCallback | None = None,
         progress_interval_s: float = 1.0,
         inputs: JsonValue = None,
+        bindings: Mapping[str, JsonValue] | None = None,
+        fresh_namespace: bool = False,
         idempotency_scope: str | None = None,
         read_only: bool = False,
         limits: RunLimits | None = None,
@@ -282,15 +282,17 @@ class CodeMode:
 
         ``approver`` answers this run's approval requests (default: the engine's approver).
         ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs.
-        ``inputs`` is bound to the name ``INPUT`` in the program (a batch item). With
+        ``inputs`` is bound to the name ``INPUT`` in the program (a batch item), and ``bindings``
+        to their names; ``fresh_namespace`` starts a session run from an empty namespace. With
         ``idempotency_scope``, side-effecting calls get derived idempotency keys (see
         :class:`~codemode.calls.RunBinding`). ``read_only`` refuses every call not known to be
         read-only; ``limits`` tightens the policy's per-run budgets.
         """
         _, broker, sandboxes, _ = self._require()
         binding = self._bind(principal, tenant, session_id, idempotency_scope, read_only)
+        names = dict(bindings or {})
         if inputs is not None:
-            code = bind_names(code, {"INPUT": inputs})
+            names["INPUT"] = inputs
         ledger = self._ledger
         assert ledger is not None
         digest = hashlib.sha256(code.encode()).hexdigest()
@@ -305,11 +307,22 @@ class CodeMode:
                 if session_id is not None:
                     session = await self._session_for(binding, session_id)
                     outcome = await session.run(
-                        code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
+                        code,
+                        binding=binding,
+                        modules=view,
+                        handler=broker,
+                        wall_time_s=wall_time_s,
+                        bindings=names,
+                        fresh=fresh_namespace,
                     )
                 else:
                     outcome = await sandboxes.run(
-                        code, binding=binding, modules=view, handler=broker, wall_time_s=wall_time_s
+                        code,
+                        binding=binding,
+                        modules=view,
+                        handler=broker,
+                        wall_time_s=wall_time_s,
+                        bindings=names,
                     )
                 tg.cancel_scope.cancel()
             assert outcome is not None
@@ -494,30 +507,6 @@ class CodeMode:
 
 
 ProgressCallback = Callable[[int, float], Awaitable[None]]
-
-
-_COMPOUND = re.compile(r"(?:async\s+)?(?:def|class|if|for|while|with|try|match)\b|@")
-
-
-def bind_names(code: str, values: Mapping[str, JsonValue]) -> str:
-    """``code`` with each name bound to its value (JSON-decoded inside the sandbox, never eval'd).
-
-    The binding is written on the program's first line, before the program's own first line, so
-    that a ``from __future__`` import stays first and line numbers in tracebacks stay right.
-    """
-    binding = "".join(
-        f"{name} = __import__('json').loads({json.dumps(json.dumps(value, ensure_ascii=True))}); "
-        for name, value in values.items()
-    )
-    lines = code.split("\n")
-    for index, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped and not stripped.startswith(("#", "from __future__")):
-            if line != line.lstrip() or _COMPOUND.match(stripped):
-                break  # an indented line or a compound statement cannot follow "x = ...;"
-            lines[index] = binding + line
-            return "\n".join(lines)
-    return binding.rstrip("; ") + "\n" + code
 
 
 async def _report_progress(progress: ProgressCallback, state: RunState, interval: float) -> None:

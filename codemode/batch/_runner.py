@@ -14,8 +14,8 @@ so neither the input nor the job's size decides the memory used.
 from __future__ import annotations
 
 import hashlib
-import secrets
 import math
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -174,6 +174,11 @@ async def run_job(
     engine: CodeMode, program: str, job: BatchJob, options: BatchOptions
 ) -> AsyncIterator[ItemResult]:
     """Run the job's runnable items with ``options.concurrency`` at a time; yield each result."""
+    if options.concurrency > engine.config.serve.max_sessions:
+        raise BatchError(
+            f"concurrency {options.concurrency} needs as many sandbox sessions; "
+            f"raise [serve] max_sessions (now {engine.config.serve.max_sessions})"
+        )
     send_items, receive_items = anyio.create_memory_object_stream[StoredItem](options.concurrency)
     send_results, receive_results = anyio.create_memory_object_stream[ItemResult](options.concurrency)
     async with anyio.create_task_group() as tg:
@@ -208,10 +213,13 @@ async def _work(
     items: MemoryObjectReceiveStream[StoredItem],
     results: MemoryObjectSendStream[ItemResult],
 ) -> None:
+    # One sandbox per worker, reused item after item with a fresh namespace each time: a cold
+    # sandbox per item would cost more than the item. Items of one job share the worker's process.
+    session_id = await engine.open_session(principal=options.principal, tenant=options.tenant)
     async with items, results:
         async for item in items:
             attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
-            outcome = await run_item(engine, program, job.job_id, item, attempt, options)
+            outcome = await run_item(engine, program, job.job_id, item, attempt, options, session_id)
             stored = StoredItem(
                 outcome.key, outcome.line, item.data, outcome.status, attempt, outcome.run_id,
                 outcome.result, outcome.error, outcome.calls, outcome.duration_ms,
@@ -221,7 +229,13 @@ async def _work(
 
 
 async def run_item(
-    engine: CodeMode, program: str, job_id: str, item: StoredItem, attempt: int, options: BatchOptions
+    engine: CodeMode,
+    program: str,
+    job_id: str,
+    item: StoredItem,
+    attempt: int,
+    options: BatchOptions,
+    session_id: str | None = None,
 ) -> ItemResult:
     """One item: the program, then (if it succeeded) the verify program; the item's status."""
     run = partial(
@@ -230,6 +244,8 @@ async def run_item(
         tenant=options.tenant,
         wall_time_s=options.wall_time_s,
         inputs=item.data,
+        session_id=session_id,
+        fresh_namespace=True,
     )
     result = await run(program, idempotency_scope=f"job:{job_id}/item:{item.key}", limits=options.limits)
 
@@ -250,9 +266,7 @@ async def run_item(
         return made("failed", _error_text(result))
     if options.verify is None:
         return made("done")
-    from codemode._engine import bind_names
-
-    check = await run(bind_names(options.verify, {"RESULT": result.result}), read_only=True)
+    check = await run(options.verify, bindings={"RESULT": result.result}, read_only=True)
     duration = result.duration_ms + check.duration_ms
     if check.status == "ok" and check.result is True:
         return made("done", duration_ms=duration)

@@ -122,11 +122,17 @@ def batch(
         tenant=tenant,
     )
     code = program.read_text(encoding="utf-8")
-    # One warm sandbox per concurrent item: an item never waits for a cold start it could avoid.
-    sandbox = config.sandbox.model_copy(
-        update={"pool_size": max(config.sandbox.pool_size, options.concurrency)}
-    )
-    config = config.model_copy(update={"sandbox": sandbox}).with_origin(config.source, config.base_dir)
+    # One sandbox session per concurrent worker, started warm.
+    config = config.model_copy(
+        update={
+            "sandbox": config.sandbox.model_copy(
+                update={"pool_size": max(config.sandbox.pool_size, options.concurrency)}
+            ),
+            "serve": config.serve.model_copy(
+                update={"max_sessions": max(config.serve.max_sessions, options.concurrency)}
+            ),
+        }
+    ).with_origin(config.source, config.base_dir)
     quiet = as_json or not sys.stderr.isatty()
     store = open_job_store(config.ledger_path)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,11 @@ class LiveSandbox:
         modules: ModuleProvider,
         handler: CallHandler,
         wall_time_s: float | None = None,
+        bindings: Mapping[str, Any] | None = None,
+        fresh: bool = False,
     ) -> RunOutcome:
+        """Run ``code``; ``bindings`` are set as globals first (JSON values, e.g. a batch item's
+        ``INPUT``), and ``fresh`` starts from an empty namespace in a reused (session) sandbox."""
         config = self._config
         wall = wall_time_s if wall_time_s is not None else config.wall_time_s
         context = RunContext(binding=binding, modules=modules, handler=handler)
@@ -113,6 +118,8 @@ class LiveSandbox:
                                 "code": code,
                                 "output_bytes": config.output_bytes,
                                 "result_bytes": config.result_bytes,
+                                "bindings": dict(bindings or {}),
+                                "fresh": fresh,
                             },
                         )
                     except ChannelError as exc:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -16,6 +17,7 @@ from codemode.calls import CallHandler, ModuleProvider, RunBinding
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError
 from codemode.sandbox._backend import Backend
+from codemode.sandbox._docker import DockerBackend, new_pool_id
 from codemode.sandbox._docker_api import DockerApi
 from codemode.sandbox._live import LiveSandbox, start_sandbox
 from codemode.sandbox._outcome import RunError, RunOutcome
@@ -42,6 +44,10 @@ class SandboxManager:
     ready sandbox (or starts one), runs the program, and destroys the sandbox in the background:
     a sandbox never serves two runs, except within one explicit :meth:`open_session`. Leaving the
     context destroys every sandbox and waits until they are gone.
+
+    :attr:`pool_id` labels every container this manager starts (``codemode.pool=<id>``): a fresh
+    id per manager, or ``$CODEMODE_POOL_ID`` when set, so a caller can find exactly its own
+    containers on an engine that others use too.
     """
 
     def __init__(self, config: SandboxConfig, *, state_dir: Path | None = None) -> None:
@@ -55,12 +61,15 @@ class SandboxManager:
         self._pool_scope: anyio.CancelScope | None = None
         self._sessions: set[Session] = set()
         self._closing = False
+        self.pool_id = new_pool_id()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
         state = StateDir(self._state_dir)
         self._backend, self._info, self._api = await open_backend(self.config, state)
+        if isinstance(self._backend, DockerBackend):
+            self._backend.pool_id = self.pool_id
         log.info("sandbox backend: %s (%s)", self._info.name, self._info.reason)
         tg = anyio.create_task_group()
         await tg.__aenter__()
@@ -138,6 +147,8 @@ class SandboxManager:
         modules: ModuleProvider,
         handler: CallHandler,
         wall_time_s: float | None = None,
+        bindings: Mapping[str, Any] | None = None,
+        fresh: bool = False,
     ) -> RunOutcome:
         """Run ``code`` in a fresh sandbox bound to ``binding``.
 
@@ -148,7 +159,13 @@ class SandboxManager:
         sandbox = await self._acquire()
         try:
             return await sandbox.execute(
-                code, binding=binding, modules=modules, handler=handler, wall_time_s=wall_time_s
+                code,
+                binding=binding,
+                modules=modules,
+                handler=handler,
+                wall_time_s=wall_time_s,
+                bindings=bindings,
+                fresh=fresh,
             )
         finally:
             self._discard(sandbox)
@@ -200,6 +217,8 @@ class Session:
         modules: ModuleProvider,
         handler: CallHandler,
         wall_time_s: float | None = None,
+        bindings: Mapping[str, Any] | None = None,
+        fresh: bool = False,
     ) -> RunOutcome:
         if self._closed:
             raise SandboxError("this sandbox session is closed")
@@ -225,7 +244,13 @@ class Session:
                     ),
                 )
             return await sandbox.execute(
-                code, binding=binding, modules=modules, handler=handler, wall_time_s=wall_time_s
+                code,
+                binding=binding,
+                modules=modules,
+                handler=handler,
+                wall_time_s=wall_time_s,
+                bindings=bindings,
+                fresh=fresh,
             )
 
     async def aclose(self) -> None:

@@ -742,16 +742,23 @@ class _Session:
     """Interpreter state shared by the runs of one sandbox (one run, or one explicit session)."""
 
     def __init__(self) -> None:
-        self.module = types.ModuleType("__main__")
-        self.module.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = self.module
+        self.module = self.fresh_module()
+        self.count = 0
         # Line-buffered like a terminal, so print() and os.write(1, ...) keep their order.
         for stream in (sys.stdout, sys.stderr):
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(line_buffering=True)
-        self.count = 0
         self.out: _FdCapture | None = None
         self.err: _FdCapture | None = None
+
+
+    def fresh_module(self) -> types.ModuleType:
+        """A new, empty ``__main__`` (a batch worker starts each item with one)."""
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        self.module = module
+        return module
 
 
 def _cap_text(text: str, cap: int, keep_tail: bool = False) -> str:
@@ -886,6 +893,12 @@ def _run(session: _Session, params: dict[str, Any], runtime_pid: int) -> dict[st
         raise ValueError("run: 'code' must be a string")
     output_cap = int(params.get("output_bytes", 65536))
     result_cap = int(params.get("result_bytes", 65536))
+    bindings = params.get("bindings") or {}
+    if not isinstance(bindings, dict) or not all(isinstance(k, str) and k.isidentifier() for k in bindings):
+        raise ValueError("run: 'bindings' must map identifiers to JSON values")
+    if params.get("fresh"):
+        session.fresh_module()
+    session.module.__dict__.update(bindings)
     session.count += 1
     filename = "<program>" if session.count == 1 else f"<program #{session.count}>"
     _state.reset()

@@ -19,8 +19,9 @@ CODEMODE = [sys.executable, "-m", "codemode.cli"]
 
 WRITE_NOTE = """
 from servers.crm import add_note
-receipt = add_note(customer_id=INPUT["customer"], text=f"batch note {INPUT['id']}")["receipt_id"]
-{"id": INPUT["id"], "receipt": receipt}
+reply = add_note(customer_id=INPUT["customer"], text=f"batch note {INPUT['id']}")
+# A call settled by 'ledger reconcile' replays as {"reconciled": ..., "receipt": ...}.
+{"id": INPUT["id"], "receipt": reply.get("receipt_id") or reply.get("receipt")}
 """
 
 
