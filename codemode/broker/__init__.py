@@ -12,12 +12,12 @@ from codemode.broker._approvals import (
     Approver,
     CallbackApprover,
     TerminalApprover,
-    terminal_available,
 )
 from codemode.broker._broker import Broker, RunSummary, ToolBackend
 from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
 from codemode.broker._pii import PiiVault
 from codemode.broker._results import FilterReport, ResultFilter
+from codemode.broker._terminal import terminal_available
 from codemode.broker.gates import ApprovalStore, CatalogView
 
 __all__ = [

@@ -1,18 +1,20 @@
 """Who can approve a risky call, and the request they see.
 
-Approvers are asked only by the consent gate, with a summary built from the arguments *as the
-program passed them* (PII placeholders are not revealed to the approver's screen).
+Approvers are asked only by the approval flow (when the consent gate says a call needs one),
+with a summary built from the arguments *as the program passed them* (PII placeholders are not
+revealed to the approver's screen; secrets are redacted).
 """
 
 from __future__ import annotations
 
-import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
 
+from codemode.broker._terminal import ask_on_terminal
 from codemode.config import Risk
 
 
@@ -56,36 +58,34 @@ class CallbackApprover:
 
 
 class TerminalApprover:
-    """Asks on the controlling terminal (``/dev/tty``), so it works even when stdout is piped."""
+    """Asks on the controlling terminal (``/dev/tty``), so it works even when stdout is piped.
 
-    def __init__(self, tty_path: str = "/dev/tty") -> None:
+    It shows the tool, the risk, why, the arguments (secrets redacted) and the expiry, and takes
+    one key: ``y`` approves this one call; anything else, Ctrl-C, Ctrl-D or no answer before
+    ``timeout_s`` (at most the approval's expiry) denies it.
+    """
+
+    def __init__(self, tty_path: str = "/dev/tty", timeout_s: float = 120.0) -> None:
         self.tty_path = tty_path
+        self.timeout_s = timeout_s
         self._lock = anyio.Lock()
 
+    def _question(self, request: ApprovalRequest) -> str:
+        expires = time.strftime("%H:%M:%S", time.localtime(request.expires_at))
+        return (
+            f"\r\n[codemode] approval needed: {request.server}/{request.tool} (risk {request.risk})\r\n"
+            f"  why:       {request.why}\r\n"
+            f"  arguments: {request.arguments_summary}\r\n"
+            f"  call {request.call_id} for {request.principal}@{request.tenant}; expires {expires}\r\n"
+            "  approve this one call? [y/N] "
+        )
+
     def _prompt(self, request: ApprovalRequest) -> ApprovalAnswer:
-        try:
-            with open(self.tty_path, "r+", encoding="utf-8") as tty:
-                tty.write(
-                    f"\n[codemode] approval needed for {request.server}/{request.tool} "
-                    f"(call {request.call_id}, risk {request.risk})\n"
-                    f"  why: {request.why}\n  arguments: {request.arguments_summary}\n"
-                    "  approve this one call? [y/N] "
-                )
-                tty.flush()
-                line = tty.readline().strip().lower()
-        except OSError as exc:
-            return ApprovalAnswer(False, "terminal", f"no terminal to ask on ({exc.strerror})")
-        return ApprovalAnswer(line in ("y", "yes"), "terminal", "" if line in ("y", "yes") else "declined")
+        timeout = max(0.0, min(self.timeout_s, request.expires_at - time.time()))
+        answer = ask_on_terminal(self.tty_path, self._question(request), timeout)
+        return ApprovalAnswer(answer.approved, "terminal", answer.reason)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         # One prompt at a time: concurrent calls must not interleave their questions.
         async with self._lock:
             return await anyio.to_thread.run_sync(self._prompt, request, abandon_on_cancel=True)
-
-
-def terminal_available() -> bool:
-    try:
-        with open("/dev/tty", encoding="utf-8"):
-            return sys.stdin.isatty()
-    except OSError:
-        return False
