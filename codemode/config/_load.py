@@ -7,7 +7,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -107,8 +107,33 @@ def config_from_mapping(
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, _problems(exc)) from exc
+        raise ConfigError(source, _with_server_keys(_problems(exc), data)) from exc
     return config.with_origin(source, base_dir if base_dir is not None else Path.cwd())
+
+
+def _with_server_keys(problems: list[tuple[str, str]], data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A server with neither ``command`` nor ``url`` is usually a misspelling of one of them:
+    name each unknown key of that table (with a did-you-mean) instead of only the missing one."""
+    raw_servers = data.get("servers")
+    servers = cast(dict[str, Any], raw_servers) if isinstance(raw_servers, dict) else {}
+    known = sorted(set(StdioServerConfig.model_fields) | set(HttpServerConfig.model_fields))
+    out: list[tuple[str, str]] = []
+    for location, message in problems:
+        raw_table = (
+            servers.get(location.removeprefix("servers.")) if location.startswith("servers.") else None
+        )
+        table = cast(dict[str, Any], raw_table) if isinstance(raw_table, dict) else {}
+        unknown = [key for key in table if key not in known]
+        if not unknown or "needs either" not in message:
+            out.append((location, message))
+            continue
+        for key in unknown:
+            hint = difflib.get_close_matches(key.lower(), known, n=1)
+            out.append(
+                (f"{location}.{key}", "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+            )
+        out.append((location, message))
+    return out
 
 
 def _read_toml(path: Path, source: str) -> dict[str, Any]:

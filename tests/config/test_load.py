@@ -84,6 +84,15 @@ def test_a_server_without_command_or_url_says_what_it_needs(tmp_path: Path) -> N
     assert "needs either 'command'" in str(info.value)
 
 
+@pytest.mark.parametrize(("key", "suggestion"), [("comand", "command"), ("ulr", "url"), ("URL", "url")])
+def test_a_misspelt_only_key_is_named_with_a_suggestion(tmp_path: Path, key: str, suggestion: str) -> None:
+    path = write(tmp_path, f"[servers.docs]\n{key} = 'python'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert (f"servers.docs.{key}", f"unknown key (did you mean {suggestion!r}?)") in info.value.problems
+    assert "needs either 'command'" in str(info.value), "and what the server still needs"
+
+
 def test_bad_values_are_reported_per_key(tmp_path: Path) -> None:
     path = write(
         tmp_path,
