@@ -32,8 +32,11 @@ def demo_servers() -> dict[str, ServerEntry]:
 )
 @click.option("--demo", is_flag=True, help="Configure the bundled example servers (docs, crm, tickets).")
 @click.option("--force", is_flag=True, help="Overwrite an existing config file.")
+@click.option(
+    "--strict", is_flag=True, help="With --from: fail if an entry has keys codemode does not understand."
+)
 @handle_errors
-def init(config_path: Path | None, from_file: Path | None, demo: bool, force: bool) -> None:
+def init(config_path: Path | None, from_file: Path | None, demo: bool, force: bool, strict: bool) -> None:
     """Write a commented starter codemode.toml.
 
     \b
@@ -55,6 +58,12 @@ def init(config_path: Path | None, from_file: Path | None, demo: bool, force: bo
         servers, comments = imported.servers, imported.comments
         for warning in imported.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        if strict and imported.unknown_keys:
+            listed = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in imported.unknown_keys.items())
+            fail(
+                f"unknown keys in {from_file} ({listed})",
+                hint="fix or remove them, or import without --strict",
+            )
         if imported.secrets_to_set:
             stderr.print(
                 "Set these environment variables before 'codemode sync': "

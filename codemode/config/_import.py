@@ -10,6 +10,7 @@ replaced by a ``${VAR}`` reference, and the import says which variables to set.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,13 @@ from typing import Any, cast
 from codemode.config._model import SERVER_NAME
 from codemode.config._starter import ServerEntry
 from codemode.errors import ConfigError
+
+_KNOWN_KEYS = {
+    "stdio": {"type", "transport", "command", "args", "env", "cwd", "envFile", "disabled"},
+    "http": {"type", "transport", "url", "headers", "disabled"},
+    "sse": {"type", "transport", "url", "headers", "disabled"},
+}
+"""What each kind of entry may hold; ``autoApprove``-style host settings are reported as unknown."""
 
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE|CREDENTIAL|AUTH", re.I)
 _SECRET_HEADER = re.compile(r"^(authorization|proxy-authorization|cookie)$|token|key|secret", re.I)
@@ -33,6 +41,8 @@ class ImportResult:
     comments: dict[str, str] = field(default_factory=lambda: {})
     warnings: list[str] = field(default_factory=lambda: [])
     secrets_to_set: list[str] = field(default_factory=lambda: [])
+    unknown_keys: dict[str, list[str]] = field(default_factory=lambda: {})
+    """Keys of each source entry that codemode does not understand (nothing is dropped silently)."""
 
 
 def _env_name(text: str) -> str:
@@ -154,6 +164,17 @@ def import_mcp_servers(path: Path) -> ImportResult:
         kind = entry.get("type") or entry.get("transport") or ("http" if "url" in entry else "stdio")
         if entry.get("disabled") is True:
             result.warnings.append(f"{name}: disabled in the source file; imported with enabled = false")
+        family = "stdio" if kind == "stdio" else "sse" if kind == "sse" else "http"
+        unknown = sorted(k for k in entry if k not in _KNOWN_KEYS[family])
+        if unknown:
+            result.unknown_keys[name] = unknown
+            known = sorted(_KNOWN_KEYS[family])
+            for key in unknown:
+                hint = difflib.get_close_matches(key, known, n=1)
+                result.warnings.append(
+                    f"{name}: unknown key {key!r} was not imported"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                )
         converted: dict[str, Any] = {}
         if kind == "stdio":
             command = entry.get("command")

@@ -130,3 +130,27 @@ def test_the_commented_starter_file_is_valid_configuration() -> None:
     text = starter_config()
     config_from_mapping(tomllib.loads(text))
     assert "${" in text and "codemode sync" in text
+
+
+def test_unknown_keys_are_reported_per_server_and_strict_fails_on_them(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from codemode.cli._main import cli
+
+    source = write_json(
+        tmp_path / "claude.json",
+        {"mcpServers": {"files": {"command": "npx", "arg": ["-y", "x"]}, "ok": {"command": "uvx"}}},
+    )
+    imported = import_mcp_servers(source)
+    assert imported.unknown_keys == {"files": ["arg"]}
+    assert any("unknown key 'arg'" in w and "did you mean 'args'" in w for w in imported.warnings)
+    runner = CliRunner()
+    loose = runner.invoke(
+        cli, ["init", "--from", str(source), "--config", str(tmp_path / "a" / "codemode.toml")]
+    )
+    assert loose.exit_code == 0 and "unknown key 'arg'" in loose.output
+    strict = runner.invoke(
+        cli, ["init", "--from", str(source), "--strict", "--config", str(tmp_path / "b" / "codemode.toml")]
+    )
+    assert strict.exit_code != 0 and "files: arg" in strict.output
+    assert not (tmp_path / "b" / "codemode.toml").exists(), "nothing is written when --strict fails"
