@@ -19,6 +19,7 @@ from codemode.broker._risk import tool_risk
 from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
 from codemode.cli._common import (
+    EXIT_USAGE,
     config_option,
     fail,
     handle_errors,
@@ -33,10 +34,31 @@ from codemode.config import Config
 from codemode.ledger import ApprovalRecord, open_ledger
 
 
-def one_sandbox(config: Config) -> Config:
+def one_sandbox(config: Config, memory_mb: int | None = None) -> Config:
     """A one-shot command runs one program: it starts one sandbox, not the warm pool."""
-    sandbox = config.sandbox.model_copy(update={"pool_size": 0})
+    update: dict[str, Any] = {"pool_size": 0}
+    if memory_mb is not None:
+        update["memory_mb"] = memory_mb
+    sandbox = config.sandbox.model_copy(update=update)
     return config.model_copy(update={"sandbox": sandbox}).with_origin(config.source, config.base_dir)
+
+
+def _checked_limits(config: Config, wall_time: float | None, memory: int | None) -> None:
+    """``--wall-time`` and ``--memory`` may lower the configured limits, never raise them."""
+    if wall_time is not None and wall_time > config.sandbox.wall_time_s:
+        fail(
+            f"--wall-time {wall_time:g} is above the configured maximum ([sandbox] wall_time_s = "
+            f"{config.sandbox.wall_time_s:g})",
+            hint="raise [sandbox] wall_time_s in codemode.toml to allow longer runs",
+            code=EXIT_USAGE,
+        )
+    if memory is not None and memory > config.sandbox.memory_mb:
+        fail(
+            f"--memory {memory} is above the configured maximum "
+            f"([sandbox] memory_mb = {config.sandbox.memory_mb})",
+            hint="raise [sandbox] memory_mb in codemode.toml to allow more",
+            code=EXIT_USAGE,
+        )
 
 
 async def _run(
@@ -47,16 +69,20 @@ async def _run(
     tenant: str | None,
     approver: Approver | None,
     quiet: bool,
+    wall_time: float | None = None,
+    memory: int | None = None,
 ) -> RunResult:
+    config = load(config_path)
+    _checked_limits(config, wall_time, memory)
     async with contextlib.AsyncExitStack() as stack:
         with progress("connecting to servers and starting a sandbox…", not quiet):
             engine = await stack.enter_async_context(
-                CodeMode(one_sandbox(load(config_path)), approver=approver, backend=backend)
+                CodeMode(one_sandbox(config, memory), approver=approver, backend=backend)
             )
         if not quiet:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
         with progress("running…", not quiet):
-            return await engine.run(code, principal=principal, tenant=tenant)
+            return await engine.run(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
     raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
 
@@ -97,6 +123,18 @@ def _print_human(result: RunResult) -> None:
 @click.option("--principal", help="Run as this principal [default: policy.default_principal].")
 @click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
 @click.option("--no-input", is_flag=True, help="Never prompt for approvals; calls that need one are denied.")
+@click.option(
+    "--wall-time",
+    type=click.FloatRange(min=0.1),
+    metavar="S",
+    help="Stop the program after S seconds [default and maximum: [sandbox] wall_time_s].",
+)
+@click.option(
+    "--memory",
+    type=click.IntRange(min=16),
+    metavar="MB",
+    help="Memory limit of the sandbox [default and maximum: [sandbox] memory_mb].",
+)
 @handle_errors
 def run(
     config_path: Path | None,
@@ -106,6 +144,8 @@ def run(
     principal: str | None,
     tenant: str | None,
     no_input: bool,
+    wall_time: float | None,
+    memory: int | None,
 ) -> None:
     """Run a Python program in the sandbox against the configured servers.
 
@@ -120,7 +160,9 @@ def run(
     code = program.read()
     approver: Approver | None = None if no_input or not terminal_available() else TerminalApprover()
     quiet = as_json or not sys.stderr.isatty()
-    result = run_until_signalled(_run, code, config_path, backend, principal, tenant, approver, quiet)
+    result = run_until_signalled(
+        _run, code, config_path, backend, principal, tenant, approver, quiet, wall_time, memory
+    )
     if as_json:
         print_json(result.to_json())
     else:

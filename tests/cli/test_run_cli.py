@@ -98,3 +98,30 @@ def test_search_finds_tools_by_plain_words(workspace: Path) -> None:
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)
     assert hits[0]["module"] == "servers.tickets.close_ticket"
+
+
+def test_wall_time_stops_a_long_program_and_limits_cannot_exceed_the_config(workspace: Path) -> None:
+    slow = run_cli(
+        "run",
+        "-",
+        "--json",
+        "--wall-time",
+        "1",
+        "--config",
+        str(workspace),
+        stdin="import time\ntime.sleep(30)",
+    )
+    assert slow.returncode == 1, slow.stderr
+    error = json.loads(slow.stdout)["error"]
+    assert error is not None and "time" in (error["type"] + error["message"]).lower()
+    too_long = run_cli("run", "-", "--wall-time", "100000", "--config", str(workspace), stdin="1")
+    assert too_long.returncode == 2 and "above the configured maximum" in too_long.stderr
+    too_big = run_cli("run", "-", "--memory", "999999", "--config", str(workspace), stdin="1")
+    assert too_big.returncode == 2 and "memory_mb" in too_big.stderr
+
+
+def test_a_lower_memory_limit_applies_to_the_sandbox(workspace: Path) -> None:
+    hog = "x = bytearray(200 * 1024 * 1024)\nlen(x)"
+    capped = run_cli("run", "-", "--json", "--memory", "64", "--config", str(workspace), stdin=hog)
+    assert capped.returncode == 1, capped.stdout
+    assert json.loads(capped.stdout)["status"] == "error"
