@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import click
 from pydantic import BaseModel
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -69,25 +70,28 @@ def _dump(record: BaseModel) -> dict[str, Any]:
     return record.model_dump(mode="json")
 
 
-def _detail(call: CallRecord) -> str:
+def _detail(call: CallRecord, limit: int = 70) -> str:
     if call.state == "replayed":
         return f"replay of {call.replay_of}"
     if call.receipt:
         return f"receipt {call.receipt}"
     if call.reason:
-        return call.reason if len(call.reason) <= 70 else call.reason[:69] + "…"
+        return call.reason if len(call.reason) <= limit else call.reason[: limit - 1] + "…"
     outcome = call.outcome()
     if isinstance(outcome, ToolError | CallFailed):
         text = outcome.message if isinstance(outcome, ToolError) else outcome.reason
-        return text[:70]
+        return text[:limit]
     return ""
 
 
-def _calls_table(calls: list[CallRecord]) -> Table:
+def _calls_table(calls: list[CallRecord], wide: bool = False) -> Table:
     table = Table(show_edge=False, header_style="bold")
-    for column in ("call", "state", "tool", "actor", "created"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("detail", min_width=24, ratio=1)
+    # Ids are never cut (they are copied into 'ledger show'): the id column takes its full width
+    # and the other columns wrap or shorten around it.
+    table.add_column("call", no_wrap=True, min_width=max(len(c.call_id) for c in calls))
+    for column in ("state", "tool", "actor", "created"):
+        table.add_column(column, overflow="fold")
+    table.add_column("detail", min_width=6, ratio=1)
     for call in calls:
         table.add_row(
             escape(call.call_id),
@@ -95,15 +99,16 @@ def _calls_table(calls: list[CallRecord]) -> Table:
             escape(f"{call.server}/{call.tool}"),
             escape(f"{call.principal}@{call.tenant}"),
             _when(call.created_at),
-            escape(_detail(call)),
+            escape(redact_secrets(_detail(call, 100_000 if wide else 70))[0]),
         )
     return table
 
 
 def _runs_table(runs: list[RunRecord]) -> Table:
     table = Table(show_edge=False, header_style="bold")
-    for column in ("run", "status", "actor", "started", "finished"):
-        table.add_column(column, no_wrap=True)
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
+    for column in ("status", "actor", "started", "finished"):
+        table.add_column(column, overflow="fold")
     for run in runs:
         table.add_row(
             escape(run.run_id),
@@ -146,6 +151,9 @@ def ledger() -> None:
     "--limit", type=click.IntRange(1, 100_000), default=50, show_default=True, help="At most N rows."
 )
 @click.option("--runs", "show_runs", is_flag=True, help="List runs instead of calls.")
+@click.option(
+    "--wide", is_flag=True, help="Never shorten any column (lines may be longer than the terminal)."
+)
 @handle_errors
 def list_cmd(
     config_path: Path | None,
@@ -154,15 +162,21 @@ def list_cmd(
     state: CallState | None,
     limit: int,
     show_runs: bool,
+    wide: bool,
 ) -> None:
-    """List recent calls, newest first (or runs, with --runs)."""
+    """List recent calls, newest first (or runs, with --runs).
+
+    Ids are printed whole, ready to copy into 'codemode ledger show'; --wide prints every
+    column whole, and --json gives everything.
+    """
+    out = Console(soft_wrap=True, width=10_000) if wide else stdout
     with _open(config_path) as store:
         if show_runs:
             runs = store.list_runs(limit=limit)
             if as_json:
                 print_json({"ledger": store.location, "runs": [_dump(r) for r in runs]})
             elif runs:
-                stdout.print(_runs_table(runs))
+                out.print(_runs_table(runs))
             else:
                 stdout.print("no runs recorded yet", highlight=False)
             return
@@ -170,7 +184,7 @@ def list_cmd(
         if as_json:
             print_json({"ledger": store.location, "calls": [_dump(c) for c in calls]})
         elif calls:
-            stdout.print(_calls_table(calls))
+            out.print(_calls_table(calls, wide))
         else:
             stdout.print("no calls match", highlight=False)
 

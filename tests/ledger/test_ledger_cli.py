@@ -208,3 +208,30 @@ def test_verify_does_not_change_the_file(config: Path, intent: Intent, dead_owne
     # Any other command settles what the dead broker left behind.
     data = as_json(run("reconcile", "--config", str(config), "--json"))
     assert [c["call_id"] for c in data["unknown"]] == [answer.call_id]
+
+
+def test_list_never_cuts_ids_in_a_narrow_pipe(
+    config: Path, intent: Intent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode.calls import RunBinding
+
+    monkeypatch.setenv("COLUMNS", "80")  # what a pipe gets
+
+    run_id = "run_0123456789abcdef"
+    bound = RunBinding(run_id=run_id, principal="a-rather-long-principal", tenant="tenant-x", trace_id="t")
+    with open_ledger(config.parent / "codemode.db") as store:
+        store.begin_run(bound, "sha256:code")
+        for seq in range(3):
+            call = intent(
+                seq, key=None, run_id=run_id, call_id=f"{run_id}/{seq}", server="a-long-server-name"
+            )
+            store.mark_denied(call, gate="consent", reason="needs approval " + "x" * 200)
+    ids = {f"{run_id}/{seq}" for seq in range(3)}
+    narrow = run("list", "--config", str(config))
+    assert narrow.exit_code == 0, narrow.output
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines()), "it fits an 80-column pipe"
+    assert ids <= set(narrow.stdout.split()), "every call id is printed whole"
+    runs = run("list", "--config", str(config), "--runs")
+    assert run_id in runs.stdout.split()
+    wide = run("list", "--config", str(config), "--wide")
+    assert "x" * 200 in wide.stdout, "--wide shortens nothing"
