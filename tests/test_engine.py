@@ -93,3 +93,12 @@ async def test_token_measurement_counts_what_stayed_out_of_the_model_context(eng
     assert result.result == 500
     assert result.tool_result_tokens is not None and result.final_tokens is not None
     assert result.tool_result_tokens > 100 * result.final_tokens
+
+
+async def test_importing_a_tool_that_does_not_exist_lists_the_servers_tools(engine: CodeMode) -> None:
+    result = await engine.run("from servers.crm import get_custmer\n")
+    assert result.status == "error" and result.error is not None
+    message = result.error.message
+    assert "servers.crm has no tool 'get_custmer'" in message
+    assert "Did you mean get_customer" in message
+    assert "Its tools:" in message and "add_note" in message

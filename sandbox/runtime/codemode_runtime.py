@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import difflib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -643,6 +644,27 @@ class _HostLoader(importlib.abc.Loader):
         return self._source
 
 
+def _no_such_tool(fullname: str) -> None:
+    """``from servers.crm import nope``: say which tools the server has, and the closest names.
+
+    Raised with the *package's* name, so the import system does not swallow it into its own
+    "cannot import name" message (it hides only errors about the submodule it tried).
+    """
+    parent, _, name = fullname.rpartition(".")
+    package = sys.modules.get(parent)
+    tools = getattr(package, "__all__", None) if parent.count(".") == 1 else None
+    if not isinstance(tools, list) or name.startswith("_"):
+        return
+    known = [str(tool) for tool in tools]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    listing = ", ".join(known[:50]) + (f" … ({len(known)} in all)" if len(known) > 50 else "")
+    raise ImportError(
+        f"{parent} has no tool {name!r}.{hint} Its tools: {listing or '(none you may use)'}.",
+        name=parent,
+    )
+
+
 class _ServersFinder(importlib.abc.MetaPathFinder):
     """Asks the host for ``servers`` modules; the host answers only what the principal may see."""
 
@@ -656,6 +678,7 @@ class _ServersFinder(importlib.abc.MetaPathFinder):
         except (_RemoteError, CallFailed) as exc:
             raise ImportError(f"cannot import {fullname}: {exc}", name=fullname) from None
         if not isinstance(reply, dict) or not reply.get("found"):
+            _no_such_tool(fullname)
             return None
         source = reply.get("source")
         if not isinstance(source, str):
