@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from codemode.catalog import (
@@ -32,6 +33,7 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
+from codemode.cli._pin_review import review_row, review_table
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost, ServerStatus
@@ -189,9 +191,7 @@ def _pin_rows(config: Config) -> list[dict[str, Any]]:
                 status = ToolStatus.APPROVED
             rows.append(
                 {
-                    "server": server,
-                    "tool": name,
-                    "status": status.value,
+                    **review_row(config, server, name, status.value, entry),
                     "approved_hash": entry.approved.hash if entry.approved else None,
                     "observed_hash": entry.observed.hash if entry.observed else None,
                 }
@@ -228,6 +228,7 @@ def _definition_diff(config: Config, selector: str) -> str:
 @click.option(
     "--diff", "diff_tool", metavar="SERVER/TOOL", help="Show how a tool changed since its approval."
 )
+@click.option("--all", "show_all", is_flag=True, help="List every pin, approved ones too.")
 @click.argument("selectors", nargs=-1, metavar="[SERVER[/TOOL]]...")
 @handle_errors
 def pin(
@@ -236,12 +237,14 @@ def pin(
     approve_flag: bool,
     revoke_tool: str | None,
     diff_tool: str | None,
+    show_all: bool,
     selectors: tuple[str, ...],
 ) -> None:
     """Review and approve tool pins in codemode.lock.
 
     \b
-    codemode pin                          list every pin and its status
+    codemode pin                          new and changed tools: risk, annotations, what changed
+    codemode pin --all                    every pin and its status
     codemode pin --diff crm/get_customer  show what changed since approval
     codemode pin --approve                approve everything pending
     codemode pin --approve crm            approve one server's pending tools
@@ -281,11 +284,27 @@ def pin(
     if not rows:
         stdout.print(f"no pins in {config.lock_path}; run 'codemode sync' first", highlight=False)
         return
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("server", "tool", "status", "hash"):
-        table.add_column(column)
-    styles = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
-    for row in rows:
-        digest = row["observed_hash"] or row["approved_hash"] or ""
-        table.add_row(row["server"], row["tool"], f"[{styles[row['status']]}]{row['status']}[/]", digest[:19])
-    stdout.print(table)
+    pending = [row for row in rows if row["status"] != "approved"]
+    if pending:
+        stdout.print(review_table(pending))
+        stdout.print(
+            "approve with 'codemode pin --approve [SERVER[/TOOL]]'; see a change with "
+            "'codemode pin --diff SERVER/TOOL'",
+            highlight=False,
+            markup=False,
+        )
+    approved = len(rows) - len(pending)
+    if show_all:
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("server", "tool", "status", "risk", "hash"):
+            table.add_column(column, overflow="fold")
+        styles = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
+        for row in rows:
+            digest = row["observed_hash"] or row["approved_hash"] or ""
+            status = f"[{styles[row['status']]}]{row['status']}[/]"
+            table.add_row(escape(row["server"]), escape(row["tool"]), status, row["risk"], digest[:19])
+        stdout.print(table)
+    elif approved:
+        stdout.print(
+            f"{approved} approved tool(s) unchanged ('codemode pin --all' lists them)", highlight=False
+        )

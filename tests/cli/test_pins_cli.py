@@ -154,3 +154,42 @@ def test_a_malformed_config_gives_a_clear_error_and_exit_status_2(tmp_path: Path
     result = run("servers", "--config", str(config))
     assert result.exit_code == 2
     assert "servers.x.url" in result.output
+
+
+@pytest.mark.parametrize(
+    ("variant", "part"),
+    [("description", "description"), ("property", "inputSchema"), ("annotation", "annotations")],
+)
+def test_pin_shows_a_review_of_new_and_changed_tools_with_risk_and_what_changed(
+    tmp_path: Path, variant: str, part: str
+) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    sync_json(config)
+    review = run("pin", "--config", str(config))
+    assert review.exit_code == 0
+    for expected in ("to review", "drift/echo", "new", "high", "codemode pin --approve"):
+        assert expected in review.output, expected
+    rows = {
+        f"{p['server']}/{p['tool']}": p
+        for p in json.loads(run("pin", "--config", str(config), "--json").stdout)["pins"]
+    }
+    assert rows["drift/echo"]["risk"] == "high", "an untrusted server's tools are high risk"
+    assert rows["drift/echo"]["annotations"] == "-"
+    assert rows["drift/echo"]["description"]
+    run("pin", "--config", str(config), "--approve")
+    write_config(config, variant)
+    sync_json(config)
+    changed = json.loads(run("pin", "--config", str(config), "--json").stdout)["pins"]
+    echo = next(p for p in changed if p["tool"] == "echo")
+    assert echo["status"] == "changed" and part in echo["changed"]
+    if variant == "annotation":
+        assert echo["annotations"] == "read-only" and echo["risk"] == "high", "the hint is shown, not trusted"
+    listing = run("pin", "--config", str(config))
+    assert "drift/echo" in listing.output and part in listing.output
+    assert "drift/shout" not in listing.output, "unchanged approved tools are not in the review"
+    assert (
+        "drift/shout"
+        in run("pin", "--config", str(config), "--all").output.replace(" ", "").replace("│", "/")
+        or "shout" in run("pin", "--config", str(config), "--all").output
+    )
