@@ -4,7 +4,7 @@ The model gets one tool, ``run_code``. Its programs import typed stubs of the to
 and run in a sandbox; every call passes a broker that checks identity, pins, arguments, scope,
 consent and budgets, records it in a ledger and filters its result.
 
-    from codemode import CodeMode
+    from codemode import CodeMode as CodeMode
 
     async with CodeMode.from_file("codemode.toml") as cm:
         tool = cm.tool_definition("anthropic")           # give this to the model
@@ -14,60 +14,84 @@ consent and budgets, records it in a ledger and filters its result.
 The public API is what ``__all__`` lists; modules starting with ``_`` are private.
 """
 
-from codemode._engine import CodeMode, RunErrorInfo, RunResult
-from codemode._tools import ToolFormat, ToolReply
-from codemode.broker import ApprovalAnswer, ApprovalRequest, Approver, CallbackApprover, TerminalApprover
-from codemode.config import Config, config_from_mapping, load_config
-from codemode.errors import (
-    CatalogError,
-    ChannelError,
-    CodemodeError,
-    ConfigError,
-    LedgerError,
-    NameCollisionError,
-    OutcomeUnknownError,
-    PolicyError,
-    SandboxError,
-    SandboxUnavailableError,
-    ServerConnectionError,
-    ServerRefusedError,
-    ServerRejectedError,
-    ServerUnavailableError,
-    StubRenderError,
-)
-from codemode.host import ServerStatus
-from codemode.stubs import SearchResult, VirtualTree
+from __future__ import annotations
 
-__all__ = [
-    "ApprovalAnswer",
-    "ApprovalRequest",
-    "Approver",
-    "CallbackApprover",
-    "CatalogError",
-    "ChannelError",
-    "CodeMode",
-    "CodemodeError",
-    "Config",
-    "ConfigError",
-    "LedgerError",
-    "NameCollisionError",
-    "OutcomeUnknownError",
-    "PolicyError",
-    "RunErrorInfo",
-    "RunResult",
-    "SandboxError",
-    "SandboxUnavailableError",
-    "SearchResult",
-    "ServerConnectionError",
-    "ServerRefusedError",
-    "ServerRejectedError",
-    "ServerStatus",
-    "ServerUnavailableError",
-    "StubRenderError",
-    "TerminalApprover",
-    "ToolFormat",
-    "ToolReply",
-    "VirtualTree",
-    "config_from_mapping",
-    "load_config",
-]
+from typing import TYPE_CHECKING
+
+from codemode._lazy import lazy_exports
+
+_EXPORTS = {
+    "ApprovalAnswer": "codemode.broker._approvals",
+    "ApprovalRequest": "codemode.broker._approvals",
+    "Approver": "codemode.broker._approvals",
+    "BatchOptions": "codemode.batch",
+    "CallbackApprover": "codemode.broker._approvals",
+    "CatalogError": "codemode.errors",
+    "ChannelError": "codemode.errors",
+    "CodeMode": "codemode._engine",
+    "CodemodeError": "codemode.errors",
+    "Config": "codemode.config",
+    "ConfigError": "codemode.errors",
+    "ItemResult": "codemode.batch",
+    "LedgerError": "codemode.errors",
+    "MissingSecretError": "codemode.errors",
+    "NameCollisionError": "codemode.errors",
+    "OutcomeUnknownError": "codemode.errors",
+    "PolicyError": "codemode.errors",
+    "RunErrorInfo": "codemode._run_result",
+    "RunResult": "codemode._run_result",
+    "SandboxError": "codemode.errors",
+    "SandboxUnavailableError": "codemode.errors",
+    "SearchResult": "codemode.stubs",
+    "ServerConnectionError": "codemode.errors",
+    "ServerRefusedError": "codemode.errors",
+    "ServerRejectedError": "codemode.errors",
+    "ServerStatus": "codemode.host",
+    "ServerUnavailableError": "codemode.errors",
+    "StubRenderError": "codemode.errors",
+    "TerminalApprover": "codemode.broker._approvals",
+    "ToolFormat": "codemode._tools",
+    "ToolReply": "codemode._tools",
+    "VirtualTree": "codemode.stubs",
+    "config_from_mapping": "codemode.config",
+    "load_config": "codemode.config",
+}
+"""Every public name and the module it lives in (imported on first use: see codemode._lazy)."""
+
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load lazily
+    from codemode._engine import CodeMode as CodeMode
+    from codemode._run_result import RunErrorInfo as RunErrorInfo
+    from codemode._run_result import RunResult as RunResult
+    from codemode._tools import ToolFormat as ToolFormat
+    from codemode._tools import ToolReply as ToolReply
+    from codemode.batch import BatchOptions as BatchOptions
+    from codemode.batch import ItemResult as ItemResult
+    from codemode.broker._approvals import ApprovalAnswer as ApprovalAnswer
+    from codemode.broker._approvals import ApprovalRequest as ApprovalRequest
+    from codemode.broker._approvals import Approver as Approver
+    from codemode.broker._approvals import CallbackApprover as CallbackApprover
+    from codemode.broker._approvals import TerminalApprover as TerminalApprover
+    from codemode.config import Config as Config
+    from codemode.config import config_from_mapping as config_from_mapping
+    from codemode.config import load_config as load_config
+    from codemode.errors import CatalogError as CatalogError
+    from codemode.errors import ChannelError as ChannelError
+    from codemode.errors import CodemodeError as CodemodeError
+    from codemode.errors import ConfigError as ConfigError
+    from codemode.errors import LedgerError as LedgerError
+    from codemode.errors import MissingSecretError as MissingSecretError
+    from codemode.errors import NameCollisionError as NameCollisionError
+    from codemode.errors import OutcomeUnknownError as OutcomeUnknownError
+    from codemode.errors import PolicyError as PolicyError
+    from codemode.errors import SandboxError as SandboxError
+    from codemode.errors import SandboxUnavailableError as SandboxUnavailableError
+    from codemode.errors import ServerConnectionError as ServerConnectionError
+    from codemode.errors import ServerRefusedError as ServerRefusedError
+    from codemode.errors import ServerRejectedError as ServerRejectedError
+    from codemode.errors import ServerUnavailableError as ServerUnavailableError
+    from codemode.errors import StubRenderError as StubRenderError
+    from codemode.host import ServerStatus as ServerStatus
+    from codemode.stubs import SearchResult as SearchResult
+    from codemode.stubs import VirtualTree as VirtualTree

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from pydantic import JsonValue
@@ -33,10 +33,10 @@ from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunLimits, RunState
-from codemode.broker.gates._tool import visible_to
+from codemode.broker._visibility import visible_to
 from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog
-from codemode.config import Config, load_config
+from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, ServerStatus
 from codemode.ledger import Ledger, open_ledger
@@ -57,7 +57,7 @@ class CodeMode:
         config: Config,
         *,
         approver: Approver | None = None,
-        backend: Literal["auto", "docker", "process"] | None = None,
+        backend: BackendChoice | None = None,
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
         measure_tokens: bool = False,

@@ -5,39 +5,53 @@ scope, consent, budget), the operation ledger (idempotency, execution record) an
 filter (size, content types, secrets, PII, instruction-like text flagged as data).
 """
 
-from codemode._redaction import redact_secrets
-from codemode.broker._approvals import (
-    ApprovalAnswer,
-    ApprovalRequest,
-    Approver,
-    CallbackApprover,
-    TerminalApprover,
-)
-from codemode.broker._broker import Broker, RunSummary, ToolBackend
-from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
-from codemode.broker._pii import PiiVault
-from codemode.broker._results import FilterReport, ResultFilter
-from codemode.broker._terminal import terminal_available
-from codemode.broker.gates import ApprovalStore, CatalogView
+from __future__ import annotations
 
-__all__ = [
-    "Allow",
-    "ApprovalAnswer",
-    "ApprovalRequest",
-    "ApprovalStore",
-    "Approver",
-    "Broker",
-    "CallbackApprover",
-    "CatalogView",
-    "Decision",
-    "Deny",
-    "FilterReport",
-    "NeedsApproval",
-    "PiiVault",
-    "ResultFilter",
-    "RunSummary",
-    "TerminalApprover",
-    "ToolBackend",
-    "redact_secrets",
-    "terminal_available",
-]
+from typing import TYPE_CHECKING
+
+from codemode._lazy import lazy_exports
+
+_EXPORTS = {
+    "Allow": "codemode.broker._decisions",
+    "ApprovalAnswer": "codemode.broker._approvals",
+    "ApprovalRequest": "codemode.broker._approvals",
+    "ApprovalStore": "codemode.broker.gates",
+    "Approver": "codemode.broker._approvals",
+    "Broker": "codemode.broker._broker",
+    "CallbackApprover": "codemode.broker._approvals",
+    "CatalogView": "codemode.broker.gates",
+    "Decision": "codemode.broker._decisions",
+    "Deny": "codemode.broker._decisions",
+    "FilterReport": "codemode.broker._results",
+    "NeedsApproval": "codemode.broker._decisions",
+    "PiiVault": "codemode.broker._pii",
+    "ResultFilter": "codemode.broker._results",
+    "RunSummary": "codemode.broker._broker",
+    "TerminalApprover": "codemode.broker._approvals",
+    "ToolBackend": "codemode.broker._broker",
+    "redact_secrets": "codemode._redaction",
+    "terminal_available": "codemode.broker._terminal",
+}
+
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from codemode._redaction import redact_secrets as redact_secrets
+    from codemode.broker._approvals import ApprovalAnswer as ApprovalAnswer
+    from codemode.broker._approvals import ApprovalRequest as ApprovalRequest
+    from codemode.broker._approvals import Approver as Approver
+    from codemode.broker._approvals import CallbackApprover as CallbackApprover
+    from codemode.broker._approvals import TerminalApprover as TerminalApprover
+    from codemode.broker._broker import Broker as Broker
+    from codemode.broker._broker import RunSummary as RunSummary
+    from codemode.broker._broker import ToolBackend as ToolBackend
+    from codemode.broker._decisions import Allow as Allow
+    from codemode.broker._decisions import Decision as Decision
+    from codemode.broker._decisions import Deny as Deny
+    from codemode.broker._decisions import NeedsApproval as NeedsApproval
+    from codemode.broker._pii import PiiVault as PiiVault
+    from codemode.broker._results import FilterReport as FilterReport
+    from codemode.broker._results import ResultFilter as ResultFilter
+    from codemode.broker._terminal import terminal_available as terminal_available
+    from codemode.broker.gates import ApprovalStore as ApprovalStore
+    from codemode.broker.gates import CatalogView as CatalogView

@@ -2,23 +2,60 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from codemode._version import codemode_version
-from codemode.cli import (
-    _batch_cmd,
-    _demo_cmd,
-    _init_cmd,
-    _ledger_cmd,
-    _run_cmd,
-    _sandbox_cmd,
-    _serve_cmd,
-    _servers_cmd,
-    _tree_cmd,
+
+# name -> (module, attribute, one-line help). A command's module is imported only when that
+# command runs (or its own --help is asked for): `codemode --version` and `codemode --help`
+# import none of them, and `codemode ledger list` never imports the MCP SDK or Docker.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("_demo_cmd", "demo", "Run codemode end to end on the bundled example servers."),
+    "init": ("_init_cmd", "init", "Write a commented starter codemode.toml (or --from an mcpServers file)."),
+    "servers": ("_servers_cmd", "servers", "Connect to every configured server and show its status."),
+    "sync": ("_servers_cmd", "sync", "Connect, list every server's tools and record them in codemode.lock."),
+    "pin": ("_pin_cmd", "pin", "Review and approve tool pins in codemode.lock."),
+    "tree": ("_tree_cmd", "tree", "List a directory of the stub tree, or print a file."),
+    "search": ("_tree_cmd", "search", "Find tools for a task, in plain words."),
+    "run": ("_run_cmd", "run", "Run a Python program in the sandbox against the configured servers."),
+    "batch": ("_batch_cmd", "batch", "Run a program once per item of a .jsonl or .csv file."),
+    "approve": (
+        "_run_cmd",
+        "approve",
+        "Pre-issue a single-use approval for one call with exactly these arguments.",
+    ),
+    "ledger": ("_ledger_cmd", "ledger", "Inspect, verify and reconcile the operation ledger."),
+    "sandbox": ("_sandbox_cmd", "sandbox", "Build and check the sandbox that runs programs."),
+    "serve": ("_serve_cmd", "serve", "Serve the run_code tool as an MCP server (stdio or HTTP)."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use (see :data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, attribute, _ = entry
+        command = getattr(importlib.import_module(f"codemode.cli.{module}"), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The listing uses the one-line help above, so --help imports no command module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, help_text) for name, (_, _, help_text) in COMMANDS.items()])
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(codemode_version(), prog_name="codemode")
 def cli() -> None:
     """codemode: let an AI agent use many MCP servers by writing code.
@@ -38,24 +75,6 @@ def cli() -> None:
       codemode serve             be an MCP server with the single run_code tool
       codemode sandbox doctor    check the sandbox engine and image
     """
-
-
-for command in (
-    _demo_cmd.demo,
-    _init_cmd.init,
-    _servers_cmd.servers,
-    _servers_cmd.sync,
-    _servers_cmd.pin,
-    _tree_cmd.tree,
-    _tree_cmd.search,
-    _run_cmd.run,
-    _batch_cmd.batch,
-    _run_cmd.approve,
-    _ledger_cmd.ledger,
-    _sandbox_cmd.sandbox,
-    _serve_cmd.serve,
-):
-    cli.add_command(command)
 
 
 def main() -> None:

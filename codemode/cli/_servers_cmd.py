@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from codemode.catalog import (
     Pins,
     ServerCatalog,
-    ToolStatus,
-    load_lock,
-    locked,
-    parse_selector,
-    revoke,
-    save_lock,
 )
 from codemode.cli._common import (
     config_option,
-    fail,
     handle_errors,
     json_option,
     load,
@@ -33,7 +23,6 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
-from codemode.cli._pin_review import review_row, review_table
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost, ServerStatus
@@ -176,135 +165,3 @@ def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> No
             )
     if any(s.state is ConnectionState.FAILED for s in statuses):
         sys.exit(1)
-
-
-def _pin_rows(config: Config) -> list[dict[str, Any]]:
-    lock = load_lock(config.lock_path)
-    rows: list[dict[str, Any]] = []
-    for server, tools in sorted(lock.servers.items()):
-        for name, entry in sorted(tools.items()):
-            if entry.removed:
-                status = ToolStatus.REMOVED
-            elif entry.observed is not None:
-                status = ToolStatus.CHANGED if entry.approved else ToolStatus.NEW
-            else:
-                status = ToolStatus.APPROVED
-            rows.append(
-                {
-                    **review_row(config, server, name, status.value, entry),
-                    "approved_hash": entry.approved.hash if entry.approved else None,
-                    "observed_hash": entry.observed.hash if entry.observed else None,
-                }
-            )
-    return rows
-
-
-def _definition_diff(config: Config, selector: str) -> str:
-    server, tool = parse_selector(selector)
-    if server is None or tool is None:
-        fail("--diff needs SERVER/TOOL")
-    entry = load_lock(config.lock_path).entry(server, tool)
-    if entry is None:
-        fail(f"no tool {selector} in {config.lock_path}")
-    old = entry.approved.definition if entry.approved else {}
-    new = entry.observed.definition if entry.observed else old
-
-    def lines(definition: dict[str, Any]) -> list[str]:
-        return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-
-    return "\n".join(difflib.unified_diff(lines(old), lines(new), "approved", "observed", lineterm=""))
-
-
-@click.command()
-@config_option
-@json_option
-@click.option(
-    "--approve",
-    "approve_flag",
-    is_flag=True,
-    help="Approve what is pending for SELECTORS (default: everything).",
-)
-@click.option("--revoke", "revoke_tool", metavar="SERVER/TOOL", help="Withdraw the approval of one tool.")
-@click.option(
-    "--diff", "diff_tool", metavar="SERVER/TOOL", help="Show how a tool changed since its approval."
-)
-@click.option("--all", "show_all", is_flag=True, help="List every pin, approved ones too.")
-@click.argument("selectors", nargs=-1, metavar="[SERVER[/TOOL]]...")
-@handle_errors
-def pin(
-    config_path: Path | None,
-    as_json: bool,
-    approve_flag: bool,
-    revoke_tool: str | None,
-    diff_tool: str | None,
-    show_all: bool,
-    selectors: tuple[str, ...],
-) -> None:
-    """Review and approve tool pins in codemode.lock.
-
-    \b
-    codemode pin                          new and changed tools: risk, annotations, what changed
-    codemode pin --all                    every pin and its status
-    codemode pin --diff crm/get_customer  show what changed since approval
-    codemode pin --approve                approve everything pending
-    codemode pin --approve crm            approve one server's pending tools
-    codemode pin --approve crm/add_note   approve one tool
-    codemode pin --revoke crm/add_note    make a tool unusable until approved again
-
-    Works on the lock file only: run 'codemode sync' first to record what servers list now.
-    """
-    config = load(config_path)
-    if diff_tool:
-        click.echo(_definition_diff(config, diff_tool) or "no difference")
-        return
-    if revoke_tool:
-        server, tool = parse_selector(revoke_tool)
-        if server is None or tool is None:
-            fail("--revoke needs SERVER/TOOL")
-        with locked(config.lock_path):
-            save_lock(config.lock_path, revoke(load_lock(config.lock_path), server, tool))
-        stdout.print(f"revoked {server}/{tool}", highlight=False)
-        return
-    if approve_flag:
-        done = Pins(config.lock_path).approve(list(selectors) or [None])
-        if as_json:
-            print_json({"approved": done})
-        else:
-            for label in done:
-                stdout.print(f"[green]approved[/] {label}", highlight=False)
-            if not done:
-                stdout.print("nothing was pending approval", highlight=False)
-        return
-    if selectors:
-        fail("SERVER[/TOOL] selectors go with --approve", hint="codemode pin --approve crm/add_note")
-    rows = _pin_rows(config)
-    if as_json:
-        print_json({"lock_file": str(config.lock_path), "pins": rows})
-        return
-    if not rows:
-        stdout.print(f"no pins in {config.lock_path}; run 'codemode sync' first", highlight=False)
-        return
-    pending = [row for row in rows if row["status"] != "approved"]
-    if pending:
-        stdout.print(review_table(pending))
-        stdout.print(
-            "approve with 'codemode pin --approve [SERVER[/TOOL]]'; see a change with "
-            "'codemode pin --diff SERVER/TOOL'",
-            highlight=False,
-            markup=False,
-        )
-    approved = len(rows) - len(pending)
-    if show_all:
-        table = Table(show_edge=False, header_style="bold")
-        for column in ("server", "tool", "status", "risk", "hash"):
-            table.add_column(column, overflow="fold")
-        styles = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
-        for row in rows:
-            digest = row["observed_hash"] or row["approved_hash"] or ""
-            status = f"[{styles[row['status']]}]{row['status']}[/]"
-            table.add_row(escape(row["server"]), escape(row["tool"]), status, row["risk"], digest[:19])
-        stdout.print(table)
-    elif approved:
-        stdout.print(
-            f"{approved} approved tool(s) unchanged ('codemode pin --all' lists them)", highlight=False
-        )

@@ -7,13 +7,12 @@ drift (or a rug-pull) and fails closed until a person reviews and approves the n
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
-from codemode.broker._selectors import any_match
+from codemode.broker._visibility import may_use
 from codemode.catalog import LockFile, ToolSpec
 from codemode.config import PolicyConfig
 
@@ -37,23 +36,6 @@ class CatalogView(Protocol):
 class LockView(Protocol):
     @property
     def lock(self) -> LockFile: ...
-
-
-def may_use(policy: PolicyConfig, principal_name: str, server: str, tool: str) -> bool:
-    """Whether the policy lets a principal see and call a tool (used for the stub tree too)."""
-    principal = policy.principal(principal_name)
-    if principal is None:
-        return False
-    return any_match(principal.tools, server, tool) and not any_match(principal.deny_tools, server, tool)
-
-
-def visible_to(policy: PolicyConfig, principal: str) -> Callable[[ToolSpec], bool]:
-    """The stub-tree filter for a principal: only tools it may use are rendered to it."""
-
-    def visible(spec: ToolSpec) -> bool:
-        return may_use(policy, principal, spec.server, spec.name)
-
-    return visible
 
 
 class ToolGate:
