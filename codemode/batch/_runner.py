@@ -218,8 +218,14 @@ async def _work(
     session_id = await engine.open_session(principal=options.principal, tenant=options.tenant)
     async with items, results:
         async for item in items:
-            attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
-            outcome = await run_item(engine, program, job.job_id, item, attempt, options, session_id)
+            while True:
+                attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
+                outcome = await run_item(engine, program, job.job_id, item, attempt, options, session_id)
+                if outcome.status != "failed" or attempt >= options.max_attempts:
+                    break
+                # A failed item runs again at once (its completed calls replay, so nothing is
+                # repeated); unknown and unverified items are never retried by themselves.
+                await anyio.sleep(min(0.1 * 2**attempt, 2.0))
             stored = StoredItem(
                 outcome.key, outcome.line, item.data, outcome.status, attempt, outcome.run_id,
                 outcome.result, outcome.error, outcome.calls, outcome.duration_ms,

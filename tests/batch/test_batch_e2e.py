@@ -173,3 +173,13 @@ def test_bad_input_is_reported_with_its_line_and_the_rest_runs(make_workspace: M
     assert strict.returncode == 2 and "input line 2" in strict.stderr
     unknown = ws.cli("batch", str(ws.program()), "--inputs", str(items), "--job-id", "nope", "--resume")
     assert unknown.returncode == 2 and "no job 'nope' to resume" in unknown.stderr
+
+
+def test_a_failing_item_is_retried_up_to_max_attempts_in_the_same_run(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace(crm_fault="fail_before_write")
+    out = ws.root / "out.jsonl"
+    done = ws.cli(*batch_args(ws, 2, "retries", "--max-attempts", "3", "--json", "--out", str(out)))
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["counts"]["failed"] == 2
+    assert [json.loads(line)["attempts"] for line in out.read_text().splitlines()] == [3, 3]
+    assert ws.crm_writes() == [], "a refused write was never written"
