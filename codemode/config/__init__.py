@@ -3,6 +3,7 @@
 from codemode.config._import import import_mcp_servers
 from codemode.config._load import CONFIG_ENV_VAR, config_from_mapping, default_config_path, load_config
 from codemode.config._model import (
+    BackendChoice,
     Config,
     HttpServerConfig,
     LedgerConfig,
@@ -28,6 +29,7 @@ from codemode.config._starter import starter_config
 __all__ = [
     "CONFIG_ENV_VAR",
     "RISK_ORDER",
+    "BackendChoice",
     "BudgetPolicy",
     "Config",
     "ConsentPolicy",

@@ -22,6 +22,8 @@ from codemode.config._serve import ServeConfig
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 ProtocolChoice = Literal["auto", "legacy", "2026-07-28"]
+BackendChoice = Literal["auto", "docker", "process"]
+"""``[sandbox] backend``."""
 
 
 class _Section(BaseModel):
@@ -123,7 +125,7 @@ ServerConfig = Annotated[
 class SandboxConfig(_Section):
     """Where and how programs run. Limits apply per run."""
 
-    backend: Literal["auto", "docker", "process"] = "auto"
+    backend: BackendChoice = "auto"
     """``auto`` uses Docker when an engine answers, else the (weaker) process backend."""
     image: str = "codemode-sandbox:latest"
     memory_mb: int = Field(default=512, ge=16, le=65_536)
