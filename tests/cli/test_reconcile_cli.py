@@ -132,8 +132,10 @@ def test_a_read_back_through_a_tool_the_policy_denies_is_refused_and_recorded(wo
     args = json.dumps({"reference": "INV-DENIED"})
     result = CliRunner().invoke(
         cli,
-        ["ledger", "reconcile", call_id, "--read-back", "crm/list_writes", "--args", args]
-        + ["--expect", "INV-DENIED", "--config", str(workspace)],
+        [
+            *("ledger", "reconcile", call_id, "--read-back", "crm/list_writes", "--args", args),
+            *("--expect", "INV-DENIED", "--config", str(workspace)),
+        ],
     )
     assert result.exit_code != 0
     assert "refused the read-back call" in result.output and "may not use crm/list_writes" in result.output
