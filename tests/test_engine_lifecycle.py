@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,14 @@ async def test_a_sandbox_that_cannot_start_leaves_no_open_ledger_and_no_server_p
         async with CodeMode(config):
             pass
     assert closed == [True], "the ledger was closed"
-    servers = [
-        p for p in psutil.Process().children(recursive=True) if str(CRM) in " ".join(p.cmdline() or [])
-    ]
-    assert servers == [], "the MCP server process was stopped"
+    assert ours(state) == [], "the MCP server process was stopped"
+
+
+def ours(state: Path) -> list[psutil.Process]:
+    """This test's crm server processes (other tests may run crm servers of their own)."""
+    found: list[psutil.Process] = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if str(CRM) in " ".join(proc.cmdline()) and proc.environ().get("CRM_STATE_DIR") == str(state):
+                found.append(proc)
+    return found

@@ -647,8 +647,9 @@ class _HostLoader(importlib.abc.Loader):
 def _no_such_tool(fullname: str) -> None:
     """``from servers.crm import nope``: say which tools the server has, and the closest names.
 
-    Raised with the *package's* name, so the import system does not swallow it into its own
-    "cannot import name" message (it hides only errors about the submodule it tried).
+    A ModuleNotFoundError, as for any missing module, but named after the *package*: the import
+    system then does not swallow it into its own "cannot import name" message (it hides only
+    errors that name the submodule it tried).
     """
     parent, _, name = fullname.rpartition(".")
     package = sys.modules.get(parent)
@@ -659,7 +660,7 @@ def _no_such_tool(fullname: str) -> None:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     listing = ", ".join(known[:50]) + (f" … ({len(known)} in all)" if len(known) > 50 else "")
-    raise ImportError(
+    raise ModuleNotFoundError(
         f"{parent} has no tool {name!r}.{hint} Its tools: {listing or '(none you may use)'}.",
         name=parent,
     )
