@@ -79,7 +79,12 @@ class Workspace:
         if not path.exists():
             return {}
         with sqlite3.connect(path, timeout=30) as conn:
-            rows = conn.execute("SELECT key, status FROM items WHERE job_id = ?", (job_id,)).fetchall()
+            try:
+                rows = conn.execute("SELECT key, status FROM items WHERE job_id = ?", (job_id,)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # the batch process created the file, not yet its tables
+                    return {}
+                raise
         return {str(key): str(status) for key, status in rows}
 
 
