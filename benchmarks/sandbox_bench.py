@@ -1,8 +1,9 @@
-"""Sandbox latency benchmark: a trivial program end to end, warm pool vs cold starts, both backends.
+"""Sandbox latency benchmark: a trivial program end to end, warm pool vs cold starts, every backend.
 
     .venv/bin/python benchmarks/sandbox_bench.py              # readable table
     .venv/bin/python benchmarks/sandbox_bench.py --json       # machine-readable
     .venv/bin/python benchmarks/sandbox_bench.py -n 50        # more iterations
+    .venv/bin/python benchmarks/sandbox_bench.py --backends bwrap,process
 
 What is timed, per iteration, for the program ``print(sum(range(10)))``:
 
@@ -13,9 +14,11 @@ What is timed, per iteration, for the program ``print(sum(range(10)))``:
   container, wait for its runtime to connect, then run.
 * ``docker run --rm``    — the CLI baseline: ``docker run --rm --network none <image> python3 -c …``
   (same image, entrypoint replaced by the plain interpreter).
+* ``bwrap warm pool`` / ``bwrap cold`` — the same two paths on the bubblewrap backend.
 * ``process warm pool`` / ``process cold`` — the same two paths on the process backend.
 
-The ratio reported is p50(docker run --rm) / p50(docker warm pool). Nothing is asserted.
+The warm-pool p50 of each backend is also printed side by side (measured in the same run), and
+the ratio p50(docker run --rm) / p50(docker warm pool). Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from codemode.calls import (  # noqa: E402
 from codemode.config import SandboxConfig  # noqa: E402
 from codemode.errors import SandboxUnavailableError  # noqa: E402
 from codemode.sandbox import SandboxManager  # noqa: E402
+from codemode.sandbox._bwrap import probe_bwrap  # noqa: E402
 from codemode.sandbox._docker_api import docker_api  # noqa: E402
 
 PROGRAM = "print(sum(range(10)))"
@@ -141,12 +145,19 @@ async def _measure(name: str, run: Callable[[], Awaitable[list[float]]], results
     results.append(_series(name, await run()))
 
 
-async def bench(iterations: int, image: str, *, docker: bool) -> dict[str, Any]:
+async def _manager_pair(backend: str, base: dict[str, Any], iterations: int, results: list[Series]) -> None:
+    warm = SandboxConfig(backend=backend, pool_size=1, **base)
+    cold = SandboxConfig(backend=backend, pool_size=0, **base)
+    await _measure(f"{backend} warm pool", lambda: _through_manager(warm, iterations, warm=True), results)
+    await _measure(f"{backend} cold", lambda: _through_manager(cold, iterations, warm=False), results)
+
+
+async def bench(iterations: int, image: str, *, backends: tuple[str, ...]) -> dict[str, Any]:
     results: list[Series] = []
     notes: list[str] = []
     base = {"image": image, "wall_time_s": 30.0}
-    docker_ok = docker
-    if docker:
+    docker_ok = "docker" in backends
+    if docker_ok:
         try:
             docker_api(10.0).close()
         except SandboxUnavailableError as exc:
@@ -162,11 +173,20 @@ async def bench(iterations: int, image: str, *, docker: bool) -> dict[str, Any]:
         await _measure(
             "docker run --rm", lambda: anyio.to_thread.run_sync(_docker_run_rm, image, iterations), results
         )
-    warm_p = SandboxConfig(backend="process", pool_size=1, **base)
-    cold_p = SandboxConfig(backend="process", pool_size=0, **base)
-    await _measure("process warm pool", lambda: _through_manager(warm_p, iterations, warm=True), results)
-    await _measure("process cold", lambda: _through_manager(cold_p, iterations, warm=False), results)
+    if "bwrap" in backends:
+        layout, why = await anyio.to_thread.run_sync(probe_bwrap, SandboxConfig(**base))
+        if layout is None:
+            notes.append(f"bwrap skipped: {why}")
+        else:
+            await _manager_pair("bwrap", base, iterations, results)
+    if "process" in backends:
+        await _manager_pair("process", base, iterations, results)
     by_name = {series.name: series for series in results}
+    warm_p50 = {
+        name: by_name[f"{name} warm pool"].p50_ms
+        for name in ("docker", "bwrap", "process")
+        if f"{name} warm pool" in by_name
+    }
     ratio = None
     if "docker warm pool" in by_name and "docker run --rm" in by_name:
         ratio = round(by_name["docker run --rm"].p50_ms / by_name["docker warm pool"].p50_ms, 1)
@@ -175,6 +195,7 @@ async def bench(iterations: int, image: str, *, docker: bool) -> dict[str, Any]:
         "iterations": iterations,
         "series": [asdict(series) for series in results],
         "docker_run_rm_over_warm_pool_p50": ratio,
+        "warm_pool_p50_ms": warm_p50,
         "notes": notes,
     }
 
@@ -183,10 +204,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--iterations", type=int, default=30)
     parser.add_argument("--image", default=SandboxConfig().image)
-    parser.add_argument("--no-docker", action="store_true", help="only the process backend")
+    parser.add_argument("--no-docker", action="store_true", help="leave Docker out")
+    parser.add_argument(
+        "--backends", default="docker,bwrap,process", help="comma-separated: docker, bwrap, process"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args()
-    report = anyio.run(lambda: bench(args.iterations, args.image, docker=not args.no_docker))
+    backends = tuple(name.strip() for name in args.backends.split(",") if name.strip())
+    if args.no_docker:
+        backends = tuple(name for name in backends if name != "docker")
+    report = anyio.run(lambda: bench(args.iterations, args.image, backends=backends))
     if args.json:
         print(json.dumps(report, indent=2))
         return
@@ -197,6 +224,9 @@ def main() -> None:
             f"{series['name']:<24}{series['p50_ms']:>10.1f}{series['p95_ms']:>10.1f}"
             f"{series['mean_ms']:>10.1f}{series['min_ms']:>10.1f}"
         )
+    if report["warm_pool_p50_ms"]:
+        side_by_side = ", ".join(f"{name} {p50:.1f} ms" for name, p50 in report["warm_pool_p50_ms"].items())
+        print(f"\nwarm start (warm pool p50): {side_by_side}")
     if report["docker_run_rm_over_warm_pool_p50"] is not None:
         print(f"\ndocker run --rm p50 / warm pool p50 = {report['docker_run_rm_over_warm_pool_p50']}x")
     for note in report["notes"]:

@@ -9,7 +9,7 @@ import secrets
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
 
@@ -30,7 +30,7 @@ from codemode.cli._common import (
     stderr,
 )
 from codemode.cli._signals import run_until_signalled
-from codemode.config import Config
+from codemode.config import BackendChoice, Config
 from codemode.ledger import ApprovalRecord, open_ledger
 
 
@@ -64,7 +64,7 @@ def _checked_limits(config: Config, wall_time: float | None, memory: int | None)
 async def _run(
     code: str,
     config_path: Path | None,
-    backend: Literal["auto", "docker", "process"] | None,
+    backend: BackendChoice | None,
     principal: str | None,
     tenant: str | None,
     approver: Approver | None,
@@ -116,7 +116,7 @@ def _print_human(result: RunResult) -> None:
 @click.argument("program", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "docker", "process"]),
+    type=click.Choice(["auto", "docker", "bwrap", "process"]),
     default=None,
     help="Sandbox backend [default: from [sandbox] backend, normally auto].",
 )
@@ -140,7 +140,7 @@ def run(
     config_path: Path | None,
     as_json: bool,
     program: Any,
-    backend: Literal["auto", "docker", "process"] | None,
+    backend: BackendChoice | None,
     principal: str | None,
     tenant: str | None,
     no_input: bool,

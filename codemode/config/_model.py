@@ -22,8 +22,8 @@ from codemode.config._serve import ServeConfig
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 ProtocolChoice = Literal["auto", "legacy", "2026-07-28"]
-BackendChoice = Literal["auto", "docker", "process"]
-"""``[sandbox] backend``."""
+BackendChoice = Literal["auto", "docker", "bwrap", "process"]
+"""``[sandbox] backend``: ``auto`` tries docker, then bwrap, then (with a warning) process."""
 
 
 class _Section(BaseModel):
@@ -54,7 +54,6 @@ class StdioServerConfig(_ServerCommon):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the server process; values may be ``${VAR}`` references."""
     cwd: str | None = None
-
     @field_validator("env")
     @classmethod
     def _env_refs(cls, value: dict[str, str]) -> dict[str, str]:
@@ -126,7 +125,8 @@ class SandboxConfig(_Section):
     """Where and how programs run. Limits apply per run."""
 
     backend: BackendChoice = "auto"
-    """``auto`` uses Docker when an engine answers, else the (weaker) process backend."""
+    """``auto`` uses Docker when an engine and the image are there, else bubblewrap when it can run
+    sandboxes, else (with a warning) the much weaker process backend."""
     image: str = "codemode-sandbox:latest"
     memory_mb: int = Field(default=512, ge=16, le=65_536)
     cpus: float = Field(default=1.0, gt=0, le=64)
@@ -147,7 +147,7 @@ class SandboxConfig(_Section):
     start_timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Time allowed for a new sandbox to start and connect to its channel."""
     process_python: str | None = None
-    """Interpreter for the process backend (Python >= 3.11). Default: this one, or a system python3
+    """Interpreter for the process and bwrap backends (Python >= 3.11). Default: this one, or a system python3
     when the sandbox's private uid cannot read this one (e.g. a pyenv Python under /root)."""
 
 

@@ -38,7 +38,7 @@ _EXAMPLE_SERVERS = """\
 
 _SECTIONS = """\
 [sandbox]
-# backend = "auto"          # auto | docker | process (process is weaker isolation; see README)
+# backend = "auto"          # auto | docker | bwrap | process (auto: the first that works, in that order)
 # image = "codemode-sandbox:latest"
 # memory_mb = 512
 # cpus = 1.0

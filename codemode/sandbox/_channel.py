@@ -12,6 +12,9 @@ binds to the current run, never from the message; sequence numbers are assigned 
 outside a run is refused. At most ``max_inflight`` requests are handled at once: beyond that the
 channel stops reading the socket, so a sandbox cannot make the host spawn unbounded work. Any
 protocol violation (bad frame, oversize, too deep, not JSON-RPC) closes the connection.
+
+Method names, message shapes, error codes and limits are the wire contract's
+(:mod:`codemode.sandbox._wire`), the same file the in-sandbox runtime reads.
 """
 
 from __future__ import annotations
@@ -42,29 +45,22 @@ from codemode.calls import (
     ToolCallRequest,
 )
 from codemode.errors import ChannelError, SandboxError
+from codemode.sandbox import _wire as wire
 from codemode.sandbox._framing import ChannelClosed, FrameReader, encode
 
 __all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext"]
 
 log = logging.getLogger("codemode.sandbox.channel")
 
-PROTOCOL_VERSION = 1
-SOCKET_NAME = "channel.sock"
-SECRET_NAME = "secret"  # noqa: S105 - a file name
-HELLO_FRAME_BYTES = 4096
+PROTOCOL_VERSION = wire.PROTOCOL_VERSION
+SOCKET_NAME = wire.SOCKET_NAME
+SECRET_NAME = wire.SECRET_NAME
+HELLO_FRAME_BYTES = wire.HELLO_FRAME_BYTES
 HELLO_TIMEOUT_S = 5.0
 MAX_PENDING_HELLOS = 4
 DEFAULT_MAX_INFLIGHT = 32
 
 _MODULE_NAME = re.compile(r"servers(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MODULE_NAME_MAX = 512
-
-# JSON-RPC error codes
-_INVALID_REQUEST = -32600
-_METHOD_NOT_FOUND = -32601
-_INVALID_PARAMS = -32602
-_INTERNAL_ERROR = -32603
-_NO_RUN = -32001
 
 
 class _RpcError(Exception):
@@ -99,31 +95,31 @@ class _Params(BaseModel):
 
 
 class _HelloParams(_Params):
-    secret: StrictStr = Field(max_length=256)
+    secret: StrictStr = Field(max_length=wire.NAME_MAX)
     protocol: int
     pid: int | None = None
 
 
 class _ImportParams(_Params):
-    module: StrictStr = Field(max_length=_MODULE_NAME_MAX)
+    module: StrictStr = Field(max_length=wire.MODULE_NAME_MAX)
 
 
 class _CallParams(_Params):
-    server: StrictStr = Field(max_length=256)
-    tool: StrictStr = Field(max_length=256)
-    schema_hash: StrictStr = Field(max_length=256)
+    server: StrictStr = Field(max_length=wire.NAME_MAX)
+    tool: StrictStr = Field(max_length=wire.NAME_MAX)
+    schema_hash: StrictStr = Field(max_length=wire.NAME_MAX)
     arguments: dict[str, Any] = Field(default_factory=dict)
-    idempotency_key: StrictStr | None = Field(default=None, max_length=256)
+    idempotency_key: StrictStr | None = Field(default=None, max_length=wire.NAME_MAX)
 
 
 class _ReadParams(_Params):
-    server: StrictStr = Field(max_length=256)
-    uri: StrictStr = Field(max_length=8192)
+    server: StrictStr = Field(max_length=wire.NAME_MAX)
+    uri: StrictStr = Field(max_length=wire.URI_MAX)
 
 
 class _PromptParams(_Params):
-    server: StrictStr = Field(max_length=256)
-    name: StrictStr = Field(max_length=256)
+    server: StrictStr = Field(max_length=wire.NAME_MAX)
+    name: StrictStr = Field(max_length=wire.NAME_MAX)
     arguments: dict[str, StrictStr] = Field(default_factory=dict)
 
 
@@ -137,7 +133,7 @@ def _params(model: type[_P], raw: Any) -> _P:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()[:5]
         )
-        raise _RpcError(_INVALID_PARAMS, f"invalid params: {problems}") from None
+        raise _RpcError(wire.INVALID_PARAMS, f"invalid params: {problems}") from None
 
 
 @dataclass
@@ -151,7 +147,7 @@ class _Message:
 
 
 def _classify(raw: Any) -> _Message:
-    if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":  # pyright: ignore[reportUnknownMemberType]
+    if not isinstance(raw, dict) or raw.get("jsonrpc") != wire.JSONRPC:  # pyright: ignore[reportUnknownMemberType]
         raise ChannelError("not a JSON-RPC 2.0 message")
     message: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
     msg_id = message.get("id")
@@ -319,7 +315,7 @@ class HostChannel:
 
     async def _authenticate(self, stream: SocketStream, reader: FrameReader) -> bool:
         message = _classify(await reader.read())
-        if message.kind != "request" or message.method != "hello":
+        if message.kind != "request" or message.method != wire.HELLO:
             return False
         try:
             params = _HelloParams.model_validate(message.params)
@@ -329,28 +325,15 @@ class HostChannel:
             return False
         if params.protocol != PROTOCOL_VERSION:
             await stream.send(
-                encode(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": message.id,
-                        "error": {"code": _INVALID_REQUEST, "message": "unsupported protocol version"},
-                    }
-                )
+                encode(wire.error_response(message.id, wire.INVALID_REQUEST, "unsupported protocol version"))
             )
             self._close_reason = (
                 f"the sandbox runtime speaks channel protocol {params.protocol}, this host needs "
                 f"{PROTOCOL_VERSION}: rebuild the image with `codemode sandbox build`"
             )
             raise ChannelError(self._close_reason)
-        await stream.send(
-            encode(
-                {
-                    "jsonrpc": "2.0",
-                    "id": message.id,
-                    "result": {"protocol": PROTOCOL_VERSION, "max_frame_bytes": self.max_frame_bytes},
-                }
-            )
-        )
+        hello: wire.HelloResult = {"protocol": PROTOCOL_VERSION, "max_frame_bytes": self.max_frame_bytes}
+        await stream.send(encode(wire.response(message.id, hello)))
         return True
 
     # -- running ---------------------------------------------------------------------------
@@ -455,7 +438,7 @@ class HostChannel:
         pending = _Pending()
         self._pending[request_id] = pending
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._send(wire.request(request_id, method, params))
             await pending.event.wait()
         finally:
             self._pending.pop(request_id, None)
@@ -477,21 +460,12 @@ class HostChannel:
     async def _dispatch(self, message: _Message) -> None:
         try:
             try:
-                result = await self._answer(message)
-                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": result}
+                reply = wire.response(message.id, await self._answer(message))
             except _RpcError as exc:
-                reply = {
-                    "jsonrpc": "2.0",
-                    "id": message.id,
-                    "error": {"code": exc.code, "message": exc.message},
-                }
+                reply = wire.error_response(message.id, exc.code, exc.message)
             except Exception:
                 log.exception("sandbox channel %s: handling %r failed", self.directory, message.method)
-                reply = {
-                    "jsonrpc": "2.0",
-                    "id": message.id,
-                    "error": {"code": _INTERNAL_ERROR, "message": "internal error"},
-                }
+                reply = wire.error_response(message.id, wire.INTERNAL_ERROR, "internal error")
             with contextlib.suppress(ChannelClosed):
                 await self._send(reply)
         finally:
@@ -499,21 +473,21 @@ class HostChannel:
 
     async def _answer(self, message: _Message) -> Any:
         method = message.method
-        if method == "hello":
-            raise _RpcError(_INVALID_REQUEST, "already authenticated")
-        if method not in {"import", "call", "read_resource", "get_prompt"}:
-            raise _RpcError(_METHOD_NOT_FOUND, f"unknown method {method[:64]!r}")
+        if method == wire.HELLO:
+            raise _RpcError(wire.INVALID_REQUEST, "already authenticated")
+        if method not in wire.SANDBOX_METHODS:
+            raise _RpcError(wire.METHOD_NOT_FOUND, f"unknown method {method[:64]!r}")
         context = self._context
         if context is None:
-            raise _RpcError(_NO_RUN, "no program is running in this sandbox")
-        if method == "import":
+            raise _RpcError(wire.NO_RUN, "no program is running in this sandbox")
+        if method == wire.IMPORT:
             return self._import(context, _params(_ImportParams, message.params))
         outcome: CallOutcome
-        if method == "call":
+        if method == wire.CALL:
             call = _params(_CallParams, message.params)
             request = ToolCallRequest(seq=context.take_seq(), **call.model_dump())
             outcome = await _guard(context.handler.call_tool(context.binding, request), mutating=True)
-        elif method == "read_resource":
+        elif method == wire.READ_RESOURCE:
             read = _params(_ReadParams, message.params)
             resource = ResourceReadRequest(seq=context.take_seq(), **read.model_dump())
             outcome = await _guard(context.handler.read_resource(context.binding, resource), mutating=False)
@@ -525,7 +499,7 @@ class HostChannel:
             )
         return outcome.model_dump(mode="json")
 
-    def _import(self, context: RunContext, params: _ImportParams) -> dict[str, Any]:
+    def _import(self, context: RunContext, params: _ImportParams) -> wire.ImportResult:
         name = params.module
         if not _MODULE_NAME.fullmatch(name):
             return {"found": False}

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from codemode.errors import SandboxError, SandboxUnavailableError
+from codemode.sandbox import _wire as wire
 
 __all__ = ["ContainerSpec", "ContainerState", "DockerApi", "EngineInfo", "docker_api"]
 
-CHANNEL_MOUNT = "/run/codemode"
+CHANNEL_MOUNT = wire.CHANNEL_DIR
 SANDBOX_USER = "10001:10001"
 SANDBOX_UID = 10001
 

@@ -1,8 +1,10 @@
-"""``codemode sandbox doctor``: what this machine offers each backend, and how to fix what is missing."""
+"""``codemode sandbox doctor``: what this machine offers each backend, what each enforces, which one
+is in force, and how to fix what is missing."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -10,12 +12,15 @@ import anyio
 
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
-from codemode.sandbox._docker import RUNTIME_LABEL
+from codemode.sandbox._bwrap import describe_bwrap, find_bwrap, probe_bwrap
+from codemode.sandbox._docker import RUNTIME_LABEL, DockerBackend
 from codemode.sandbox._docker_api import DockerApi, docker_api
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._linux import namespaces_supported
 from codemode.sandbox._process import describe_isolation, pick_interpreter
+from codemode.sandbox._seccomp import DENIED, current_arch
 from codemode.sandbox._select import BackendInfo, choose_backend
+from codemode.sandbox._state import StateDir
 
 __all__ = ["Check", "DoctorReport", "doctor"]
 
@@ -117,6 +122,49 @@ def _docker_checks(config: SandboxConfig, api: DockerApi) -> list[Check]:
             "enable CFS bandwidth control",
         )
     )
+    checks.append(Check("docker: enforces", "info", DockerBackend(config, StateDir(), api).isolation()))
+    return checks
+
+
+def _bwrap_checks(config: SandboxConfig) -> list[Check]:
+    path = find_bwrap()
+    if path is None:
+        return [
+            Check(
+                "bwrap",
+                "warn",
+                "bubblewrap is not installed: without Docker, only the much weaker process backend is left",
+                "apt-get install bubblewrap",
+            )
+        ]
+    try:
+        version = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        version = f"(--version failed: {exc})"
+    checks = [Check("bwrap", "ok", f"{path}: {version}")]
+    try:
+        arch = current_arch()
+        checks.append(
+            Check("bwrap: seccomp", "ok", f"filter for {arch.name}: {len(DENIED)} system calls denied")
+        )
+    except SandboxUnavailableError as exc:
+        checks.append(Check("bwrap: seccomp", "fail", str(exc), "use the docker backend on this machine"))
+        return checks
+    layout, why = probe_bwrap(config)
+    checks.append(
+        Check("bwrap: test sandbox", "ok", why)
+        if layout is not None
+        else Check(
+            "bwrap: test sandbox",
+            "fail",
+            why,
+            "allow unprivileged user namespaces (sysctl -w user.max_user_namespaces=15000; on Ubuntu also "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or use the docker backend",
+        )
+    )
+    checks.append(Check("bwrap: enforces", "info", describe_bwrap()))
     return checks
 
 
@@ -156,6 +204,7 @@ async def doctor(config: SandboxConfig) -> DoctorReport:
             checks.append(Check("docker engine", "fail", str(exc), START_ENGINE))
         finally:
             api.close()
+    checks += await anyio.to_thread.run_sync(_bwrap_checks, config)
     checks += await anyio.to_thread.run_sync(_process_checks, config)
     try:
         backend = await choose_backend(config)
@@ -163,4 +212,18 @@ async def doctor(config: SandboxConfig) -> DoctorReport:
         checks.append(Check("backend", "fail", f"backend = {config.backend}: {exc}"))
         return DoctorReport(tuple(checks), None, str(exc))
     checks.append(Check("backend", "info", f"{config.backend} → {backend.name}: {backend.reason}"))
+    enforced = next((c.detail for c in checks if c.name == f"{backend.name}: enforces"), None)
+    if backend.name == "process":
+        root = os.geteuid() == 0
+        enforced = describe_isolation(root=root, namespaces=namespaces_supported(not root))
+    checks.append(
+        Check(
+            "in force",
+            "warn" if backend.warning else "ok",
+            f"{backend.name}: {enforced or backend.reason}",
+            "install bubblewrap (apt-get install bubblewrap) or Docker, and use backend = auto"
+            if backend.warning
+            else None,
+        )
+    )
     return DoctorReport(tuple(checks), backend)

@@ -1,26 +1,38 @@
-"""Length-prefixed JSON frames: 4-byte big-endian length, then that many bytes of UTF-8 JSON.
+"""Reading frames on the host: the channel's frames, with the host's own exceptions.
 
-Everything read here comes from the sandbox and is untrusted. A frame over the size limit is
-refused from its header alone (its body is never read; the stream cannot be resynchronised, so
-the caller closes the connection). Nesting is bounded twice: the JSON decoder's own recursion
-guard stops pathological depth (``RecursionError``), and an iterative walk after parsing enforces
-the protocol's much smaller limit.
+The frame format and the JSON rules are the wire contract's (:mod:`codemode.sandbox._wire`, the
+same file the in-sandbox runtime reads). Everything read here comes from the sandbox and is
+untrusted. A frame over the size limit is refused from its header alone (its body is never read;
+the stream cannot be resynchronised, so the caller closes the connection).
 """
 
 from __future__ import annotations
 
-import json
-import struct
-from typing import Any, NoReturn, cast
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from codemode.errors import ChannelError
+from codemode.sandbox import _wire as wire
 
-HEADER = struct.Struct(">I")
-MAX_DEPTH = 64
+__all__ = [
+    "HEADER",
+    "MAX_DEPTH",
+    "ChannelClosed",
+    "FrameReader",
+    "FrameTooLarge",
+    "MalformedMessage",
+    "decode",
+    "encode",
+    "json_depth",
+]
+
+HEADER = wire.HEADER
+MAX_DEPTH = wire.MAX_DEPTH
+encode = wire.encode_frame
+json_depth = wire.json_depth
 # Bodies larger than this are decoded in a worker thread so a big (but legal) frame does not stall
 # every other sandbox's channel on the event loop.
 _THREAD_DECODE_BYTES = 256 * 1024
@@ -38,45 +50,12 @@ class MalformedMessage(ChannelError):
     """A frame's body is not acceptable JSON (not UTF-8, not JSON, too deep, NaN …)."""
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), computed without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children: list[Any]
-        if isinstance(item, dict):
-            children = list(cast(dict[str, Any], item).values())
-        elif isinstance(item, list):
-            children = cast(list[Any], item)
-        else:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
 def decode(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one frame body, refusing anything but plain, shallow-enough JSON."""
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-    except RecursionError:
-        raise MalformedMessage("message nested too deeply") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise MalformedMessage(f"message is not valid JSON: {str(exc)[:200]}") from None
-    if json_depth(value) > max_depth:
-        raise MalformedMessage(f"message nested deeper than {max_depth} levels")
-    return value
-
-
-def encode(message: Any) -> bytes:
-    """Serialise one message as a frame (header + body)."""
-    body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-    return HEADER.pack(len(body)) + body
+        return wire.decode_body(body, max_depth=max_depth)
+    except wire.WireError as exc:
+        raise MalformedMessage(str(exc)) from None
 
 
 class FrameReader:

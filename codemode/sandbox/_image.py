@@ -6,6 +6,10 @@ else a Debian bookworm base made here from Debian packages (``debootstrap --vari
 --include=python3`` from the mirror apt already uses, then ``docker import``) — for machines that
 reach a Debian mirror but no container registry. Re-running is cheap: the Debian base is kept,
 and an image whose labels show the same runtime digest and base is not rebuilt.
+
+The build context is staged in a temporary directory (``_files.stage_build_context``): the
+Dockerfile and the runtime with the wire contract copied in from the host package. The runtime
+digest covers all of it, so a change to the runtime or to the wire contract rebuilds the image.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Literal
 from codemode.errors import SandboxError
 from codemode.sandbox._docker import RUNTIME_LABEL
 from codemode.sandbox._docker_api import DockerApi, docker_api
-from codemode.sandbox._files import runtime_digest, sandbox_dir
+from codemode.sandbox._files import runtime_digest, stage_build_context
 
 __all__ = ["BASE_IMAGE_DEFAULT", "DEBIAN_BASE_IMAGE", "BuildResult", "build_image", "debian_mirror"]
 
@@ -211,13 +215,15 @@ def build_image(
             progress(f"{image} is up to date (runtime {digest}, base {base_name})")
             return BuildResult(image, current[0], base_name, source, rebuilt=False)
         progress(f"docker build: {image} FROM {base_name}")
-        for line in api.build(
-            sandbox_dir(),
-            tag=image,
-            buildargs={"BASE_IMAGE": base_name},
-            labels={RUNTIME_LABEL: digest, BASE_LABEL: base_info[0]},
-        ):
-            detail(line)
+        with tempfile.TemporaryDirectory(prefix="codemode-build-") as context:
+            stage_build_context(Path(context))
+            for line in api.build(
+                Path(context),
+                tag=image,
+                buildargs={"BASE_IMAGE": base_name},
+                labels={RUNTIME_LABEL: digest, BASE_LABEL: base_info[0]},
+            ):
+                detail(line)
         built = api.image(image)
         if built is None:
             raise SandboxError(f"docker build finished but {image} is not present")

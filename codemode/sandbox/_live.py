@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 from codemode.calls import CallHandler, ModuleProvider, RunBinding
 from codemode.config import SandboxConfig
 from codemode.errors import ChannelError
+from codemode.sandbox import _wire as wire
 from codemode.sandbox._backend import Backend, SandboxInstance, Termination
 from codemode.sandbox._channel import HostChannel, RemoteError, RunContext
 from codemode.sandbox._outcome import (
@@ -111,17 +112,15 @@ class LiveSandbox:
                 tg.start_soon(watchdog)
                 with anyio.move_on_after(wall) as deadline:
                     try:
-                        reply = await self.channel.request(
-                            "run",
-                            {
-                                "run_id": binding.run_id,
-                                "code": code,
-                                "output_bytes": config.output_bytes,
-                                "result_bytes": config.result_bytes,
-                                "bindings": dict(bindings or {}),
-                                "fresh": fresh,
-                            },
-                        )
+                        params: wire.RunParams = {
+                            "run_id": binding.run_id,
+                            "code": code,
+                            "output_bytes": config.output_bytes,
+                            "result_bytes": config.result_bytes,
+                            "bindings": dict(bindings or {}),
+                            "fresh": fresh,
+                        }
+                        reply = await self.channel.request(wire.RUN, dict(params))
                     except ChannelError as exc:
                         failure = exc
                 timed_out = deadline.cancelled_caught
@@ -195,7 +194,7 @@ class LiveSandbox:
     async def _snapshot(self) -> dict[str, Any]:
         """Partial output of a program that is still running (asked of the runtime's reader thread)."""
         with anyio.move_on_after(SNAPSHOT_TIMEOUT_S), contextlib.suppress(ChannelError):
-            snap = parse_snapshot(await self.channel.request("snapshot", {}))
+            snap = parse_snapshot(await self.channel.request(wire.SNAPSHOT, {}))
             return snap.capped(self._config.output_bytes)
         return {}
 

@@ -1,4 +1,9 @@
-"""What a run returns, and the validation of what the sandbox's runtime says about it."""
+"""What a run returns, and the validation of what the sandbox's runtime says about it.
+
+The runtime's reply and snapshot have the shapes of :mod:`codemode.sandbox._wire`
+(``RunReply``, ``Snapshot``, ``ReplyError``); the models here check those shapes strictly, since
+the sandbox is untrusted (a test holds their fields to the wire's).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
 
-from codemode.sandbox._framing import MAX_DEPTH, MalformedMessage, decode
+from codemode.sandbox import _wire as wire
+from codemode.sandbox._framing import MalformedMessage, decode
 
 __all__ = ["BackendName", "ErrorKind", "ResultKind", "RunError", "RunOutcome"]
 
-BackendName = Literal["docker", "process"]
+BackendName = Literal["docker", "bwrap", "process"]
 
 ErrorKind = Literal["exception", "timeout", "oom", "killed", "sandbox", "channel"]
 """Why a run failed: the program raised (``exception``), ran out of wall time (``timeout``) or
 memory (``oom``), was killed for another limit (``killed``), the sandbox itself failed
 (``sandbox``), or the sandbox broke the channel protocol (``channel``)."""
 
-ResultKind = Literal["json", "repr", "stdout"]
+ResultKind = wire.ResultKind
 """``json``: ``result`` holds the value (or, when ``result_truncated``, ``result_repr`` holds the
 start of its JSON text); ``repr``: the value was not JSON-serialisable and ``result_repr`` holds
 its ``repr()``; ``stdout``: the program produced no value, its printed output is the result."""
@@ -40,7 +46,7 @@ class RunOutcome(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    status: Literal["ok", "error"]
+    status: wire.Status
     result: JsonValue = None
     result_kind: ResultKind = "stdout"
     result_repr: str | None = None
@@ -70,9 +76,9 @@ class RunOutcome(BaseModel):
 # -- the runtime's reply (untrusted) ---------------------------------------------------------
 
 
-class _ReplyError(BaseModel):
+class ReplyError(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    type: StrictStr = Field(max_length=512)
+    type: StrictStr = Field(max_length=wire.ERROR_TYPE_MAX)
     message: StrictStr
     traceback: StrictStr = ""
 
@@ -101,12 +107,12 @@ class Snapshot(BaseModel):
 class RuntimeReply(Snapshot):
     """The ``run`` answer exactly as the runtime must shape it; anything else is a protocol violation."""
 
-    status: Literal["ok", "error"]
+    status: wire.Status
     result_kind: ResultKind = "stdout"
     result_json: StrictStr | None = None
     result_repr: StrictStr | None = None
     result_truncated: StrictBool = False
-    error: _ReplyError | None = None
+    error: ReplyError | None = None
 
 
 def parse_reply(raw: Any) -> RuntimeReply:
@@ -141,7 +147,7 @@ def decode_result(text: str, cap: int) -> tuple[JsonValue, str | None, bool]:
     if len(data) > cap:
         return None, data[:cap].decode("utf-8", errors="ignore"), True
     try:
-        value: JsonValue = decode(data, max_depth=MAX_DEPTH)
+        value: JsonValue = decode(data, max_depth=wire.MAX_DEPTH)
     except MalformedMessage:
         return None, text, False
     return value, None, False

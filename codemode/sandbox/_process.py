@@ -1,6 +1,7 @@
-"""The process backend: the same runtime as a local subprocess, for machines without Docker.
+"""The process backend: the same runtime as a local subprocess, the last resort.
 
-Weaker than the Docker backend, and said so wherever it is chosen. What it does:
+Weaker than the Docker and bubblewrap backends (``_bwrap.py`` builds on this one), and said so
+wherever it is chosen. What it does:
 
 * the runtime runs in its own session (``setsid``) with no inherited file descriptors, an empty
   environment (only what the runtime needs) and a private working directory;
@@ -31,6 +32,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -39,6 +41,7 @@ import psutil
 
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
+from codemode.sandbox import _wire as wire
 from codemode.sandbox._backend import Launch, SandboxInstance, Termination
 from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
 from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces_supported
@@ -46,7 +49,7 @@ from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import StateDir, same_process
 from codemode.sandbox._watchdog import Members, kill_members, sample
 
-__all__ = ["ProcessBackend", "describe_isolation", "pick_interpreter"]
+__all__ = ["Command", "ProcessBackend", "ProcessSandbox", "describe_isolation", "pick_interpreter"]
 
 log = logging.getLogger("codemode.sandbox.process")
 
@@ -59,6 +62,16 @@ LOG_NAME = "runtime.log"
 LOG_TAIL_BYTES = 2000
 # With a private mount namespace the sandbox works in its own tmpfs mounted on /tmp.
 PRIVATE_TMP = "/tmp"  # noqa: S108
+
+
+@dataclass
+class Command:
+    """What ``Popen`` runs for one sandbox (subclasses wrap the runtime in another launcher)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    pass_fds: tuple[int, ...] = field(default_factory=tuple)
+    """Descriptors the child inherits; the parent closes them once the child has started."""
 
 
 def _others_can(path: Path, mode: int) -> bool:
@@ -105,13 +118,13 @@ def describe_isolation(*, root: bool, namespaces: bool) -> str:
         else:
             net_tmp = "NETWORK NOT ISOLATED (unshare failed), no private /tmp"
         return (
-            f"process backend (weaker than docker): private uid per sandbox, {net_tmp}, rlimits and a "
-            "psutil watchdog; world-readable host files stay visible, no seccomp, no CPU share"
+            f"process backend (weaker than docker and bwrap): private uid per sandbox, {net_tmp}, "
+            "rlimits and a psutil watchdog; world-readable host files stay visible, no seccomp, no CPU share"
         )
     net = "no network (user+network namespace)" if namespaces else "NETWORK NOT ISOLATED"
     return (
-        f"process backend (weaker than docker): runs as your own user (the program can read your files), "
-        f"{net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
+        "process backend (weaker than docker and bwrap): runs as your own user (the program can read "
+        f"your files), {net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
     )
 
 
@@ -176,17 +189,17 @@ class ProcessBackend:
 
     def _cleanup_orphans(self) -> None:
         for root, meta in self._state.orphans():
-            if meta.get("backend") == "process":
+            if meta.get("backend") == self.name:
                 uid, pid, started = meta.get("uid"), meta.get("pid"), meta.get("pid_started")
                 if isinstance(uid, int) and uid >= UID_BASE and self._root:
                     kill_members(Members(leader=-1, uid=uid))
                 elif isinstance(pid, int) and isinstance(started, float) and same_process(pid, started):
                     kill_members(Members(leader=pid))
-                log.info("removed orphaned process sandbox %s", root.name)
+                log.info("removed orphaned %s sandbox %s", self.name, root.name)
             self._state.remove(root)
 
     def new_launch(self) -> Launch:
-        sandbox_id, root = self._state.new_sandbox("process")
+        sandbox_id, root = self._state.new_sandbox(self.name)
         owner: tuple[int, int] | None = None
         if self._root:
             uid = UID_BASE + secrets.randbelow(UID_SPAN)
@@ -225,11 +238,14 @@ class ProcessBackend:
             )
         return ChildPlan(rlimits=rlimits, workdir=str(launch.root / "work"), user_netns=self._namespaces)
 
-    async def spawn(self, launch: Launch) -> SandboxInstance:
+    def _command(self, launch: Launch, plan: ChildPlan) -> Command:
+        """The runtime's command line and environment; creates the private work directory."""
         if self._python is None or self._runtime_dir is None:
-            raise SandboxError("ProcessBackend.prepare() was not awaited")
-        python, runtime_dir = self._python, self._runtime_dir
-        plan = await anyio.to_thread.run_sync(self._plan, launch)
+            raise SandboxError(f"{type(self).__name__}.prepare() was not awaited")
+        if plan.workdir != PRIVATE_TMP:
+            os.mkdir(plan.workdir, 0o700)
+            if launch.owner:
+                os.chown(plan.workdir, *launch.owner)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": plan.workdir,
@@ -237,44 +253,56 @@ class ProcessBackend:
             "LANG": "C.UTF-8",
             # glibc reserves 64 MiB of address space per malloc arena; RLIMIT_AS counts it.
             "MALLOC_ARENA_MAX": "2",
-            "CODEMODE_CHANNEL_DIR": str(launch.channel_dir),
+            wire.CHANNEL_DIR_ENV: str(launch.channel_dir),
         }
-        argv = [python, "-I", "-B", str(runtime_dir / BOOT_SCRIPT)]
-        log_path = launch.root / LOG_NAME
+        return Command([self._python, "-I", "-B", str(self._runtime_dir / BOOT_SCRIPT)], env)
 
-        def start() -> tuple[subprocess.Popen[bytes], IO[bytes]]:
-            if plan.workdir != PRIVATE_TMP:
-                os.mkdir(plan.workdir, 0o700)
-                if launch.owner:
-                    os.chown(plan.workdir, *launch.owner)
-            log_file = open(log_path, "wb")  # noqa: SIM115 - owned by the sandbox object
+    def _popen(self, launch: Launch, plan: ChildPlan) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+        """Start the sandbox's first process (blocking; subclasses choose the thread it runs on)."""
+        command = self._command(launch, plan)
+        try:
+            log_file = open(launch.root / LOG_NAME, "wb")  # noqa: SIM115 - owned by the sandbox object
             try:
                 proc = subprocess.Popen(
-                    argv,
-                    env=env,
+                    command.argv,
+                    env=command.env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=log_file,
                     close_fds=True,
+                    pass_fds=command.pass_fds,
                     start_new_session=True,
                     preexec_fn=make_preexec(plan),
                 )
             except BaseException:
                 log_file.close()
                 raise
-            return proc, log_file
+        finally:
+            for fd in command.pass_fds:
+                os.close(fd)
+        return proc, log_file
 
+    def _sandbox(
+        self, launch: Launch, proc: subprocess.Popen[bytes], log_file: IO[bytes], members: Members
+    ) -> SandboxInstance:
+        return ProcessSandbox(launch, proc, log_file, members, self._config)
+
+    async def spawn(self, launch: Launch) -> SandboxInstance:
+        plan = await anyio.to_thread.run_sync(self._plan, launch)
         try:
-            proc, log_file = await anyio.to_thread.run_sync(start)
+            proc, log_file = await anyio.to_thread.run_sync(self._popen, launch, plan)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"cannot start the process sandbox: {exc}") from exc
+            raise SandboxError(f"cannot start the {self.name} sandbox: {exc}") from exc
         started = await anyio.to_thread.run_sync(lambda: psutil.Process(proc.pid).create_time())
         self._state.write_meta(launch.root, {"pid": proc.pid, "pid_started": started})
         members = Members(leader=proc.pid, uid=launch.owner[0] if launch.owner else None)
-        return ProcessSandbox(launch, proc, log_file, members, self._config)
+        return self._sandbox(launch, proc, log_file, members)
 
 
 class ProcessSandbox:
+    helpers = 0
+    """Launcher processes (not the program's) that the watchdog sees among the sandbox's own."""
+
     def __init__(
         self,
         launch: Launch,
@@ -314,11 +342,12 @@ class ProcessSandbox:
                 f"the program used {now.rss // MiB} MiB of memory, over the limit of "
                 f"{self._config.memory_mb} MiB, and was killed",
             )
-        if len(now.pids) > self._config.pids:
+        started = len(now.pids) - self.helpers
+        if started > self._config.pids:
             return Termination(
                 "killed",
                 "TooManyProcesses",
-                f"the program started {len(now.pids)} processes, over the limit of {self._config.pids}, "
+                f"the program started {started} processes, over the limit of {self._config.pids}, "
                 "and was killed",
             )
         return None
@@ -351,8 +380,8 @@ class ProcessSandbox:
         code = self._proc.poll()
         if code is None:
             return Termination("sandbox", "SandboxError", "the sandbox closed its channel but kept running")
-        if code < 0:
-            sig = signal.Signals(-code)
+        sig = self._killed_by(code)
+        if sig is not None:
             if sig == signal.SIGXCPU:
                 return Termination(
                     "killed", "CpuTimeLimit", "the program exceeded its CPU-time limit and was killed"
@@ -365,6 +394,10 @@ class ProcessSandbox:
             f"the sandbox runtime exited with status {code}" + (f": {tail[-500:]}" if tail else ""),
         )
 
+    def _killed_by(self, code: int) -> signal.Signals | None:
+        """The signal that ended the runtime, from its exit status (Popen: minus the signal)."""
+        return signal.Signals(-code) if code < 0 else None
+
     async def destroy(self) -> None:
         if self._destroyed:
             return
@@ -372,7 +405,7 @@ class ProcessSandbox:
 
         def kill() -> None:
             if not kill_members(self._members):
-                log.warning("process sandbox %s: processes survived the kill", self.sandbox_id)
+                log.warning("sandbox %s: processes survived the kill", self.sandbox_id)
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             self._proc.wait()

@@ -1,7 +1,13 @@
-"""Which backend runs programs: ``docker``, ``process``, or ``auto`` (Docker when usable, and why)."""
+"""Which backend runs programs: ``docker``, ``bwrap``, ``process``, or ``auto``, and why.
+
+``auto`` takes the strongest backend that works here: Docker (an engine answers and the image is
+built), else bubblewrap (``bwrap`` is installed and a test sandbox starts), else the process
+backend, which is much weaker and is logged as a warning whenever it is in force.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 import anyio
@@ -9,13 +15,22 @@ import anyio
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox._backend import Backend
+from codemode.sandbox._bwrap import BwrapBackend, Layout, probe_bwrap
 from codemode.sandbox._docker import DockerBackend
 from codemode.sandbox._docker_api import DockerApi, docker_api
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._process import ProcessBackend
 from codemode.sandbox._state import StateDir
 
-__all__ = ["BackendInfo", "choose_backend", "open_backend"]
+__all__ = ["PROCESS_WARNING", "BackendInfo", "choose_backend", "open_backend"]
+
+log = logging.getLogger("codemode.sandbox")
+
+PROCESS_WARNING = (
+    "the process backend is in force: programs run with rlimits and a watchdog only, and can read "
+    "world-readable host files and see host processes; install bubblewrap (apt-get install bubblewrap) "
+    "or Docker for real isolation"
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,15 @@ class BackendInfo:
     """Why this backend: asked for explicitly, or what ``auto`` found."""
     isolation: str = ""
     """What the backend isolates (filled in once the backend is prepared)."""
+    warning: str | None = None
+    """Set when the backend in force is the weak last resort (``process``)."""
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    info: BackendInfo
+    api: DockerApi | None = None
+    layout: Layout | None = None
 
 
 async def _docker_status(config: SandboxConfig) -> tuple[DockerApi | None, str]:
@@ -47,37 +71,59 @@ async def _docker_status(config: SandboxConfig) -> tuple[DockerApi | None, str]:
     return api, f"the Docker engine answers and image {config.image!r} is present"
 
 
-async def _resolve(config: SandboxConfig) -> tuple[BackendInfo, DockerApi | None]:
-    """What ``config.backend`` resolves to here, with the open engine connection when it is docker."""
-    if config.backend == "process":
-        return BackendInfo("process", "configured: backend = process"), None
-    api, why = await _docker_status(config)
+def _process(reason: str) -> _Resolved:
+    return _Resolved(BackendInfo("process", reason, warning=PROCESS_WARNING))
+
+
+async def _resolve(config: SandboxConfig, state: StateDir | None) -> _Resolved:
+    """What ``config.backend`` resolves to here, with what was opened or probed on the way."""
+    choice = config.backend
+    if choice == "process":
+        return _process("configured: backend = process (the weakest backend, an explicit last resort)")
+    if choice == "bwrap":
+        layout, why = await anyio.to_thread.run_sync(probe_bwrap, config, state)
+        if layout is None:
+            raise SandboxUnavailableError(f"backend = bwrap, but {why}")
+        return _Resolved(BackendInfo("bwrap", "configured: backend = bwrap"), layout=layout)
+    api, docker_why = await _docker_status(config)
     if api is not None:
-        reason = why if config.backend == "auto" else "configured: backend = docker"
-        return BackendInfo("docker", reason), api
-    if config.backend == "docker":
-        raise SandboxUnavailableError(f"backend = docker, but {why}")
-    return BackendInfo("process", f"auto: {why}; using the (weaker) process backend"), None
+        reason = docker_why if choice == "auto" else "configured: backend = docker"
+        return _Resolved(BackendInfo("docker", reason), api=api)
+    if choice == "docker":
+        raise SandboxUnavailableError(f"backend = docker, but {docker_why}")
+    layout, bwrap_why = await anyio.to_thread.run_sync(probe_bwrap, config, state)
+    if layout is not None:
+        return _Resolved(BackendInfo("bwrap", f"auto: {docker_why}; {bwrap_why}"), layout=layout)
+    return _process(f"auto: {docker_why}; {bwrap_why}; falling back to the (much weaker) process backend")
 
 
 async def choose_backend(config: SandboxConfig) -> BackendInfo:
-    """The backend ``config.backend`` resolves to on this machine, without starting anything."""
-    info, api = await _resolve(config)
-    if api is not None:
-        api.close()
-    return info
+    """The backend ``config.backend`` resolves to on this machine, without keeping anything open."""
+    resolved = await _resolve(config, None)
+    if resolved.api is not None:
+        resolved.api.close()
+    return resolved.info
 
 
 async def open_backend(
     config: SandboxConfig, state: StateDir
 ) -> tuple[Backend, BackendInfo, DockerApi | None]:
     """Resolve and prepare the backend (orphan cleanup included)."""
-    info, api = await _resolve(config)
-    backend: Backend = DockerBackend(config, state, api) if api is not None else ProcessBackend(config, state)
+    resolved = await _resolve(config, state)
+    api = resolved.api
+    backend: Backend
+    if api is not None:
+        backend = DockerBackend(config, state, api)
+    elif resolved.info.name == "bwrap":
+        backend = BwrapBackend(config, state, resolved.layout)
+    else:
+        backend = ProcessBackend(config, state)
     try:
         await backend.prepare()
     except BaseException:
         if api is not None:
             api.close()
         raise
-    return backend, replace(info, isolation=backend.isolation()), api
+    if resolved.info.warning:
+        log.warning("%s", resolved.info.warning)
+    return backend, replace(resolved.info, isolation=backend.isolation()), api

@@ -175,7 +175,9 @@ class _Shared:
 
 @functools.cache
 def _runtime_stub() -> str:
-    return (resource_dir("stubs_templates") / RUNTIME_STUB).read_text(encoding="utf-8")
+    # The runtime package's own stub, exported as ``codemode_runtime.pyi``.
+    stub = resource_dir("sandbox") / "runtime" / "codemode_runtime" / "__init__.pyi"
+    return stub.read_text(encoding="utf-8")
 
 
 def _search_document(tool: _Tool) -> SearchDocument:

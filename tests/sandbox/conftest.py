@@ -1,8 +1,10 @@
-"""Fixtures for the sandbox suite: both backends on real processes and real containers.
+"""Fixtures for the sandbox suite: every backend on real processes, sandboxes and containers.
 
-Docker tests are marked ``docker``. Without ``CODEMODE_REQUIRE_DOCKER`` they are skipped when no
-engine answers; with ``CODEMODE_REQUIRE_DOCKER=1`` (CI) a missing engine or an image that cannot
-be built fails them instead. The image is built once per session when missing or stale.
+The ``backend`` fixture runs a test body on the process, bwrap and docker backends. Docker tests
+are marked ``docker``, bwrap tests ``bwrap``. Without ``CODEMODE_REQUIRE_DOCKER`` they are
+skipped when no engine answers; with ``CODEMODE_REQUIRE_DOCKER=1`` (CI) a missing engine or an
+image that cannot be built fails them instead. The image is built once per session when missing
+or stale. Likewise ``CODEMODE_REQUIRE_BWRAP=1`` turns a missing or unusable bwrap into failures.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from codemode.calls import (
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import SandboxManager, build_image
+from codemode.sandbox._bwrap import probe_bwrap
 from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL, RUNTIME_LABEL
 from codemode.sandbox._docker_api import docker_api
 from codemode.sandbox._files import runtime_digest
@@ -46,6 +49,7 @@ from codemode.sandbox._state import HostToken, StateDir, default_base
 HERE = Path(__file__).resolve().parent
 DEMO_SERVER = HERE / "demo_mcp_server.py"
 REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
+REQUIRE_BWRAP = os.environ.get("CODEMODE_REQUIRE_BWRAP", "").strip() not in ("", "0", "false", "no")
 IMAGE = os.environ.get("CODEMODE_SANDBOX_IMAGE", SandboxConfig().image)
 SCHEMA_HASH = "sha256:demo"
 
@@ -80,11 +84,41 @@ def docker_image() -> str:
     return IMAGE
 
 
-@pytest.fixture(params=["process", pytest.param("docker", marks=pytest.mark.docker)])
-def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "docker":
+@pytest.fixture(scope="session")
+def bwrap_ready() -> None:
+    """bwrap can start sandboxes here (installed, user namespaces allowed, seccomp loads)."""
+    layout, why = probe_bwrap(SandboxConfig())
+    if layout is None:
+        if REQUIRE_BWRAP:
+            pytest.fail(f"CODEMODE_REQUIRE_BWRAP is set but {why}")
+        pytest.skip(f"bwrap cannot run sandboxes here: {why}")
+
+
+BACKENDS = [
+    "process",
+    pytest.param("bwrap", marks=pytest.mark.bwrap),
+    pytest.param("docker", marks=pytest.mark.docker),
+]
+
+
+def require_backend(request: pytest.FixtureRequest, name: str) -> str:
+    """Skip (or, when required, fail) unless ``name`` can run here."""
+    if name == "docker":
         request.getfixturevalue("docker_image")
-    return request.param
+    elif name == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    return name
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return require_backend(request, request.param)
+
+
+@pytest.fixture(params=["process", pytest.param("bwrap", marks=pytest.mark.bwrap)])
+def local_backend(request: pytest.FixtureRequest) -> str:
+    """The backends without Docker: both rely on rlimits and the psutil watchdog."""
+    return require_backend(request, request.param)
 
 
 @pytest.fixture

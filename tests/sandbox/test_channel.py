@@ -146,8 +146,8 @@ async def test_a_channel_nobody_authenticates_gives_up_at_its_deadline(tmp_path:
 # -- after authentication: a program abusing its own connection ---------------------------------
 
 _RAW = (
-    "import codemode_runtime, struct\n"
-    "sock = codemode_runtime._channel._sock\n"
+    "import codemode_runtime._client, struct\n"
+    "sock = codemode_runtime._client.current().sock\n"
     "def send(body):\n"
     "    sock.sendall(struct.pack('>I', len(body)) + body)\n"
 )

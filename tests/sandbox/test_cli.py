@@ -33,6 +33,29 @@ def test_doctor_reports_every_check_as_json(process_config: Path) -> None:
     for check in report["checks"]:
         if check["status"] in ("fail", "warn"):
             assert check["fix"], check
+    in_force = next(c for c in report["checks"] if c["name"] == "in force")
+    assert in_force["status"] == "warn"
+    assert in_force["detail"].startswith("process: ")
+    assert report["backend"]["warning"]
+
+
+@pytest.mark.bwrap
+def test_doctor_says_bwrap_is_in_force_and_what_it_enforces(bwrap_ready: None, tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    config.write_text('[sandbox]\nbackend = "bwrap"\n')
+    result = CliRunner().invoke(sandbox, ["doctor", "--json", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["backend"]["name"], report["backend"]["warning"]) == ("bwrap", None)
+    checks = {check["name"]: check for check in report["checks"]}
+    assert checks["bwrap"]["status"] == "ok"
+    assert checks["bwrap: seccomp"]["status"] == "ok"
+    assert checks["bwrap: test sandbox"]["status"] == "ok"
+    assert "seccomp" in checks["bwrap: enforces"]["detail"]
+    assert (checks["in force"]["status"], checks["in force"]["detail"]) == (
+        "ok",
+        f"bwrap: {checks['bwrap: enforces']['detail']}",
+    )
 
 
 @pytest.mark.docker

@@ -1,4 +1,4 @@
-"""Hostile programs are contained, on both backends, and nothing is left running afterwards."""
+"""Hostile programs are contained, on every backend, and nothing is left running afterwards."""
 
 from __future__ import annotations
 
@@ -209,8 +209,12 @@ async def test_no_host_environment_file_or_credential_is_visible(
     no_leftovers()
 
 
-async def test_process_backend_watchdog_kills_when_processes_together_exceed_the_memory_limit(
-    stub_tree: Any, handler: Any, new_binding: Callable[..., Any], no_leftovers: Callable[[], None]
+async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
+    local_backend: str,
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
 ) -> None:
     # Each process stays under RLIMIT_AS (per process); only the sum is over the limit.
     code = (
@@ -222,7 +226,7 @@ async def test_process_backend_watchdog_kills_when_processes_together_exceed_the
         "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
-    config = SandboxConfig(backend="process", pool_size=0, memory_mb=128, wall_time_s=20)
+    config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20)
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
@@ -237,8 +241,12 @@ async def test_process_backend_watchdog_kills_when_processes_together_exceed_the
     reason="only a root host gives the sandbox its own uid; without it, setsid + double fork leaves "
     "the watchdog's view (documented)",
 )
-async def test_process_backend_watchdog_counts_processes_that_left_the_tree_and_the_session(
-    stub_tree: Any, handler: Any, new_binding: Callable[..., Any], no_leftovers: Callable[[], None]
+async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
+    local_backend: str,
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
 ) -> None:
     # Each holder is re-parented away from the runtime and in a session of its own: only the
     # sandbox's uid still ties it to the sandbox, so a scan of the tree or session would miss it.
@@ -253,7 +261,7 @@ async def test_process_backend_watchdog_counts_processes_that_left_the_tree_and_
         "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
-    config = SandboxConfig(backend="process", pool_size=0, memory_mb=128, wall_time_s=20)
+    config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20)
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"

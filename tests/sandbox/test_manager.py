@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox import SandboxManager, choose_backend, run_once
+from codemode.sandbox._state import HostToken, StateDir, default_base
 
 pytestmark = pytest.mark.anyio
 
@@ -179,9 +184,34 @@ async def test_orphans_of_a_crashed_host_are_removed_when_the_next_host_starts(
     no_leftovers()
 
 
-async def test_process_backend_is_always_available() -> None:
+async def test_process_backend_is_always_available_but_warns() -> None:
     choice = await choose_backend(SandboxConfig(backend="process"))
     assert choice.name == "process"
+    assert choice.warning is not None
+    assert "last resort" in choice.reason
+
+
+async def test_the_process_backend_in_force_is_logged_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="codemode.sandbox"):
+        async with SandboxManager(SandboxConfig(backend="process", pool_size=0)) as manager:
+            assert manager.backend.warning
+    assert any("process backend is in force" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.bwrap
+async def test_bwrap_backend_says_what_it_enforces(bwrap_ready: None) -> None:
+    choice = await choose_backend(SandboxConfig(backend="bwrap"))
+    assert (choice.name, choice.warning) == ("bwrap", None)
+    async with SandboxManager(SandboxConfig(backend="bwrap", pool_size=0)) as manager:
+        assert manager.backend.name == "bwrap"
+        for word in ("user, pid, ipc, uts and network namespaces", "seccomp", "no new privileges"):
+            assert word in manager.backend.isolation
+
+
+async def test_bwrap_backend_without_bwrap_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("codemode.sandbox._bwrap.find_bwrap", lambda: None)
+    with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
+        await choose_backend(SandboxConfig(backend="bwrap"))
 
 
 @pytest.mark.docker
@@ -192,14 +222,75 @@ async def test_auto_picks_docker_when_the_image_exists_and_says_why(docker_image
 
 
 @pytest.mark.docker
-async def test_auto_falls_back_to_the_process_backend_without_the_image(docker_image: str) -> None:
-    choice = await choose_backend(SandboxConfig(backend="auto", image="codemode-no-such-image:nope"))
-    assert choice.name == "process"
+@pytest.mark.bwrap
+async def test_auto_falls_back_to_bwrap_without_the_image(docker_image: str, bwrap_ready: None) -> None:
+    config = SandboxConfig(backend="auto", image="codemode-no-such-image:nope", pool_size=0)
+    choice = await choose_backend(config)
+    assert (choice.name, choice.warning) == ("bwrap", None)
     assert "missing" in choice.reason
     assert "codemode sandbox build" in choice.reason
-    async with SandboxManager(SandboxConfig(backend="auto", image="codemode-no-such-image:nope")) as manager:
+    async with SandboxManager(config) as manager:
+        assert manager.backend.name == "bwrap"
+
+
+@pytest.mark.docker
+async def test_auto_falls_back_to_the_process_backend_without_the_image_or_bwrap(
+    docker_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("codemode.sandbox._bwrap.find_bwrap", lambda: None)
+    config = SandboxConfig(backend="auto", image="codemode-no-such-image:nope", pool_size=0)
+    choice = await choose_backend(config)
+    assert choice.name == "process"
+    assert "missing" in choice.reason
+    assert "bubblewrap" in choice.reason
+    assert choice.warning is not None
+    async with SandboxManager(config) as manager:
         assert manager.backend.name == "process"
         assert "weaker" in manager.backend.isolation
+
+
+@pytest.mark.bwrap
+async def test_a_warm_bwrap_sandbox_outlives_the_worker_thread_that_started_it(
+    bwrap_ready: None,
+    monkeypatch: pytest.MonkeyPatch,
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    # bwrap --die-with-parent kills the sandbox when the *thread* that forked it exits. anyio
+    # retires idle worker threads (after 10 s; 0 here, so that every call prunes the idle ones).
+    from anyio._backends._asyncio import WorkerThread
+
+    monkeypatch.setattr(WorkerThread, "MAX_IDLE_TIME", 0)
+    async with SandboxManager(SandboxConfig(backend="bwrap", pool_size=1, wall_time_s=20.0)) as manager:
+        await manager.wait_ready()
+        tids = [t.native_id for t in threading.enumerate() if t.name == "AnyIO worker thread"]
+        warm = [pid for pid in _my_sandbox_pids() if psutil.pid_exists(pid)]
+        assert tids and len(warm) == 1
+        deadline = time.monotonic() + 20
+        # Gone from /proc/self/task: the kernel has finished the thread's exit (and sent PDEATHSIG).
+        while any(os.path.exists(f"/proc/self/task/{tid}") for tid in tids):  # noqa: ASYNC240
+            assert time.monotonic() < deadline, "anyio kept its worker threads"
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.01)
+            await anyio.to_thread.run_sync(lambda: None)
+        assert psutil.Process(warm[0]).status() != psutil.STATUS_ZOMBIE
+        outcome = await manager.run("6 * 7", binding=new_binding(), modules=stub_tree, handler=handler)
+        assert (outcome.status, outcome.result) == ("ok", 42), outcome.error
+    no_leftovers()
+
+
+def _my_sandbox_pids() -> list[int]:
+    """Pids of the bwrap processes this test process started (neighbours' are not counted)."""
+    pids: list[int] = []
+    for entry in default_base().iterdir():
+        meta = StateDir.read_meta(entry) if entry.is_dir() else None
+        token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
+        if meta and token and token.pid == os.getpid() and isinstance(meta.get("pid"), int):
+            pids.append(meta["pid"])
+    return pids
 
 
 @pytest.mark.docker

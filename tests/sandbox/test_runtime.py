@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -12,29 +13,40 @@ from typing import Any
 
 import pytest
 
-from codemode._resources import resource_dir
+from codemode.sandbox._files import RUNTIME_PACKAGE, WIRE_SOURCE, stage_runtime
+from codemode.sandbox._wire import PROTOCOL_VERSION
 
 pytestmark = pytest.mark.anyio
 
-RUNTIME_DIR = resource_dir("sandbox") / "runtime"
-STUB = resource_dir("stubs_templates") / "codemode_runtime.pyi"
+
+@pytest.fixture
+def staged(tmp_path: Path) -> Path:
+    """The runtime as a sandbox gets it (with the wire contract copied in)."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    stage_runtime(runtime)
+    return runtime
 
 
-def test_the_runtime_implements_the_stub_api(tmp_path: Path) -> None:
-    """mypy's stubtest compares the runtime module with ``stubs_templates/codemode_runtime.pyi``.
+def test_the_runtime_implements_the_stub_api(staged: Path, tmp_path: Path) -> None:
+    """mypy's stubtest compares the runtime package with its own ``__init__.pyi``.
 
-    The stub declares the classes' attributes but no constructors (programs receive instances,
-    they do not build them), and no ``__all__``: those two differences are allowed.
+    On the way mypy type-checks every module of the staged runtime, so the runtime's messages
+    must have the wire contract's shapes (its TypedDicts). The stub declares the classes'
+    attributes but no constructors (programs receive instances, they do not build them), and no
+    ``__all__``: those two differences are allowed, and so are the wire's ``Literal`` aliases,
+    which stubtest cannot compare with their runtime objects.
     """
     assert importlib.util.find_spec("mypy") is not None, "mypy (a dev dependency) provides stubtest"
-    stubs = tmp_path / "stubs"
-    stubs.mkdir()
-    (stubs / "codemode_runtime.pyi").write_text(STUB.read_text())
     allowlist = tmp_path / "allowlist.txt"
-    allowlist.write_text("codemode_runtime\\.__all__\ncodemode_runtime\\.\\w+\\.__init__\n")
-    env = {**os.environ, "MYPYPATH": str(stubs), "PYTHONPATH": str(RUNTIME_DIR)}
+    allowlist.write_text(
+        "codemode_runtime\\.__all__\n"
+        "codemode_runtime\\.\\w+\\.__init__\n"
+        "codemode_runtime\\._wire\\.(Status|ResultKind|OutcomeKind)\n"
+    )
+    env = {**os.environ, "MYPYPATH": str(staged), "PYTHONPATH": str(staged)}
     result = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "codemode_runtime", "--allowlist", str(allowlist)],
+        [sys.executable, "-m", "mypy.stubtest", RUNTIME_PACKAGE, "--allowlist", str(allowlist)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -45,21 +57,49 @@ def test_the_runtime_implements_the_stub_api(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_runtime_imports_only_the_standard_library() -> None:
-    source = (RUNTIME_DIR / "codemode_runtime.py").read_text()
+def test_the_runtime_imports_only_the_standard_library(staged: Path) -> None:
     code = (
-        "import sys, runpy\n"
-        f"sys.path.insert(0, {str(RUNTIME_DIR)!r})\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(staged)!r})\n"
         "before = set(sys.modules)\n"
-        "import codemode_runtime\n"
+        "import codemode_runtime, codemode_runtime._serve\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "bad = sorted(m for m in new if m not in sys.stdlib_module_names and m != 'codemode_runtime')\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    for forbidden in ("import mcp", "import docker", "import pydantic"):
-        assert forbidden not in source
+    for module in (staged / RUNTIME_PACKAGE).glob("*.py"):
+        source = module.read_text()
+        for forbidden in (
+            "import mcp",
+            "import docker",
+            "import pydantic",
+            "import codemode.",
+            "from codemode",
+        ):
+            assert forbidden not in source, f"{module.name}: {forbidden}"
+
+
+def test_no_runtime_module_exceeds_400_lines(staged: Path) -> None:
+    sizes = {
+        path.name: len(path.read_text().splitlines()) for path in (staged / RUNTIME_PACKAGE).glob("*.py")
+    }
+    assert len(sizes) > 5, sizes
+    assert max(sizes.values()) <= 400, sizes
+
+
+async def test_the_runtime_in_the_sandbox_reads_the_hosts_wire_contract(
+    run_program: Callable[..., Any],
+) -> None:
+    """The copy of ``_wire`` a running sandbox imported is byte for byte the host's module."""
+    code = (
+        "import hashlib, codemode_runtime._wire as wire\n"
+        "[hashlib.sha256(open(wire.__file__, 'rb').read()).hexdigest(), wire.PROTOCOL_VERSION]\n"
+    )
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == [hashlib.sha256(WIRE_SOURCE.read_bytes()).hexdigest(), PROTOCOL_VERSION]
 
 
 async def test_the_trailing_expression_is_the_result(run_program: Callable[..., Any]) -> None:

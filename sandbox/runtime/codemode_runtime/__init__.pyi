@@ -1,9 +1,10 @@
 """The in-sandbox runtime API that generated stubs and programs use.
 
 This file is the contract between the stub renderer (which emits calls to ``call_tool`` …) and
-the runtime that implements it inside the sandbox (``sandbox/runtime/codemode_runtime.py``). It
-is exported next to ``servers/`` by ``codemode sync --export`` so the tree type-checks on its own.
-Inside the sandbox the same module is also importable as ``codemode``.
+the runtime package beside it that implements it inside the sandbox (a test runs mypy's stubtest
+to hold the two together). It is exported as ``codemode_runtime.pyi`` next to ``servers/`` by
+``codemode sync --export`` so the tree type-checks on its own. Inside the sandbox the same package
+is also importable as ``codemode``.
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -80,8 +81,6 @@ def get_prompt(server: str, name: str, arguments: Mapping[str, str] | None = Non
 def result(value: Any) -> None:
     """Set the program's final result explicitly (otherwise: the last expression, else stdout)."""
 
-def parallel(
-    fn: Callable[..., _R], calls: Iterable[Mapping[str, Any]], *, max_workers: int = 16
-) -> list[_R]:
+def parallel(fn: Callable[..., _R], calls: Iterable[Mapping[str, Any]], *, max_workers: int = 16) -> list[_R]:
     """Run ``fn(**kwargs)`` for each mapping in ``calls`` concurrently; results keep input order.
     If any call raises, the first exception (in input order) is re-raised after all finish."""

@@ -1,0 +1,57 @@
+"""codemode's in-sandbox runtime: the only code inside the sandbox that talks to the host.
+
+It implements the API that generated stubs and programs use (``__init__.pyi`` beside this file:
+``call_tool``, ``read_resource``, ``get_prompt``, ``result``, ``parallel`` and the exception and
+content classes); inside the sandbox it is importable as ``codemode`` too. Its modules:
+
+* ``_wire``: the channel's contract (frames, methods, shapes, limits), the very file the host
+  imports as ``codemode.sandbox._wire``, staged here byte for byte;
+* ``_client``: connect to the Unix socket the host created for this sandbox, authenticate with
+  the one-time secret left beside it, and carry requests both ways;
+* ``_imports``: the import hook that fetches ``servers`` / ``servers.*`` from the host when a
+  program first imports them, so only what a program imports ever travels;
+* ``_calls`` and ``_values``: the stub calls and what they return or raise;
+* ``_program``, ``_capture`` and ``_serve``: run each program (its trailing expression, or what it
+  passes to :func:`result`, is the final result; otherwise its printed output), capture
+  stdout/stderr at the file-descriptor level with a cap, and answer with a structured reply.
+
+Standard library only, Python 3.11+: the sandbox image contains nothing else.
+"""
+
+from . import _calls, _client
+from ._calls import call_tool, get_prompt, parallel, read_resource, result
+from ._values import (
+    Audio,
+    CallDenied,
+    CallError,
+    CallFailed,
+    EmbeddedResource,
+    Image,
+    PromptMessage,
+    ResourceContents,
+    ResourceLink,
+    ToolError,
+)
+
+__all__ = [
+    "Audio",
+    "CallDenied",
+    "CallError",
+    "CallFailed",
+    "EmbeddedResource",
+    "Image",
+    "PromptMessage",
+    "ResourceContents",
+    "ResourceLink",
+    "ToolError",
+    "call_tool",
+    "get_prompt",
+    "parallel",
+    "read_resource",
+    "result",
+]
+
+# Below the API: the raw channel, for tests that speak to the host as a hostile program would.
+_request = _client.request
+_remote = _calls.remote
+_RemoteError = _client.RemoteError

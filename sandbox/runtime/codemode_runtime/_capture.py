@@ -1,0 +1,110 @@
+"""Output capture and the interpreter state that runs of one sandbox share."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import sys
+import threading
+import types
+
+from . import _wire as wire
+
+
+class FdCapture:
+    """Captures one file descriptor (1 or 2) through a pipe, keeping at most ``cap`` bytes.
+
+    Working at the descriptor level catches ``print``, ``os.write(1, ...)`` and child processes
+    alike. The reader thread drains the pipe continuously and drops what exceeds the cap, so memory
+    stays flat however much a program writes.
+    """
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self._fd = fd
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._truncated = False
+        self._recording = True
+        read_end, write_end = os.pipe()
+        self._saved = os.dup(fd)
+        os.dup2(write_end, fd)
+        os.close(write_end)
+        self._read_end = read_end
+        self._thread = threading.Thread(target=self._pump, name=f"codemode-capture-{fd}", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while True:
+                data = os.read(self._read_end, 65536)
+                if not data:
+                    return
+                with self._lock:
+                    if not self._recording:
+                        continue
+                    room = self._cap - self._size
+                    if room > 0:
+                        kept = data[:room]
+                        self._chunks.append(kept)
+                        self._size += len(kept)
+                    if len(data) > room:
+                        self._truncated = True
+        except OSError:
+            return
+        finally:
+            os.close(self._read_end)
+
+    def snapshot(self) -> tuple[str, bool]:
+        with self._lock:
+            data = b"".join(self._chunks)
+            truncated = self._truncated
+        return data.decode("utf-8", errors="replace"), truncated
+
+    def finish(self) -> tuple[str, bool]:
+        os.dup2(self._saved, self._fd)
+        os.close(self._saved)
+        # EOF arrives once no process holds the write end; a background child may keep it open,
+        # in which case what arrived so far is the output and the rest is dropped.
+        self._thread.join(timeout=0.25)
+        text, truncated = self.snapshot()
+        with self._lock:
+            self._recording = False
+        return text, truncated
+
+
+class Session:
+    """Interpreter state shared by the runs of one sandbox (one run, or one explicit session)."""
+
+    def __init__(self) -> None:
+        self.module = self.fresh_module()
+        self.count = 0
+        # Line-buffered like a terminal, so print() and os.write(1, ...) keep their order.
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
+        self.out: FdCapture | None = None
+        self.err: FdCapture | None = None
+
+    def fresh_module(self) -> types.ModuleType:
+        """A new, empty ``__main__`` (a batch worker starts each item with one)."""
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        self.module = module
+        return module
+
+
+def snapshot(session: Session) -> wire.Snapshot:
+    """The output of the program running now (what :data:`_wire.SNAPSHOT` answers)."""
+    out, err = session.out, session.err
+    stdout, stdout_truncated = out.snapshot() if out else ("", False)
+    stderr, stderr_truncated = err.snapshot() if err else ("", False)
+    return {
+        "stdout": stdout,
+        "stdout_truncated": stdout_truncated,
+        "stderr": stderr,
+        "stderr_truncated": stderr_truncated,
+    }

@@ -1,0 +1,93 @@
+"""The import hook: ``servers`` and ``servers.*`` come from the host, on demand.
+
+Only what a program imports ever travels, and the host answers only what the run's principal may
+see.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import linecache
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any, cast
+
+from . import _client
+from . import _wire as wire
+from ._values import CallFailed
+
+
+class _HostLoader(importlib.abc.Loader):
+    def __init__(self, fullname: str, source: str, filename: str) -> None:
+        self._fullname = fullname
+        self._source = source
+        self._filename = filename
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        lines = self._source.splitlines(keepends=True)
+        linecache.cache[self._filename] = (len(self._source), None, lines, self._filename)
+        module.__file__ = self._filename
+        code = compile(self._source, self._filename, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - a stub module served by the host
+
+    def get_source(self, fullname: str) -> str:
+        return self._source
+
+
+def _no_such_tool(fullname: str) -> None:
+    """``from servers.crm import nope``: say which tools the server has, and the closest names.
+
+    A ModuleNotFoundError, as for any missing module, but named after the *package*: the import
+    system then does not swallow it into its own "cannot import name" message (it hides only
+    errors that name the submodule it tried).
+    """
+    parent, _, name = fullname.rpartition(".")
+    package = sys.modules.get(parent)
+    tools = getattr(package, "__all__", None) if parent.count(".") == 1 else None
+    if not isinstance(tools, list) or name.startswith("_"):
+        return
+    known = [str(tool) for tool in tools]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    listing = ", ".join(known[:50]) + (f" … ({len(known)} in all)" if len(known) > 50 else "")
+    raise ModuleNotFoundError(
+        f"{parent} has no tool {name!r}.{hint} Its tools: {listing or '(none you may use)'}.",
+        name=parent,
+    )
+
+
+class ServersFinder(importlib.abc.MetaPathFinder):
+    """Asks the host for ``servers`` modules; the host answers only what the principal may see."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "servers" and not fullname.startswith("servers."):
+            return None
+        try:
+            params: wire.ImportParams = {"module": fullname}
+            reply = _client.request(wire.IMPORT, params)
+        except (_client.RemoteError, CallFailed) as exc:
+            raise ImportError(f"cannot import {fullname}: {exc}", name=fullname) from None
+        answer = cast(dict[str, Any], reply) if isinstance(reply, dict) else {}
+        if not answer.get("found"):
+            _no_such_tool(fullname)
+            return None
+        source = answer.get("source")
+        if not isinstance(source, str):
+            return None
+        is_package = bool(answer.get("is_package"))
+        parts = fullname.split(".")
+        filename = "/".join(parts) + ("/__init__.py" if is_package else ".py")
+        loader = _HostLoader(fullname, source, filename)
+        spec = importlib.util.spec_from_loader(fullname, loader, origin=filename, is_package=is_package)
+        if spec is not None:
+            spec.has_location = True
+        return spec

@@ -1,0 +1,212 @@
+"""Running one program: execute it like a notebook cell, describe its failure, encode its result.
+
+The answer to a ``run`` request is a ``_wire.RunReply``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import linecache
+import os
+import sys
+import traceback
+from typing import Any, cast
+
+from . import _wire as wire
+from ._calls import state
+from ._capture import FdCapture, Session
+
+_LAST = "__codemode_last_value__"
+
+# Frames from files in the runtime's directory (this package and the boot script beside it) are
+# plumbing: tracebacks shown to the model leave them out.
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _cap_text(text: str, cap: int, keep_tail: bool = False) -> str:
+    if len(text) <= cap:
+        return text
+    return "..." + text[-cap:] if keep_tail else text[:cap] + "..."
+
+
+def _is_user_frame(filename: str) -> bool:
+    return filename.startswith(("<program", "servers/"))
+
+
+def _filter_stack(te: traceback.TracebackException, seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    kept = [
+        frame
+        for frame in te.stack
+        if not os.path.abspath(frame.filename).startswith(_OWN_DIR)
+        and not frame.filename.startswith("<frozen ")
+    ]
+    # Frames before the first frame of the program (asyncio's runner, threading's bootstrap) are
+    # how the program was started, not what it did.
+    first_user = next((i for i, frame in enumerate(kept) if _is_user_frame(frame.filename)), None)
+    exc_type = getattr(te, "exc_type", None)  # deprecated in 3.13
+    if first_user is None and isinstance(exc_type, type) and issubclass(exc_type, SyntaxError):
+        # The program did not compile: the compiler's frames mean nothing to its author.
+        first_user = len(kept)
+    te.stack = traceback.StackSummary.from_list(kept[first_user or 0 :])
+    for linked in (te.__cause__, te.__context__):
+        if linked is not None:
+            _filter_stack(linked, seen)
+    inner: list[traceback.TracebackException] = getattr(te, "exceptions", None) or []
+    for group_member in inner:
+        _filter_stack(group_member, seen)
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    if module in ("builtins", "__main__"):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def _describe(exc: BaseException) -> wire.ReplyError:
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<the exception's message could not be produced>"
+    te = traceback.TracebackException.from_exception(exc, capture_locals=False)
+    _filter_stack(te, set())
+    return {
+        "type": _type_name(exc),
+        "message": _cap_text(message, wire.ERROR_MESSAGE_CAP),
+        "traceback": _cap_text("".join(te.format()), wire.TRACEBACK_CAP, keep_tail=True),
+    }
+
+
+def encode_value(value: Any, cap: int) -> tuple[wire.ResultKind, str | None, str | None, bool]:
+    """``(result_kind, result_json, result_repr, result_truncated)`` for a program's value."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        if wire.json_depth(value) > wire.MAX_DEPTH:
+            raise ValueError("too deep")
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None:
+        data = text.encode()
+        if len(data) <= cap:
+            return "json", text, None, False
+        return "json", None, data[:cap].decode("utf-8", errors="ignore"), True
+    try:
+        shown = repr(value)
+    except Exception as exc:
+        shown = f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}>"
+    data = shown.encode()
+    return "repr", None, data[:cap].decode("utf-8", errors="ignore"), len(data) > cap
+
+
+def _execute(code: str, filename: str, namespace: dict[str, Any]) -> Any:
+    """Run ``code`` like a notebook cell; return the trailing expression's value (or None)."""
+    tree = ast.parse(code, filename, "exec")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        assign = ast.Assign(targets=[ast.Name(id=_LAST, ctx=ast.Store())], value=last.value)
+        tree.body[-1] = ast.fix_missing_locations(ast.copy_location(assign, last))
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    compiled = compile(tree, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    namespace.pop(_LAST, None)
+    if compiled.co_flags & 0x80:  # CO_COROUTINE: the program uses top-level await
+        import asyncio
+
+        asyncio.run(eval(compiled, namespace))  # noqa: S307 - running the program is the point
+    else:
+        exec(compiled, namespace)  # noqa: S102 - running the program is the point
+    return namespace.pop(_LAST, None)
+
+
+def _flush_std() -> None:
+    """Flush Python's stdout and stderr; one the program closed or broke is its own business."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunReply:
+    """Run one program (``params`` as :class:`_wire.RunParams`, from the host) and shape its reply."""
+    code = params.get("code")
+    if not isinstance(code, str):
+        raise ValueError("run: 'code' must be a string")
+    output_cap = int(params.get("output_bytes", wire.DEFAULT_OUTPUT_BYTES))
+    result_cap = int(params.get("result_bytes", wire.DEFAULT_RESULT_BYTES))
+    bindings: Any = params.get("bindings") or {}
+    if not isinstance(bindings, dict) or not all(
+        isinstance(k, str) and k.isidentifier() for k in cast(dict[Any, Any], bindings)
+    ):
+        raise ValueError("run: 'bindings' must map identifiers to JSON values")
+    if params.get("fresh"):
+        session.fresh_module()
+    session.module.__dict__.update(cast(dict[str, Any], bindings))
+    session.count += 1
+    filename = "<program>" if session.count == 1 else f"<program #{session.count}>"
+    state.reset()
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    _flush_std()
+    out = session.out = FdCapture(1, output_cap)
+    err = session.err = FdCapture(2, output_cap)
+    error: wire.ReplyError | None = None
+    value: Any = None
+    try:
+        value = _execute(code, filename, session.module.__dict__)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = _describe(exc)
+            error["message"] = f"the program exited with status {exc.code!r}"
+    except BaseException as exc:
+        error = _describe(exc)
+    finally:
+        if os.getpid() != runtime_pid:
+            # A child forked by the program reached the end of the program: it must not answer.
+            _flush_std()
+            os._exit(0 if error is None else 1)
+    _flush_std()
+    stdout, stdout_truncated = out.finish()
+    stderr, stderr_truncated = err.finish()
+    session.out = session.err = None
+    reply: wire.RunReply = {
+        "status": "ok" if error is None else "error",
+        "result_kind": "stdout",
+        "stdout": stdout,
+        "stdout_truncated": stdout_truncated,
+        "stderr": stderr,
+        "stderr_truncated": stderr_truncated,
+        "error": error,
+    }
+    if error is None:
+        with state.lock:
+            has_result, explicit = state.has_result, state.value
+        if has_result or value is not None:
+            kind, as_json, shown, truncated = encode_value(explicit if has_result else value, result_cap)
+            reply["result_kind"] = kind
+            if as_json is not None:
+                reply["result_json"] = as_json
+            else:
+                reply["result_repr"] = shown
+                reply["result_truncated"] = truncated
+    return reply
+
+
+def without_output(reply: wire.RunReply) -> wire.RunReply:
+    """The reply with its captured output and result dropped, all marked truncated.
+
+    For a reply whose capped parts still do not fit one frame (escaping can multiply their size):
+    better that than no reply at all.
+    """
+    smaller = reply.copy()
+    smaller["stdout"] = smaller["stderr"] = ""
+    smaller["stdout_truncated"] = smaller["stderr_truncated"] = True
+    if reply.get("result_json") is not None or reply.get("result_repr") is not None:
+        smaller["result_json"] = None
+        smaller["result_repr"] = ""
+        smaller["result_truncated"] = True
+    return smaller

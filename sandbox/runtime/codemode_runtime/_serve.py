@@ -1,0 +1,47 @@
+"""The runtime's main loop: connect to the host, then answer its ``run`` requests one at a time."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, cast
+
+from . import _client
+from . import _wire as wire
+from ._capture import Session, snapshot
+from ._imports import ServersFinder
+from ._program import run, without_output
+
+
+def serve() -> None:
+    """Connect (the channel directory is ``$CODEMODE_CHANNEL_DIR``, else ``/run/codemode``) and serve."""
+    channel = _client.connect(os.environ.get(wire.CHANNEL_DIR_ENV, wire.CHANNEL_DIR))
+    # Nothing of the launch configuration is left for the program to find.
+    for name in [key for key in os.environ if key.startswith("CODEMODE_")]:
+        del os.environ[name]
+    # Programs import this package as ``codemode`` too (the name the docs and tracebacks use).
+    sys.modules["codemode"] = sys.modules[__package__ or "codemode_runtime"]
+    sys.meta_path.insert(0, ServersFinder())
+    session = Session()
+    channel.snapshot = lambda: snapshot(session)
+    runtime_pid = os.getpid()
+    while True:
+        message = channel.inbox.get()
+        if message is None:
+            return
+        request_id = message.get("id")
+        if message.get("method") != wire.RUN:
+            channel.send(wire.error_response(request_id, wire.METHOD_NOT_FOUND, "unknown method"))
+            continue
+        params = message.get("params")
+        try:
+            reply = run(
+                session, cast(dict[str, Any], params) if isinstance(params, dict) else {}, runtime_pid
+            )
+        except Exception as exc:
+            channel.send(wire.error_response(request_id, wire.INTERNAL_ERROR, str(exc)))
+            continue
+        try:
+            channel.send(wire.response(request_id, reply))
+        except ValueError:
+            channel.send(wire.response(request_id, without_output(reply)))

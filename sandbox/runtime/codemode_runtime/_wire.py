@@ -1,0 +1,1 @@
+../../../codemode/sandbox/_wire.py
