@@ -1,0 +1,132 @@
+"""The suite: start the engine once on the configured servers (the bundled examples by default),
+run every task in both modes, and collect the results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codemode._engine import CodeMode
+from codemode.bench._accounting import Tokenizer
+from codemode.bench._model import Message, Mode, Reply
+from codemode.bench._runner import TaskRun, direct_definitions, run_task
+from codemode.bench._tasks import Task
+from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
+from codemode.catalog import Pins
+from codemode.config import BackendChoice, Config, StdioServerConfig, load_config, starter_config
+from codemode.host import ConnectionState, McpHost
+
+MODES: tuple[Mode, ...] = ("direct", "codemode")
+Progress = Callable[[str], None]
+AgentFactory = Callable[[Task, Mode, list[dict[str, Any]]], Callable[[list[Message]], Reply]]
+"""Makes the agent for one task and mode, given the tools the mode offers (a real model needs them)."""
+
+
+class ServerStartError(Exception):
+    """A configured server did not start, so the benchmark cannot run against it."""
+
+
+def write_demo_config(directory: Path, servers: dict[str, Any]) -> Path:
+    """A config for the bundled example servers, with the ledger in ``directory``."""
+    path = directory / "codemode.toml"
+    path.write_text(
+        starter_config(servers, dict.fromkeys(servers, "bundled example server")), encoding="utf-8"
+    )
+    return path
+
+
+async def sync_and_approve(config: Config) -> None:
+    """Record every tool in the lock file and approve it: a benchmark runs what it was given."""
+    async with McpHost(config) as host:
+        failed = [s for s in host.statuses() if s.state is ConnectionState.FAILED]
+        if failed:
+            raise ServerStartError("; ".join(f"{s.name}: {s.error}" for s in failed))
+        catalogs = host.catalogs()
+    pins = Pins(config.lock_path)
+    pins.record_all(catalogs)
+    pins.approve()
+
+
+async def _approve(request: ApprovalRequest) -> ApprovalAnswer:
+    return ApprovalAnswer(approved=True, approver="bench", reason="codemode bench approves its tasks' writes")
+
+
+@dataclass
+class SuiteResult:
+    runs: list[TaskRun] = field(default_factory=lambda: [])
+    backend: str = ""
+    tools: int = 0
+    tools_by_server: dict[str, int] = field(default_factory=lambda: {})
+    direct_definition_tokens: int = 0
+    codemode_definition_tokens: int = 0
+    catalog: list[tuple[str, dict[str, Any]]] = field(default_factory=lambda: [])
+    """The configured servers' tools (``server``, MCP tool shape): the base of the catalog series."""
+
+
+async def run_suite(
+    config_path: Path,
+    tasks: list[Task],
+    *,
+    tokenizer: Tokenizer,
+    backend: BackendChoice | None = None,
+    sync: bool = True,
+    modes: tuple[Mode, ...] = MODES,
+    trials: int = 1,
+    agents: AgentFactory | None = None,
+    progress: Progress | None = None,
+) -> SuiteResult:
+    """Run ``tasks`` x ``modes`` x ``trials`` against the servers of ``config_path``."""
+    config = load_config(config_path)
+    if sync:
+        await sync_and_approve(config)
+    approver = CallbackApprover(_approve, name="bench")
+    server_args = [
+        list(s.args) for s in config.servers.values() if isinstance(s, StdioServerConfig) and s.args
+    ]
+    result = SuiteResult()
+    async with CodeMode(config, backend=backend, approver=approver, measure_tokens=True) as engine:
+        result.backend = engine.backend
+        result.tools_by_server = engine.server_index()
+        result.tools = sum(result.tools_by_server.values())
+        result.catalog = [
+            (
+                t.server,
+                {"name": t.name, "description": t.description or "", "inputSchema": dict(t.input_schema)},
+            )
+            for t in engine.tree.tools()
+        ]
+        result.direct_definition_tokens = tokenizer.count(_compact(direct_definitions(engine)))
+        result.codemode_definition_tokens = tokenizer.count(_compact(engine.tool_definitions("openai")))
+        for task in tasks:
+            for trial in range(trials):
+                for mode in modes:
+                    agent = task.agents[mode]
+                    if agents is not None:
+                        offered = (
+                            direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
+                        )
+                        agent = agents(task, mode, offered)
+                    run = await run_task(
+                        engine,
+                        name=task.name,
+                        prompt=task.prompt,
+                        mode=mode,
+                        agent=agent,
+                        check=task.check,
+                        tokenizer=tokenizer,
+                        measure_sandbox=engine.backend != "docker",
+                        server_args=server_args,
+                        trial=trial,
+                    )
+                    run.api_usage = list(getattr(agent, "usage", []))
+                    result.runs.append(run)
+                    if progress is not None:
+                        progress(f"{task.name} [{mode}]")
+    return result
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
