@@ -260,7 +260,7 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("-n", type=int, default=400, help="latency samples per path (default 400)")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")

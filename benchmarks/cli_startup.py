@@ -19,9 +19,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEMODE = str(Path(sys.executable).with_name("codemode"))
+
+
+class Row(TypedDict):
+    command: str
+    median_ms: int
+    target_ms: float | None
+
 
 # command, target in ms (None: no target, shown for scale)
 COMMANDS: list[tuple[str, float | None]] = [
@@ -59,7 +67,7 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        rows = []
+        rows: list[Row] = []
         for command, target in COMMANDS:
             argv = command.split()
             if argv[0] == "python":
@@ -71,7 +79,7 @@ def main() -> None:
             timed(argv, workspace)  # warm the page cache
             runs = [timed(argv, workspace) for _ in range(args.n)]
             median = statistics.median(runs)
-            rows.append({"command": command, "median_ms": round(median), "target_ms": target})
+            rows.append(Row(command=command, median_ms=round(median), target_ms=target))
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
     if args.json:

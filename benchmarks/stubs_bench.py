@@ -247,7 +247,7 @@ def measure(tools: int, servers: int, repeat: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n\n")[0])
     parser.add_argument("--tools", type=int, default=3000)
     parser.add_argument("--servers", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=3)

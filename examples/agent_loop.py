@@ -18,13 +18,12 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 
-from codemode import CodeMode
+from codemode import CodeMode, ToolFormat
 
 TASK = (
     "Which three customers have the most open tickets, and what are their company names and "
@@ -34,13 +33,21 @@ TASK = (
 Message = dict[str, Any]
 
 
+class Model(Protocol):
+    """A chat model: takes the conversation and the tool definitions, returns the next message."""
+
+    api: ToolFormat
+
+    async def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message: ...
+
+
 # -- the models ------------------------------------------------------------------------------------
 
 
 class ScriptedModel:
     """Plays a competent agent without any network: explore, run one program, answer."""
 
-    api = "anthropic"
+    api: ToolFormat = "anthropic"
 
     def __init__(self) -> None:
         self.turn = 0
@@ -98,7 +105,7 @@ async def post_json(url: str, headers: dict[str, str], body: dict[str, Any]) -> 
 
 
 class AnthropicModel:
-    api = "anthropic"
+    api: ToolFormat = "anthropic"
 
     def __init__(self, model: str, key: str) -> None:
         self.model, self.key = model, key
@@ -113,7 +120,7 @@ class AnthropicModel:
 
 
 class OpenAIModel:
-    api = "openai"
+    api: ToolFormat = "openai"
 
     def __init__(self, model: str, key: str) -> None:
         self.model, self.key = model, key
@@ -136,26 +143,30 @@ def _tool_use(call_id: str, code: str) -> Message:
 
 def _last_tool_result(messages: list[Message]) -> str:
     for message in reversed(messages):
-        for block in message.get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                return str(block["content"])
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue  # a plain-text message
+        for block in cast(list[object], content):
+            if not isinstance(block, dict):
+                continue
+            fields = cast(dict[str, Any], block)
+            if fields.get("type") == "tool_result":
+                return str(fields["content"])
     raise RuntimeError("no tool result yet")
 
 
 # -- the loop ------------------------------------------------------------------------------------
 
 
-async def agent(
-    engine: CodeMode, model: Callable[..., Any], *, max_turns: int = 8, verbose: bool = True
-) -> str:
-    api = getattr(model, "api", "anthropic")
+async def agent(engine: CodeMode, model: Model, *, max_turns: int = 8, verbose: bool = True) -> str:
+    api = model.api
     tools = [engine.tool_definition(api)]
     messages: list[Message] = [{"role": "user", "content": TASK}]
     for _ in range(max_turns):
         reply = await model(messages, tools)
         messages.append(reply)
         if api == "openai":
-            calls = reply.get("tool_calls") or []
+            calls: list[dict[str, Any]] = reply.get("tool_calls") or []
             if not calls:
                 return str(reply.get("content") or "")
             for call in calls:
@@ -209,7 +220,7 @@ async def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="Print only the final answer.")
     args = parser.parse_args()
     if args.model and args.model.startswith("claude") and os.environ.get("ANTHROPIC_API_KEY"):
-        model: Callable[..., Any] = AnthropicModel(args.model, os.environ["ANTHROPIC_API_KEY"])
+        model: Model = AnthropicModel(args.model, os.environ["ANTHROPIC_API_KEY"])
     elif args.model and os.environ.get("OPENAI_API_KEY"):
         model = OpenAIModel(args.model, os.environ["OPENAI_API_KEY"])
     else:

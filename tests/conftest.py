@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import hypothesis  # noqa: F401  - imported early: a late import at session end trips a CPython 3.11.7 ast bug
+import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport] - imported early: a late import at session end trips a CPython 3.11.7 ast bug
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -65,7 +65,9 @@ except codemode.CallDenied as denied:
     result = await engine.run(program)
     assert result.status == "ok", result.error
     assert isinstance(result.result, dict)
-    assert result.result["outcome"].startswith("consent: needs approval")
+    outcome = result.result["outcome"]
+    assert isinstance(outcome, str)
+    assert outcome.startswith("consent: needs approval")
     assert result.result["still_running"] == "CUST-0001"
     assert result.denials == 1
     assert result.calls == 1

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -18,19 +20,18 @@ from .conftest import MakeWorkspace, Workspace
 pytestmark = pytest.mark.slow
 
 
-def wait_for(predicate: object, timeout: float, what: str) -> None:
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def kill_group(process: object) -> None:
-    pid = process.pid  # type: ignore[attr-defined]
-    os.killpg(pid, signal.SIGKILL)
-    process.wait(timeout=30)  # type: ignore[attr-defined]
+def kill_group(process: subprocess.Popen[str]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
 
 
 def batch_args(ws: Workspace, items: int, job: str, *extra: str) -> list[str]:

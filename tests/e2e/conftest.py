@@ -25,10 +25,10 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import psutil
@@ -71,10 +71,11 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str | Path):
         return json.dumps(str(value), ensure_ascii=False)
     if isinstance(value, Mapping):
-        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        mapping = cast(Mapping[str, Any], value)
+        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in mapping.items())
         return "{ " + items + " }" if items else "{}"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(_toml_value(v) for v in cast(Sequence[Any], value)) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -153,7 +154,7 @@ class Deployment:
         return self.root / "files-requests.log"
 
     @contextlib.asynccontextmanager
-    async def engine(self, **options: Any) -> AsyncIterator[CodeMode]:
+    async def engine(self, **options: Any) -> AsyncGenerator[CodeMode]:
         options.setdefault("backend", self.backend)
         options.setdefault("approver", self.approver)
         async with CodeMode(load_config(self.config_path), **options) as engine:
@@ -200,7 +201,7 @@ class Deployment:
         """The crm server processes serving this deployment (found by their state directory)."""
         found: list[psutil.Process] = []
         for proc in psutil.process_iter(["cmdline"]):
-            cmdline = proc.info.get("cmdline") or []
+            cmdline: list[str] = proc.info.get("cmdline") or []
             if str(SCRIPTS["crm"]) not in cmdline:
                 continue
             with contextlib.suppress(psutil.Error):

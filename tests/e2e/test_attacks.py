@@ -347,6 +347,9 @@ outcomes
 # -- budgets ------------------------------------------------------------------------------------------------
 
 
+# A load test: under the coverage tracer (./dev test) the host side of 100,000 round trips runs
+# a few times slower and the run would hit its wall-time limit. Other tests cover these paths.
+@pytest.mark.no_cover
 async def test_100000_calls_stop_exactly_at_the_call_budget_and_denied_calls_never_reach_the_server(
     deploy: Deploy,
 ) -> None:

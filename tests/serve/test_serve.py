@@ -125,7 +125,7 @@ async def test_a_risky_call_is_approved_or_denied_through_the_client(
     async with Client(http(http_server), **options) as client:
         result = await client.call_tool("run_code", {"code": WRITE})
     text = text_of(result)
-    summary = result.structured_content or {}
+    summary: dict[str, Any] = result.structured_content or {}
     if expect_ok:
         assert not result.is_error, text
         assert "rcpt_" in text
@@ -165,7 +165,7 @@ async def test_dns_rebinding_is_refused_by_host_and_origin_checks(http_server: s
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
     }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     async with httpx.AsyncClient() as raw:
         evil_host = await raw.post(http_server, json=body, headers={**base, "Host": f"evil.example:{port}"})
         assert evil_host.status_code == 421

@@ -12,7 +12,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 class FakeRuntime:
     """Stands in for ``codemode_runtime``: records every call, returns ``result``."""
 
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     result: Any = None
 
     def module(self) -> types.ModuleType:
@@ -110,7 +110,7 @@ def _purge() -> None:
 
 
 @contextlib.contextmanager
-def importable(tree: VirtualTree | None, runtime: FakeRuntime, path: Path | None = None) -> Iterator[None]:
+def importable(tree: VirtualTree | None, runtime: FakeRuntime, path: Path | None = None) -> Generator[None]:
     """Make ``servers`` importable from ``tree`` (in memory) or from an exported ``path``."""
     _purge()
     finder = _TreeFinder(tree) if tree is not None else None

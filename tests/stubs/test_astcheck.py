@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from codemode.errors import StubRenderError
@@ -13,9 +15,12 @@ from codemode.stubs._astcheck import (
     check_tool_module,
 )
 
+if TYPE_CHECKING:
+    from .conftest import Kit
+
 
 @pytest.fixture(scope="module")
-def good(kit):
+def good(kit: Kit):
     tree = render_tree(kit.representative_catalogs())
     return {
         "tool": tree.read("servers/crm/simple.py"),
@@ -27,7 +32,7 @@ def good(kit):
     }
 
 
-def test_the_rendered_modules_pass_the_check(good):
+def test_the_rendered_modules_pass_the_check(good: dict[str, str]):
     check_tool_module(good["tool"], "simple")
     check_tool_module(good["typed"], "ref_recursion")
     check_resources_module(good["resources"])
@@ -55,7 +60,7 @@ TOOL_TAMPERING = [
 
 
 @pytest.mark.parametrize(("why", "old", "new"), TOOL_TAMPERING, ids=[t[0] for t in TOOL_TAMPERING])
-def test_a_tampered_tool_module_is_refused(good, why, old, new):
+def test_a_tampered_tool_module_is_refused(good: dict[str, str], why: str, old: str, new: str):
     source = good["tool"]
     assert old in source, why
     with pytest.raises(StubRenderError):
@@ -81,14 +86,14 @@ TYPED_TAMPERING = [
 
 
 @pytest.mark.parametrize(("why", "old", "new"), TYPED_TAMPERING, ids=[t[0] for t in TYPED_TAMPERING])
-def test_tampered_type_definitions_are_refused(good, why, old, new):
+def test_tampered_type_definitions_are_refused(good: dict[str, str], why: str, old: str, new: str):
     source = good["typed"]
     assert old in source, why
     with pytest.raises(StubRenderError):
         check_tool_module(source.replace(old, new, 1), "ref_recursion")
 
 
-def test_a_package_getattr_that_differs_from_the_canonical_one_is_refused(good):
+def test_a_package_getattr_that_differs_from_the_canonical_one_is_refused(good: dict[str, str]):
     names = ["additional_properties", "arrays_of_objects", "awkward_names", "enums", "nested_objects"]
     names += ["network_ref", "no_schema", "nullable", "output_schema", "ref_recursion", "simple", "unions"]
     check_package_init(good["package"], package="servers.crm", names=names)
@@ -105,20 +110,22 @@ def test_a_package_getattr_that_differs_from_the_canonical_one_is_refused(good):
         check_package_init(good["package"], package="servers.crm", names=names[:-1])
 
 
-def test_a_root_index_reexporting_from_elsewhere_is_refused(good):
+def test_a_root_index_reexporting_from_elsewhere_is_refused(good: dict[str, str]):
     check_package_init(good["root"], package="servers", names=["crm", "tickets_v2"])
     tampered = good["root"].replace("from servers import crm as crm", "from os import crm as crm")
     with pytest.raises(StubRenderError):
         check_package_init(tampered, package="servers", names=["crm", "tickets_v2"])
 
 
-def test_a_resource_uri_built_from_anything_but_strings_and_quoted_parameters_is_refused(good):
+def test_a_resource_uri_built_from_anything_but_strings_and_quoted_parameters_is_refused(
+    good: dict[str, str],
+):
     tampered = good["resources"].replace("_quote(customer_id, safe='')", "__import__('os').getcwd()")
     with pytest.raises(StubRenderError):
         check_resources_module(tampered)
 
 
-def test_a_prompt_module_that_calls_another_runtime_function_is_refused(good):
+def test_a_prompt_module_that_calls_another_runtime_function_is_refused(good: dict[str, str]):
     tampered = good["prompts"].replace("_rt.get_prompt(", "_rt.call_tool(", 1)
     with pytest.raises(StubRenderError):
         check_prompts_module(tampered)

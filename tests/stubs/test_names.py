@@ -46,7 +46,7 @@ def one(name: str, kind: NameKind = NameKind.TOOL) -> str:
         ("json", "json"),
     ],
 )
-def test_a_tool_name_maps_to_the_documented_identifier(name, expected):
+def test_a_tool_name_maps_to_the_documented_identifier(name: str, expected: str):
     assert one(name) == expected
 
 
@@ -54,7 +54,7 @@ def test_a_tool_name_maps_to_the_documented_identifier(name, expected):
     ("name", "expected"),
     [("id", "id"), ("type", "type"), ("list", "list"), ("from", "from_"), ("_id", "id"), ("con", "con")],
 )
-def test_parameters_may_shadow_builtins_but_not_keywords(name, expected):
+def test_parameters_may_shadow_builtins_but_not_keywords(name: str, expected: str):
     assert one(name, NameKind.PARAMETER) == expected
 
 
@@ -103,7 +103,7 @@ def test_long_names_are_cut_with_a_hash_so_they_stay_distinct():
 
 @given(st.lists(st.text(max_size=30), max_size=25, unique=True), st.sampled_from(list(NameKind)))
 @settings(max_examples=300, deadline=None)
-def test_any_set_of_names_maps_to_distinct_safe_identifiers(names, kind):
+def test_any_set_of_names_maps_to_distinct_safe_identifiers(names: list[str], kind: NameKind):
     try:
         mapping = assign_identifiers(names, kind, where="property test")
     except NameCollisionError:
@@ -122,7 +122,7 @@ def test_any_set_of_names_maps_to_distinct_safe_identifiers(names, kind):
 
 @given(st.text(max_size=60))
 @settings(max_examples=300, deadline=None)
-def test_the_base_identifier_is_deterministic_and_valid(name):
+def test_the_base_identifier_is_deterministic_and_valid(name: str):
     ident = base_identifier(name, NameKind.PARAMETER)
     assert ident == base_identifier(name, NameKind.PARAMETER)
     assert ident.isidentifier()

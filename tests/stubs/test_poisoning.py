@@ -6,11 +6,15 @@ import ast
 import builtins
 import importlib
 import inspect
+from typing import TYPE_CHECKING
 
 import pytest
 
 from codemode.catalog import PromptArgumentSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec
-from codemode.stubs import render_tree
+from codemode.stubs import VirtualTree, render_tree
+
+if TYPE_CHECKING:
+    from .conftest import Kit
 
 MARKER = "CODEMODE_STUBS_PWNED"
 PAYLOAD = f"__import__('builtins').__setattr__({MARKER!r}, 1)"
@@ -33,7 +37,7 @@ DESCRIPTIONS = [
 HOSTILE_NAMES = ["__import__", "os.system", "class", "1st", "a-b", "a_b", "__init__", "getUser", "getuser"]
 
 
-def _tools(kit):
+def _tools(kit: Kit):
     tools = [
         kit.make_tool(
             f"tool{i}",
@@ -66,7 +70,7 @@ def _tools(kit):
 
 
 @pytest.fixture(scope="module")
-def tree(kit):
+def tree(kit: Kit):
     hostile_server = f'evil"""\n{PAYLOAD}'
     crm = kit.catalog(
         "crm",
@@ -99,7 +103,7 @@ def tree(kit):
     return render_tree([crm, evil])
 
 
-def test_every_poisoned_module_parses_to_only_its_definitions(tree):
+def test_every_poisoned_module_parses_to_only_its_definitions(tree: VirtualTree):
     for path in tree.files():
         if not path.endswith(".py") or path.endswith("__init__.py"):
             continue  # package inits are compared node for node with a canonical source
@@ -122,7 +126,7 @@ def test_every_poisoned_module_parses_to_only_its_definitions(tree):
         )
 
 
-def test_importing_and_calling_the_poisoned_stubs_executes_no_injected_code(tree, kit):
+def test_importing_and_calling_the_poisoned_stubs_executes_no_injected_code(tree: VirtualTree, kit: Kit):
     runtime = kit.FakeRuntime()
     with kit.importable(tree, runtime):
         for path in tree.files():
@@ -147,14 +151,14 @@ def test_importing_and_calling_the_poisoned_stubs_executes_no_injected_code(tree
     assert len([c for c in runtime.calls if c["kind"] == "tool"]) == len(DESCRIPTIONS) + len(HOSTILE_NAMES)
 
 
-def test_invisible_characters_never_appear_in_generated_source(tree):
+def test_invisible_characters_never_appear_in_generated_source(tree: VirtualTree):
     for path in tree.files():
         source = tree.read(path)
         for char in ("\u202e", "\u202c", "\U000e0041", "\x00", "\u200b"):
             assert char not in source, (path, char)
 
 
-def test_exact_values_survive_as_escaped_literals(tree, kit):
+def test_exact_values_survive_as_escaped_literals(tree: VirtualTree, kit: Kit):
     runtime = kit.FakeRuntime()
     with kit.importable(tree, runtime):
         module = importlib.import_module("servers.crm.tool7")
@@ -165,16 +169,19 @@ def test_exact_values_survive_as_escaped_literals(tree, kit):
     assert sent["dflt"] == f"{PAYLOAD}\"\"\"'''\\"
 
 
-def test_a_megabyte_description_renders_a_small_module(tree):
+def test_a_megabyte_description_renders_a_small_module(tree: VirtualTree):
     source = tree.read("servers/crm/tool11.py")
     assert len(source) < 40_000
     assert "…" in source
 
 
-def test_hostile_tool_names_map_to_the_documented_identifiers(tree):
-    crm_tools = {
-        spec.name: tree.module_for_tool("crm", spec.name) for spec in tree.tools() if spec.server == "crm"
-    }
+def test_hostile_tool_names_map_to_the_documented_identifiers(tree: VirtualTree):
+    crm_tools: dict[str, str] = {}
+    for spec in tree.tools():
+        if spec.server == "crm":
+            module = tree.module_for_tool("crm", spec.name)
+            assert module is not None, spec.name
+            crm_tools[spec.name] = module
     assert crm_tools["__import__"] == "servers.crm.import__"
     assert crm_tools["os.system"] == "servers.crm.os_system"
     assert crm_tools["class"] == "servers.crm.class_"
@@ -187,7 +194,7 @@ def test_hostile_tool_names_map_to_the_documented_identifiers(tree):
     assert len(set(lowered)) == len(lowered)
 
 
-def test_the_docstring_shows_the_poisoned_text_as_inert_data(tree, kit):
+def test_the_docstring_shows_the_poisoned_text_as_inert_data(tree: VirtualTree, kit: Kit):
     with kit.importable(tree, kit.FakeRuntime()):
         module = importlib.import_module("servers.crm.tool0")
         doc = module.tool0.__doc__

@@ -6,7 +6,7 @@ import ast
 import builtins
 import importlib
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from codemode.catalog import PromptArgumentSpec, PromptSpec, ResourceTemplateSpec
 from codemode.errors import NameCollisionError
 from codemode.stubs import render_tree
+
+if TYPE_CHECKING:
+    from .conftest import Kit
 
 MARKER = "CODEMODE_STUBS_PROPERTY_PWNED"
 PAYLOADS = [
@@ -97,7 +100,7 @@ def _composite(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 schema = st.recursive(leaf_schema, _composite, max_leaves=25)
 
-input_schema = st.fixed_dictionaries(
+input_schema: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
     {
         "type": st.just("object"),
         "properties": st.dictionaries(hostile_name, schema, max_size=6),
@@ -147,7 +150,14 @@ def _import_everything(tree: Any, kit: Any) -> list[dict[str, Any]]:
     max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 def test_random_schemas_and_hostile_strings_render_inert_importable_modules(
-    kit, tool_name, server, title, description, inputs, output, read_only
+    kit: Kit,
+    tool_name: str,
+    server: str,
+    title: str | None,
+    description: str | None,
+    inputs: dict[str, Any],
+    output: dict[str, Any] | None,
+    read_only: bool,
 ):
     tool = kit.make_tool(
         tool_name,
@@ -179,7 +189,9 @@ def test_random_schemas_and_hostile_strings_render_inert_importable_modules(
     template=hostile_text,
 )
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_hostile_tool_resource_and_prompt_names_never_collide_silently(kit, names, text, template):
+def test_hostile_tool_resource_and_prompt_names_never_collide_silently(
+    kit: Kit, names: list[str], text: str, template: str
+):
     from codemode.catalog import ResourceSpec
 
     tools = [kit.make_tool(name, {"type": "object"}, description=text) for name in names]
@@ -197,6 +209,7 @@ def test_hostile_tool_resource_and_prompt_names_never_collide_silently(kit, name
         )
         for name in names
     ]
+    tree = None
     try:
         tree = render_tree(
             [kit.catalog("crm", *tools, resources=resources, templates=templates, prompts=prompts)]
@@ -210,6 +223,7 @@ def test_hostile_tool_resource_and_prompt_names_never_collide_silently(kit, name
         # Allowed, but only ever with both originals named: never a silent merge.
         assert "both map to" in message or "listed twice" in message
         return
+    assert tree is not None
     modules = {tree.module_for_tool("crm", name) for name in names}
     assert len(modules) == len(names)
     _import_everything(tree, kit)

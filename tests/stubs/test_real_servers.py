@@ -39,7 +39,7 @@ def _servers(tmp_path: Path) -> dict[str, dict[str, object]]:
     return servers
 
 
-def test_example_and_third_party_server_trees_type_check_and_import(tmp_path):
+def test_example_and_third_party_server_trees_type_check_and_import(tmp_path: Path):
     servers = _servers(tmp_path)
     if "time" not in servers or "git" not in servers:
         pytest.skip("mcp-server-time / mcp-server-git are not installed (pip install -e '.[dev]')")

@@ -52,7 +52,7 @@ def as_docstring_module(text: str) -> str:
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_no_description_can_close_the_docstring_or_form_an_escape(text):
+def test_no_description_can_close_the_docstring_or_form_an_escape(text: str):
     source = as_docstring_module(docstring(Untrusted(text), 500, 4))
     module = ast.parse(source)
     function = module.body[0]
@@ -62,7 +62,7 @@ def test_no_description_can_close_the_docstring_or_form_an_escape(text):
 
 
 @pytest.mark.parametrize("char", INVISIBLE)
-def test_invisible_bidi_and_tag_characters_are_removed(char):
+def test_invisible_bidi_and_tag_characters_are_removed(char: str):
     cleaned = clean_text(f"a{char}b", 100)
     assert cleaned == "ab"
 
@@ -111,7 +111,7 @@ def test_the_first_sentence_is_one_clean_line():
 
 @given(st.text(alphabet=st.characters(exclude_categories=[]), max_size=400), st.integers(0, 12))
 @settings(max_examples=500, deadline=None)
-def test_any_text_is_an_inert_docstring(text, indent):
+def test_any_text_is_an_inert_docstring(text: str, indent: int):
     body = docstring(Untrusted(text), 300, indent)
     module = ast.parse(f'x = """{body}"""\n')
     assert len(module.body) == 1
@@ -122,7 +122,7 @@ def test_any_text_is_an_inert_docstring(text, indent):
 
 @given(st.text(max_size=200))
 @settings(max_examples=300, deadline=None)
-def test_any_text_is_an_inert_docline_and_comment(text):
+def test_any_text_is_an_inert_docline_and_comment(text: str):
     line = docline(Untrusted(text), 100)
     assert "\n" not in line
     module = ast.parse(f'x = """{line}"""  # {comment(Untrusted(text), 100)}\n')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,12 +18,16 @@ from codemode.stubs._schema import (
     STR,
     ModuleTypes,
     SchemaTyper,
+    TypedDictDef,
     literal,
     union,
 )
 
+if TYPE_CHECKING:
+    from .conftest import Kit
 
-def type_text(schema, root=None):
+
+def type_text(schema: object, root: object = None) -> tuple[str, list[str], ModuleTypes]:
     module = ModuleTypes(reserved={"tool"})
     notes: list[str] = []
     result = SchemaTyper(module, root if root is not None else schema, "Root").type_of(schema, "T", 0, notes)
@@ -60,7 +65,7 @@ def type_text(schema, root=None):
         ("not a schema", "_t.Any"),
     ],
 )
-def test_schemas_map_to_the_documented_types(schema, expected):
+def test_schemas_map_to_the_documented_types(schema: object, expected: str):
     assert type_text(schema)[0] == expected
 
 
@@ -84,6 +89,7 @@ def test_objects_become_typeddicts_with_required_and_notrequired_fields():
     )
     assert text == "T"
     [definition] = module.definitions
+    assert isinstance(definition, TypedDictDef)
     assert [(f.key, f.type.text, f.required) for f in definition.fields] == [
         ("a", "str", True),
         ("b", "int", False),
@@ -116,7 +122,7 @@ def test_defaults_are_checked_against_the_type():
     assert union([STR, NONE]).accepts(None)
 
 
-def test_a_default_that_does_not_fit_the_type_is_noted_not_rendered(kit):
+def test_a_default_that_does_not_fit_the_type_is_noted_not_rendered(kit: Kit):
     tool = kit.make_tool(
         "t",
         {
@@ -131,7 +137,7 @@ def test_a_default_that_does_not_fit_the_type_is_noted_not_rendered(kit):
 
 
 def test_deep_nesting_degrades_to_any_instead_of_recursing_forever():
-    schema: dict = {"type": "string"}
+    schema: dict[str, object] = {"type": "string"}
     for _ in range(500):
         schema = {"type": "array", "items": schema}
     text, notes, _ = type_text(schema)
@@ -140,7 +146,7 @@ def test_deep_nesting_degrades_to_any_instead_of_recursing_forever():
 
 
 def test_an_exponential_ref_dag_stays_small_and_fast():
-    defs = {
+    defs: dict[str, object] = {
         f"D{i}": {
             "anyOf": [
                 {"type": "array", "items": {"$ref": f"#/$defs/D{i + 1}"}},
@@ -160,7 +166,7 @@ def test_an_exponential_ref_dag_stays_small_and_fast():
 
 def test_a_wide_but_shallow_ref_dag_collapses_to_any_when_its_text_would_be_huge():
     ref = "#/$defs/D{}"
-    defs = {
+    defs: dict[str, object] = {
         f"D{i}": {
             "type": ["array", "object"],
             "items": {"$ref": ref.format(i + 1)},
@@ -194,7 +200,7 @@ def test_a_self_referencing_alias_without_nesting_is_any():
     assert notes
 
 
-def test_a_tool_with_thousands_of_required_parameters_degrades_to_a_generic_stub(kit):
+def test_a_tool_with_thousands_of_required_parameters_degrades_to_a_generic_stub(kit: Kit):
     props = {f"param_{i:05d}_{'x' * 60}": {"type": "string", "description": "d" * 250} for i in range(3000)}
     tool = kit.make_tool("huge", {"type": "object", "properties": props, "required": list(props)})
     source = render_tree([kit.catalog("crm", tool)]).read("servers/crm/huge.py")

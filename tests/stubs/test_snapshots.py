@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from codemode.stubs import render_tree
+from codemode.stubs import VirtualTree, render_tree
+
+if TYPE_CHECKING:
+    from .conftest import Kit
 
 UPDATE = os.environ.get("CODEMODE_UPDATE_SNAPSHOTS") == "1"
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -47,12 +51,12 @@ def _compare(name: str, actual: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def tree(kit):
+def tree(kit: Kit):
     return render_tree(kit.representative_catalogs())
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_tool_module_for_a_representative_schema_matches_its_snapshot(tree, case):
+def test_the_tool_module_for_a_representative_schema_matches_its_snapshot(tree: VirtualTree, case: str):
     _compare(f"tool_{case}", tree.read(f"servers/crm/{case}.py"))
 
 
@@ -66,7 +70,7 @@ def test_the_tool_module_for_a_representative_schema_matches_its_snapshot(tree, 
         ("servers/crm/_prompts.py", "prompts_crm"),
     ],
 )
-def test_index_resource_and_prompt_modules_match_their_snapshots(tree, path, name):
+def test_index_resource_and_prompt_modules_match_their_snapshots(tree: VirtualTree, path: str, name: str):
     _compare(name, tree.read(path))
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pytest
 
+from codemode.calls import ModuleSource
+from codemode.catalog import ServerCatalog
 from codemode.errors import CodemodeError, NameCollisionError, StubRenderError
-from codemode.stubs import TreePathError, render_tree
+from codemode.stubs import TreePathError, VirtualTree, render_tree
+
+if TYPE_CHECKING:
+    from .conftest import Kit
 
 
 @pytest.fixture(scope="module")
-def catalogs(kit):
+def catalogs(kit: Kit):
     crm = kit.catalog(
         "crm",
         kit.make_tool(
@@ -42,24 +50,24 @@ def catalogs(kit):
 
 
 @pytest.fixture(scope="module")
-def tree(catalogs):
+def tree(catalogs: list[ServerCatalog]):
     return render_tree(catalogs)
 
 
-def test_the_root_lists_the_servers_package_and_the_runtime_stub(tree):
+def test_the_root_lists_the_servers_package_and_the_runtime_stub(tree: VirtualTree):
     assert [(e.path, e.kind) for e in tree.list("")] == [
         ("servers", "directory"),
         ("codemode_runtime.pyi", "file"),
     ]
 
 
-def test_the_servers_directory_lists_its_index_and_one_directory_per_server(tree):
+def test_the_servers_directory_lists_its_index_and_one_directory_per_server(tree: VirtualTree):
     entries = tree.list("servers")
     assert [e.path for e in entries] == ["servers/__init__.py", "servers/crm", "servers/tickets"]
     assert entries[1].summary == "3 tools"
 
 
-def test_a_server_directory_lists_its_index_then_its_tools(tree):
+def test_a_server_directory_lists_its_index_then_its_tools(tree: VirtualTree):
     entries = tree.list("servers/crm/")
     assert [e.name for e in entries] == [
         "__init__.py",
@@ -71,20 +79,20 @@ def test_a_server_directory_lists_its_index_then_its_tools(tree):
     assert entries[2].summary == "Fetch one customer by id."
 
 
-def test_listing_a_file_returns_its_entry(tree):
+def test_listing_a_file_returns_its_entry(tree: VirtualTree):
     [entry] = tree.list("servers/crm/get_customer.py")
     assert entry.kind == "file"
 
 
 @pytest.mark.parametrize("path", ["/servers", "servers/../etc", "..", "C:/x", "servers\\crm", "servers/\x00"])
-def test_absolute_and_escaping_paths_are_rejected(tree, path):
+def test_absolute_and_escaping_paths_are_rejected(tree: VirtualTree, path: str):
     with pytest.raises(TreePathError) as info:
         tree.read(path)
     assert isinstance(info.value, KeyError)
     assert isinstance(info.value, CodemodeError)
 
 
-def test_a_missing_path_is_a_clear_key_error(tree):
+def test_a_missing_path_is_a_clear_key_error(tree: VirtualTree):
     with pytest.raises(KeyError, match="no such file"):
         tree.read("servers/crm/nope.py")
     with pytest.raises(TreePathError, match="no such file or directory"):
@@ -93,13 +101,13 @@ def test_a_missing_path_is_a_clear_key_error(tree):
         tree.read("servers/crm")
 
 
-def test_read_returns_module_sources_and_the_runtime_stub(tree):
+def test_read_returns_module_sources_and_the_runtime_stub(tree: VirtualTree):
     assert "def get_customer(" in tree.read("servers/crm/get_customer.py")
     assert tree.read("./servers/crm/get_customer.py") == tree.read("servers/crm/get_customer.py")
     assert "def call_tool(" in tree.read("codemode_runtime.pyi")
 
 
-def test_module_source_serves_packages_and_modules_by_dotted_name(tree):
+def test_module_source_serves_packages_and_modules_by_dotted_name(tree: VirtualTree):
     sources = [tree.module_source(m) for m in ("servers", "servers.crm", "servers.crm.get_customer")]
     assert [s.is_package if s else None for s in sources] == [True, True, False]
     assert tree.module_source("servers.crm.nope") is None
@@ -107,7 +115,7 @@ def test_module_source_serves_packages_and_modules_by_dotted_name(tree):
     assert tree.module_source("codemode_runtime") is None
 
 
-def test_the_tool_behind_a_module_can_be_looked_up_both_ways(tree):
+def test_the_tool_behind_a_module_can_be_looked_up_both_ways(tree: VirtualTree):
     spec = tree.tool_for_module("servers.crm.list_invoices")
     assert spec is not None
     assert spec.name == "list-invoices"
@@ -116,7 +124,7 @@ def test_the_tool_behind_a_module_can_be_looked_up_both_ways(tree):
     assert tree.tool("crm", "nope") is None
 
 
-def test_search_returns_results_at_each_detail_level(tree):
+def test_search_returns_results_at_each_detail_level(tree: VirtualTree):
     [by_name] = tree.search("delete a customer", k=1, detail="name")
     assert by_name.tool == "delete_customer"
     assert by_name.text == "servers.crm.delete_customer"
@@ -131,20 +139,20 @@ def test_search_returns_results_at_each_detail_level(tree):
     assert "_arguments" not in full.text
 
 
-def test_full_detail_includes_the_types_the_signature_uses(tree, kit):
+def test_full_detail_includes_the_types_the_signature_uses(tree: VirtualTree, kit: Kit):
     typed = render_tree([kit.catalog("crm", kit.case_tool("output_schema", name="get_invoice"))])
     [hit] = typed.search("invoice", k=1, detail="full")
     assert hit.text.startswith("class GetInvoiceResult(_t.TypedDict):")
     assert "def get_invoice(" in hit.text
 
 
-def test_search_rejects_unknown_detail_levels_and_handles_k(tree):
+def test_search_rejects_unknown_detail_levels_and_handles_k(tree: VirtualTree):
     with pytest.raises(ValueError, match="detail"):
         tree.search("x", detail="everything")  # type: ignore[arg-type]
     assert tree.search("customer", k=0) == []
 
 
-def test_a_restricted_view_hides_tools_everywhere(tree):
+def test_a_restricted_view_hides_tools_everywhere(tree: VirtualTree):
     view = tree.restrict(lambda spec: spec.name != "delete_customer")
     assert "servers/crm/delete_customer.py" not in [e.path for e in view.list("servers/crm")]
     assert view.module_source("servers.crm.delete_customer") is None
@@ -159,55 +167,55 @@ def test_a_restricted_view_hides_tools_everywhere(tree):
     assert tree.module_source("servers.crm.delete_customer") is not None
 
 
-def test_a_view_that_hides_a_whole_server_drops_it_from_the_index(tree):
+def test_a_view_that_hides_a_whole_server_drops_it_from_the_index(tree: VirtualTree):
     view = tree.restrict(lambda spec: spec.server != "tickets")
     assert [e.path for e in view.list("servers")] == ["servers/__init__.py", "servers/crm"]
     assert "tickets" not in view.read("servers/__init__.py")
     assert view.module_source("servers.tickets") is None
 
 
-def test_restrictions_compose(tree):
+def test_restrictions_compose(tree: VirtualTree):
     view = tree.restrict(lambda s: s.server == "crm").restrict(lambda s: s.name.startswith("get"))
     assert [spec.name for spec in view.tools()] == ["get_customer"]
 
 
-def test_hidden_tools_do_not_crowd_visible_ones_out_of_a_restricted_search(tree):
+def test_hidden_tools_do_not_crowd_visible_ones_out_of_a_restricted_search(tree: VirtualTree):
     view = tree.restrict(lambda spec: spec.name != "get_customer")
     assert [r.tool for r in view.search("fetch one customer by id", k=1)] == ["delete_customer"]
 
 
-def test_rendering_is_deterministic(catalogs):
+def test_rendering_is_deterministic(catalogs: list[ServerCatalog]):
     first, second = render_tree(catalogs), render_tree(list(catalogs))
     assert list(first.files()) == list(second.files())
     for path in first.files():
         assert first.read(path) == second.read(path)
 
 
-def test_two_servers_with_indistinguishable_names_get_distinct_packages(kit):
+def test_two_servers_with_indistinguishable_names_get_distinct_packages(kit: Kit):
     names = ["my-server", "my_server", "My.Server"]
     tree = render_tree([kit.catalog(name, kit.make_tool("t", server=name)) for name in names])
     dirs = [e.name for e in tree.list("servers")[1:]]
     assert len({d.lower() for d in dirs}) == 3
 
 
-def test_a_server_listed_twice_is_a_name_collision(kit):
+def test_a_server_listed_twice_is_a_name_collision(kit: Kit):
     with pytest.raises(NameCollisionError):
         render_tree([kit.catalog("crm"), kit.catalog("crm")])
 
 
-def test_a_tool_that_claims_another_server_is_refused(kit):
+def test_a_tool_that_claims_another_server_is_refused(kit: Kit):
     with pytest.raises(StubRenderError, match="belongs to server"):
         render_tree([kit.catalog("crm", kit.make_tool("x", server="other"))])
 
 
-def test_export_writes_the_tree_and_the_runtime_stub(tree, tmp_path):
+def test_export_writes_the_tree_and_the_runtime_stub(tree: VirtualTree, tmp_path: Path):
     tree.export(tmp_path)
     assert (tmp_path / "codemode_runtime.pyi").read_text() == tree.read("codemode_runtime.pyi")
     for path in tree.files():
         assert (tmp_path / path).read_text(encoding="utf-8") == tree.read(path)
 
 
-def test_a_second_export_replaces_the_first_so_removed_tools_disappear(tree, tmp_path):
+def test_a_second_export_replaces_the_first_so_removed_tools_disappear(tree: VirtualTree, tmp_path: Path):
     tree.export(tmp_path)
     tree.restrict(lambda spec: spec.name != "delete_customer").export(tmp_path)
     assert not (tmp_path / "servers/crm/delete_customer.py").exists()
@@ -215,7 +223,7 @@ def test_a_second_export_replaces_the_first_so_removed_tools_disappear(tree, tmp
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_export_refuses_to_overwrite_a_servers_directory_it_did_not_write(tree, tmp_path):
+def test_export_refuses_to_overwrite_a_servers_directory_it_did_not_write(tree: VirtualTree, tmp_path: Path):
     (tmp_path / "servers").mkdir()
     (tmp_path / "servers" / "mine.py").write_text("precious = True\n")
     with pytest.raises(CodemodeError, match="not written by codemode"):
@@ -223,7 +231,7 @@ def test_export_refuses_to_overwrite_a_servers_directory_it_did_not_write(tree, 
     assert (tmp_path / "servers" / "mine.py").exists()
 
 
-def test_resources_and_prompts_get_their_own_modules(kit):
+def test_resources_and_prompts_get_their_own_modules(kit: Kit):
     from codemode.catalog import PromptSpec, ResourceSpec
 
     tree = render_tree(
@@ -241,12 +249,16 @@ def test_resources_and_prompts_get_their_own_modules(kit):
     assert "def explain() -> list[_rt.PromptMessage]:" in tree.read("servers/docs/_prompts.py")
 
 
-def test_concurrent_first_reads_render_each_module_once(catalogs):
+def test_concurrent_first_reads_render_each_module_once(catalogs: list[ServerCatalog]):
     from concurrent.futures import ThreadPoolExecutor
 
     tree = render_tree(catalogs)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        sources = list(pool.map(lambda _: tree.module_source("servers.crm.get_customer"), range(32)))
+
+        def first_read(_: int) -> ModuleSource | None:
+            return tree.module_source("servers.crm.get_customer")
+
+        sources = list(pool.map(first_read, range(32)))
     assert len({id(s.source) for s in sources if s is not None}) == 1
 
 
@@ -256,7 +268,6 @@ def test_rendering_is_byte_identical_across_processes_with_different_hash_seeds(
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     script = (
         "import hashlib, sys\n"
@@ -269,7 +280,7 @@ def test_rendering_is_byte_identical_across_processes_with_different_hash_seeds(
         "    digest.update(path.encode() + b'\\0' + tree.read(path).encode() + b'\\0')\n"
         "print(digest.hexdigest())\n"
     )
-    digests = set()
+    digests: set[str] = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run(

@@ -9,11 +9,15 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from codemode.catalog import PromptArgumentSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec
 from codemode.stubs import check_export, render_tree
+
+if TYPE_CHECKING:
+    from .conftest import Kit
 
 PYRIGHT = Path(sys.executable).with_name("pyright")
 
@@ -27,7 +31,7 @@ pytestmark = [
 HOSTILE = 'Tricky """ \\ \u202e text\n__import__("os")'
 
 
-def _hostile_catalog(kit):
+def _hostile_catalog(kit: Kit):
     names = [
         "__import__",
         "os.system",
@@ -81,7 +85,7 @@ def _hostile_catalog(kit):
     )
 
 
-def test_exported_trees_of_representative_and_hostile_catalogs_type_check_strictly(kit, tmp_path):
+def test_exported_trees_of_representative_and_hostile_catalogs_type_check_strictly(kit: Kit, tmp_path: Path):
     tree = render_tree([*kit.representative_catalogs(), _hostile_catalog(kit)])
     report = check_export(tree, tmp_path / "tree")
     assert report.ok, report.summary()
@@ -89,7 +93,7 @@ def test_exported_trees_of_representative_and_hostile_catalogs_type_check_strict
     assert report.modules_imported == len([p for p in tree.files() if p.endswith(".py")])
 
 
-def test_a_program_using_the_stubs_gets_precise_types(kit, tmp_path):
+def test_a_program_using_the_stubs_gets_precise_types(kit: Kit, tmp_path: Path):
     render_tree(kit.representative_catalogs()).export(tmp_path)
     program = tmp_path / "servers" / "_program_check.py"
     program.write_text(
