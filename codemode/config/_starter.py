@@ -15,6 +15,7 @@ _HEADER = """\
 # codemode (stubs live under servers/<name>/); the server's own serverInfo is never trusted.
 #
 #   stdio:  command = "...", args = [...], env = { KEY = "${ENV_VAR}" }, cwd = "..."
+#           max_message_bytes = 16777216   # read at most this much of one message
 #   HTTP:   url = "http://127.0.0.1:8000/mcp", headers = { Authorization = "Bearer ${TOKEN}" }
 #   both:   trusted = false          # trust the server's readOnlyHint and other annotations
 #           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28

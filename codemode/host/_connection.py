@@ -26,9 +26,8 @@ from typing import Any, TypeVar, cast
 import anyio
 import mcp_types
 from anyio.abc import TaskStatus
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.session import IncomingMessage
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -57,6 +56,7 @@ from codemode.errors import (
 from codemode.host._errors import describe_exception, root_cause
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
+from codemode.host._stdio import stdio_transport
 
 SDK_VERSION = package_version("mcp")
 
@@ -219,15 +219,16 @@ class ServerConnection:
                     f"command {command!r} was not found; is it installed and on PATH?",
                 )
             args = [_resolve(self.name, "args", a, self._environ) for a in cfg.args]
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=["-I", str(_LAUNCHER), "--", executable, *args],
-                env=env or None,
-                cwd=cfg.cwd,
-            )
             self._stderr = StderrTail()
             stack.callback(self._stderr.close)
-            return Client(stdio_client(params, errlog=self._stderr.writer), **common)
+            transport = stdio_transport(
+                [sys.executable, "-I", str(_LAUNCHER), "--", executable, *args],
+                env=env or None,
+                cwd=cfg.cwd,
+                errlog=self._stderr.writer,
+                max_message_bytes=cfg.max_message_bytes,
+            )
+            return Client(transport, **common)
         headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
         url = _resolve(self.name, "url", cfg.url, self._environ)
         http_client = create_mcp_http_client(headers=headers or None)

@@ -1,0 +1,152 @@
+"""codemode's stdio transport: a server process, its pipes, and bounded framing of what it writes.
+
+It plays the part of the SDK's ``stdio_client`` (the same streams, the same shutdown order:
+close stdin, wait, SIGTERM the process group, wait, SIGKILL), with one difference that matters
+for safety: the server's output is framed by :mod:`codemode.host._frames`, so a line is never
+held past ``max_message_bytes`` and a line that does not decode fails one request instead of the
+connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from subprocess import PIPE
+from typing import TextIO
+
+import anyio
+import mcp_types as types
+from anyio.abc import Process
+from mcp.client._transport import TransportStreams
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from codemode.host._frames import LineFramer, decode_frame
+
+__all__ = ["stdio_transport"]
+
+CLOSE_GRACE_S = 2.0
+"""Time a server has to exit by itself once its stdin is closed (the spec's first step)."""
+TERM_GRACE_S = 2.0
+"""Time between SIGTERM and SIGKILL to the server's process group."""
+FLUSH_S = 0.5
+"""Time the writer has to send what the session already handed it, at shutdown."""
+_READ_CHUNK = 64 * 1024
+
+
+@asynccontextmanager
+async def stdio_transport(
+    command: Sequence[str],
+    *,
+    env: dict[str, str] | None,
+    cwd: str | Path | None,
+    errlog: TextIO,
+    max_message_bytes: int,
+) -> AsyncGenerator[TransportStreams]:
+    """Start ``command`` as a stdio MCP server in a new session; yield the session's streams."""
+    process = await anyio.open_process(
+        list(command),
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=errlog,
+        env=get_default_environment() | (env or {}),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    reader_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, writer_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    in_flight: dict[types.RequestId, str] = {}
+    writer_done = anyio.Event()
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        framer = LineFramer(max_message_bytes)
+        delivering = True
+        async with reader_send:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                while True:
+                    chunk = await process.stdout.receive(_READ_CHUNK)
+                    for frame in framer.feed(chunk) if delivering else ():
+                        message = decode_frame(frame, in_flight)
+                        if message is None:
+                            continue
+                        if isinstance(message, SessionMessage):
+                            _settle(message, in_flight)
+                        try:
+                            await reader_send.send(message)
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            # The session is gone; keep reading (and dropping) so a server
+                            # flushing its output is not blocked on a full pipe while it exits.
+                            delivering = False
+                            break
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with writer_receive:
+                async for item in writer_receive:
+                    message = item.message
+                    if isinstance(message, types.JSONRPCRequest):
+                        in_flight[message.id] = message.method
+                    body = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(body.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server stopped reading: end the session's read side so no request waits forever.
+            await reader_send.aclose()
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read_stdout)
+        group.start_soon(write_stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                read_stream.close()
+                write_stream.close()
+                with anyio.move_on_after(FLUSH_S):
+                    await writer_done.wait()
+                await _stop(process)
+            group.cancel_scope.cancel()
+
+
+def _settle(message: SessionMessage, in_flight: dict[types.RequestId, str]) -> None:
+    answer = message.message
+    if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) and answer.id is not None:
+        in_flight.pop(answer.id, None)
+
+
+async def _stop(process: Process) -> None:
+    """Close stdin, then SIGTERM and SIGKILL the server's process group, each after a grace."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    if not await _exited(process, CLOSE_GRACE_S):
+        _signal_group(process, signal.SIGTERM)
+        if not await _exited(process, TERM_GRACE_S):
+            _signal_group(process, signal.SIGKILL)
+            await _exited(process, TERM_GRACE_S)
+    if process.stdout is not None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdout.aclose()
+    with contextlib.suppress(OSError, RuntimeError), anyio.move_on_after(TERM_GRACE_S):
+        await process.aclose()
+
+
+async def _exited(process: Process, grace_s: float) -> bool:
+    # Polled, not process.wait(): that also waits for the pipes' EOF, which a grandchild that
+    # inherited them can hold open long after the server itself has gone.
+    with anyio.move_on_after(grace_s):
+        while process.returncode is None:  # noqa: ASYNC110 - no event tells us the exit
+            await anyio.sleep(0.01)
+    return process.returncode is not None
+
+
+def _signal_group(process: Process, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
