@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import sys
 import uuid
@@ -29,7 +28,6 @@ from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -54,6 +52,7 @@ from codemode.errors import (
     ServerUnavailableError,
 )
 from codemode.host._errors import describe_exception, root_cause
+from codemode.host._http import CALL_MARKER, call_marker, new_http_client
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
@@ -70,9 +69,6 @@ MAX_TOOLS_PER_SERVER = 10_000
 
 RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Backoff between reconnection attempts of a failed server."""
-
-_CALL_MARKER = "io.codemode/call"
-"""Key in a call's ``_meta`` that lets an HTTP 429/503 answer be tied to the call it refused."""
 
 _CLIENT_ERRORS = frozenset(
     {mcp_types.INVALID_PARAMS, mcp_types.METHOD_NOT_FOUND, mcp_types.INVALID_REQUEST, mcp_types.PARSE_ERROR}
@@ -231,7 +227,7 @@ class ServerConnection:
             return Client(transport, **common)
         headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
         url = _resolve(self.name, "url", cfg.url, self._environ)
-        http_client = create_mcp_http_client(headers=headers or None)
+        http_client = new_http_client(headers)
 
         async def on_response(response: Any) -> None:
             if response.status_code in (429, 503):
@@ -496,7 +492,7 @@ class ServerConnection:
         """
         client = self._require_client()
         marker = uuid.uuid4().hex
-        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), _CALL_MARKER: marker})
+        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), CALL_MARKER: marker})
         try:
             # session.call_tool, not Client.call_tool: the latter silently re-lists and resends
             # when a 2026-07-28 server reports that the tool's schema changed; codemode must see
@@ -563,12 +559,12 @@ class ServerConnection:
         """Remember 429/503 answers per call (by the marker in ``_meta``): refused, not executed."""
         if status not in (429, 503):
             return
-        match = re.search(rb'"' + _CALL_MARKER.encode() + rb'"\s*:\s*"([0-9a-f]{32})"', body)
-        if match:
+        marker = call_marker(body)
+        if marker is not None:
             delay: float | None = None
             if retry_after is not None and retry_after.strip().isdigit():
                 delay = min(float(retry_after), 30.0)
-            self._http_refusals[match.group(1).decode()] = (status, delay)
+            self._http_refusals[marker] = (status, delay)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
         client = self._require_client()
