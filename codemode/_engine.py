@@ -38,7 +38,7 @@ from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
-from codemode.host import McpHost, ServerStatus
+from codemode.host import McpHost, ServerStatus, TransportFactory
 from codemode.ledger import Ledger, open_ledger
 from codemode.sandbox import RunOutcome, SandboxManager, Session
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
@@ -61,6 +61,7 @@ class CodeMode:
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
         measure_tokens: bool = False,
+        transports: Mapping[str, TransportFactory] | None = None,
     ) -> None:
         if backend is not None:
             config = config.model_copy(
@@ -74,6 +75,8 @@ class CodeMode:
         self._owns_ledger = ledger is None
         self.measure_tokens = measure_tokens
         """Count tokens of every tool result and of the final result (costs some CPU per call)."""
+        self._transports = transports
+        """Per configured server, a transport to use instead of the configured one (tests)."""
         self._host: McpHost | None = None
         self._pins: Pins | None = None
         self._tree: VirtualTree | None = None
@@ -102,7 +105,8 @@ class CodeMode:
             if self._owns_ledger:
                 stack.callback(self._close_ledger)
             self._pins = Pins(config.lock_path)
-            host = await stack.enter_async_context(McpHost(config, environ=self._environ))
+            host = McpHost(config, environ=self._environ, transports=self._transports)
+            await stack.enter_async_context(host)
             self._host = host
             host.on_catalog_change(self._catalog_changed)
             self._rebuild_tree()

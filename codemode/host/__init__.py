@@ -1,7 +1,14 @@
 """The MCP host: connections to every configured server, their status and live catalogs."""
 
-from codemode.host._connection import SDK_VERSION, ServerConnection
+from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._host import McpHost
 from codemode.host._status import ConnectionState, ServerStatus
 
-__all__ = ["SDK_VERSION", "ConnectionState", "McpHost", "ServerConnection", "ServerStatus"]
+__all__ = [
+    "SDK_VERSION",
+    "ConnectionState",
+    "McpHost",
+    "ServerConnection",
+    "ServerStatus",
+    "TransportFactory",
+]

@@ -26,8 +26,10 @@ import anyio
 import mcp_types
 from anyio.abc import TaskStatus
 from mcp import Client
+from mcp.client import Transport
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -103,6 +105,12 @@ def _resolve(server: str, where: str, value: str, environ: Mapping[str, str]) ->
         ) from None
 
 
+TransportFactory = Callable[[], Transport | MCPServer]
+"""Makes a fresh transport per connection attempt; replaces the one the server's config names.
+
+A seam for tests (``codemode.testing``): an ``MCPServer`` here is served in this process."""
+
+
 class ServerConnection:
     def __init__(
         self,
@@ -111,9 +119,11 @@ class ServerConnection:
         *,
         environ: Mapping[str, str] | None = None,
         on_catalog: CatalogListener | None = None,
+        transport: TransportFactory | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self._transport = transport
         self._environ = os.environ if environ is None else environ
         self._on_catalog = on_catalog
         self._client: Client | None = None
@@ -204,6 +214,8 @@ class ServerConnection:
             # The catalog must reflect the server now; list-changed drift detection depends on it.
             "cache": None,
         }
+        if self._transport is not None:
+            return Client(self._transport(), **common)
         if isinstance(cfg, StdioServerConfig):
             env = {k: _resolve(self.name, f"env.{k}", v, self._environ) for k, v in cfg.env.items()}
             command = _resolve(self.name, "command", cfg.command, self._environ)

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from codemode.catalog import ServerCatalog
 from codemode.config import Config
 from codemode.errors import CatalogError
-from codemode.host._connection import SDK_VERSION, ServerConnection
+from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._status import ConnectionState, ServerStatus
 
 CatalogChangeListener = Callable[[ServerCatalog], Awaitable[None]]
@@ -32,9 +32,19 @@ class McpHost:
     failed; a failed server is reported in :meth:`statuses` and never raises here.
     """
 
-    def __init__(self, config: Config, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        environ: Mapping[str, str] | None = None,
+        transports: Mapping[str, TransportFactory] | None = None,
+    ) -> None:
         self.config = config
         self._environ = os.environ if environ is None else environ
+        unknown = sorted(set(transports or {}) - set(config.servers))
+        if unknown:
+            raise ValueError(f"transports given for servers that are not configured: {', '.join(unknown)}")
+        self._transports = dict(transports or {})
         self._connections: dict[str, ServerConnection] = {}
         self._disabled = [name for name, server in config.servers.items() if not server.enabled]
         self._listeners: list[CatalogChangeListener] = []
@@ -44,7 +54,11 @@ class McpHost:
         self._task_group = await anyio.create_task_group().__aenter__()
         for name, server in self.config.enabled_servers().items():
             connection = ServerConnection(
-                name, server, environ=self._environ, on_catalog=self._catalog_changed
+                name,
+                server,
+                environ=self._environ,
+                on_catalog=self._catalog_changed,
+                transport=self._transports.get(name),
             )
             self._connections[name] = connection
             self._task_group.start_soon(connection.serve, name=f"codemode-server-{name}")

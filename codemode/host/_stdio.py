@@ -21,13 +21,18 @@ from typing import TextIO
 import anyio
 import mcp_types as types
 from anyio.abc import Process
-from mcp.client._transport import TransportStreams
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from codemode.host._frames import LineFramer, decode_frame
 
-__all__ = ["stdio_transport"]
+__all__ = ["StdioStreams", "stdio_transport"]
+
+StdioStreams = tuple[
+    MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
+]
+"""What the session reads (messages, or errors it logs) and where it writes."""
 
 CLOSE_GRACE_S = 2.0
 """Time a server has to exit by itself once its stdin is closed (the spec's first step)."""
@@ -46,7 +51,7 @@ async def stdio_transport(
     cwd: str | Path | None,
     errlog: TextIO,
     max_message_bytes: int,
-) -> AsyncGenerator[TransportStreams]:
+) -> AsyncGenerator[StdioStreams]:
     """Start ``command`` as a stdio MCP server in a new session; yield the session's streams."""
     process = await anyio.open_process(
         list(command),

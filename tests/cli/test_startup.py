@@ -59,6 +59,26 @@ def test_the_public_api_is_exactly_what_all_lists_and_every_name_resolves() -> N
         _ = codemode.nope  # type: ignore[attr-defined]
 
 
+TESTING_API = [
+    "FakeCall",
+    "FakeTools",
+    "ToolFailure",
+    "approved_pins",
+    "fake_broker",
+    "in_memory_transports",
+    "memory_ledger",
+    "open_test_run",
+]
+
+
+def test_the_testing_module_exports_exactly_its_seams() -> None:
+    import codemode.testing
+
+    assert codemode.testing.__all__ == TESTING_API, "a change to codemode.testing must be deliberate"
+    for name in TESTING_API:
+        assert getattr(codemode.testing, name) is not None, name
+
+
 def imported_after(*argv: str, cwd: Path | None = None) -> set[str]:
     """The top-level modules a fresh interpreter imported to run ``codemode ARGV``."""
     probe = (

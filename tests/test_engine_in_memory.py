@@ -1,0 +1,74 @@
+"""CodeMode with an in-process MCP server (codemode.testing.in_memory_transports): no server process.
+
+The real SDK client and server speak MCP in memory; the host, pins, gates and ledger are real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+from codemode import CodeMode, config_from_mapping
+from codemode.calls import CallDenied, ToolResult
+from codemode.catalog import approve, load_lock, observe, save_lock
+from codemode.host import ConnectionState, McpHost
+from codemode.ledger import open_ledger
+from codemode.testing import in_memory_transports
+
+pytestmark = pytest.mark.anyio
+
+
+def crm_server() -> MCPServer:
+    app = MCPServer("crm")
+
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def get_customer(customer_id: str) -> dict[str, str]:
+        """Look up one customer."""
+        return {"id": customer_id, "name": "Acme"}
+
+    @app.tool()
+    def delete_customer(customer_id: str) -> str:
+        """Delete a customer."""
+        return f"deleted {customer_id}"
+
+    return app
+
+
+async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path: Path) -> None:
+    data: dict[str, Any] = {
+        # The command is never run: the transport is replaced.
+        "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
+        "sandbox": {"backend": "process", "pool_size": 0},
+    }
+    config = config_from_mapping(data, base_dir=tmp_path)
+    transports = in_memory_transports({"crm": crm_server()})
+    async with McpHost(config, transports=transports) as host:
+        [status] = host.statuses()
+        assert status.state is ConnectionState.READY, status.error
+        lock = load_lock(config.lock_path)
+        for catalog in host.catalogs():
+            lock, _ = observe(lock, catalog)
+        save_lock(config.lock_path, approve(lock)[0])
+    async with CodeMode(config, transports=transports) as engine:
+        read = await engine.call_tool("crm", "get_customer", {"customer_id": "CUST-1"}, purpose="test")
+        assert isinstance(read, ToolResult), read
+        assert read.structured == {"id": "CUST-1", "name": "Acme"}
+        # Not read-only: it needs consent, and no approver is configured.
+        write = await engine.call_tool("crm", "delete_customer", {"customer_id": "CUST-1"}, purpose="test")
+        assert isinstance(write, CallDenied) and write.gate == "consent"
+    ledger = open_ledger(config.ledger_path, create=False)
+    try:
+        calls = [(c.tool, str(c.state)) for c in ledger.list_calls(newest_first=False)]
+    finally:
+        ledger.close()
+    assert calls == [("get_customer", "succeeded"), ("delete_customer", "denied")]
+
+
+def test_a_transport_for_a_server_that_is_not_configured_is_an_error(tmp_path: Path) -> None:
+    config = config_from_mapping({"servers": {}}, base_dir=tmp_path)
+    with pytest.raises(ValueError, match="not configured: crm"):
+        McpHost(config, transports=in_memory_transports({"crm": crm_server()}))
