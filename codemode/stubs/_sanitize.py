@@ -13,7 +13,7 @@ text into source text, and it offers exactly four shapes:
   (provenance constants, argument names, URIs).
 
 :class:`Untrusted` wraps server text on its way into the templates; the template environment
-refuses to print it unless it went through one of these filters (see ``_render.py``).
+refuses to print it unless it went through one of these filters (see ``_templating.py``).
 """
 
 from __future__ import annotations

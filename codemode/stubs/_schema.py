@@ -38,233 +38,54 @@ any other ``$ref``                       ``_t.Any`` - never fetched
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, cast
-from urllib.parse import unquote
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
-from codemode.stubs._names import MODULE_LEVEL_RESERVED, NameKind, base_identifier, pascal_case
+from codemode.stubs._module_types import AliasDef, FieldDef, ModuleTypes, TypedDictDef
+from codemode.stubs._names import NameKind, base_identifier, pascal_case
+from codemode.stubs._pytype import (
+    ANY,
+    BOOL,
+    DICT_ANY,
+    FLOAT,
+    INT,
+    LIST_ANY,
+    MAX_UNION,
+    NEVER,
+    NONE,
+    OVERSIZED,
+    STR,
+    PyType,
+    dict_of,
+    list_of,
+    literal,
+    named,
+    union,
+)
+from codemode.stubs._schema_document import (
+    MISSING,
+    JsonMap,
+    SchemaDocument,
+    as_list,
+    as_map,
+    decode_pointer_token,
+    description_of,
+    local_pointer,
+    note,
+    str_items,
+    variants,
+)
 
-__all__ = [
-    "ANY",
-    "NONE",
-    "AliasDef",
-    "FieldDef",
-    "JsonMap",
-    "ModuleTypes",
-    "PyType",
-    "SchemaTyper",
-    "TypedDictDef",
-    "as_list",
-    "as_map",
-    "description_of",
-    "dict_of",
-    "is_json_scalar",
-    "str_items",
-    "union",
-    "variants",
-]
+__all__ = ["SchemaTyper"]
 
 MAX_DEPTH: Final = 16
 MAX_NODES: Final = 20_000
 MAX_TYPEDDICTS: Final = 64
 MAX_FIELDS: Final = 200
-MAX_UNION: Final = 24
 MAX_LITERALS: Final = 200
 MAX_LITERAL_CHARS: Final = 200
-MAX_EXPR_CHARS: Final = 2_000
-MAX_REF_HOPS: Final = 32
 
-LiteralValue = str | int | bool
-
-
-class PyType:
-    """A Python type expression with its source text (``_t`` is the module's ``typing`` alias)."""
-
-    __slots__ = ("kind", "literals", "members", "text")
-
-    def __init__(
-        self,
-        kind: str,
-        text: str,
-        members: tuple[PyType, ...] = (),
-        literals: tuple[LiteralValue, ...] = (),
-    ) -> None:
-        self.kind = kind
-        self.text = text
-        self.members = members
-        self.literals = literals
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PyType) and other.text == self.text
-
-    def __hash__(self) -> int:
-        return hash(self.text)
-
-    def __repr__(self) -> str:
-        return f"PyType({self.text!r})"
-
-    def accepts(self, value: object) -> bool:
-        """Whether the JSON scalar ``value`` is a valid Python value of this type (for defaults)."""
-        kind = self.kind
-        if kind == "any":
-            return True
-        if kind == "union":
-            return any(member.accepts(value) for member in self.members)
-        if kind == "literal":
-            return any(type(lit) is type(value) and lit == value for lit in self.literals)
-        if kind == "float":
-            return type(value) in (int, float)
-        expected = {"str": str, "int": int, "bool": bool, "none": type(None)}.get(kind)
-        return expected is not None and type(value) is expected
-
-
-ANY: Final = PyType("any", "_t.Any")
-OVERSIZED: Final = PyType("any", "_t.Any")
-"""Returned instead of a type whose text would exceed :data:`MAX_EXPR_CHARS`."""
-NEVER: Final = PyType("never", "_t.Never")
-NONE: Final = PyType("none", "None")
-STR: Final = PyType("str", "str")
-INT: Final = PyType("int", "int")
-FLOAT: Final = PyType("float", "float")
-BOOL: Final = PyType("bool", "bool")
-DICT_ANY: Final = PyType("dict", "dict[str, _t.Any]")
-LIST_ANY: Final = PyType("list", "list[_t.Any]")
-
-
-def _capped(
-    kind: str, text: str, members: tuple[PyType, ...] = (), literals: tuple[LiteralValue, ...] = ()
-) -> PyType:
-    if len(text) > MAX_EXPR_CHARS:
-        return OVERSIZED
-    return PyType(kind, text, members, literals)
-
-
-def list_of(item: PyType) -> PyType:
-    return _capped("list", f"list[{item.text}]", (item,))
-
-
-def dict_of(value: PyType) -> PyType:
-    return _capped("dict", f"dict[str, {value.text}]", (value,))
-
-
-def named(name: str) -> PyType:
-    return PyType("named", name)
-
-
-def literal(values: Sequence[LiteralValue]) -> PyType:
-    unique: list[LiteralValue] = []
-    seen: set[tuple[type, LiteralValue]] = set()
-    for value in values:
-        key = (type(value), value)  # 1 == True in Python; Literal[1] and Literal[True] differ
-        if key not in seen:
-            seen.add(key)
-            unique.append(value)
-    text = "_t.Literal[" + ", ".join(repr(v) for v in unique) + "]"
-    return _capped("literal", text, literals=tuple(unique))
-
-
-def union(members: Iterable[PyType]) -> PyType:
-    """A normalised union: flattened, deduplicated, literals merged, ``None`` last."""
-    flat: list[PyType] = []
-    for member in members:
-        flat.extend(member.members if member.kind == "union" else (member,))
-    if any(m.kind == "any" for m in flat):
-        return ANY
-    flat = [m for m in flat if m.kind != "never"] or [NEVER]
-    kinds = {m.kind for m in flat}
-    literal_values: list[LiteralValue] = []
-    rest: list[PyType] = []
-    for member in flat:
-        if member.kind == "literal":
-            literal_values.extend(member.literals)
-        elif member not in rest and member.kind != "none":
-            rest.append(member)
-    # A literal value adds nothing next to its base type (Literal['a'] | str is str).
-    covered = {"str": str, "int": int, "bool": bool}
-    literal_values = [
-        v
-        for v in literal_values
-        if not any(kind in kinds and type(v) is tp for kind, tp in covered.items())
-        and not ("float" in kinds and type(v) is int)
-    ]
-    result = rest
-    if literal_values:
-        result = [*rest, literal(literal_values)]
-    if "none" in kinds:
-        result = [*result, NONE]
-    if not result:
-        return NEVER
-    if len(result) == 1:
-        return result[0]
-    if len(result) > MAX_UNION:
-        return ANY
-    return _capped("union", " | ".join(m.text for m in result), tuple(result))
-
-
-def is_json_scalar(value: object) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return value is None or isinstance(value, str | int | bool)
-
-
-# ----------------------------------------------------------------------------- definitions
-
-
-@dataclass(slots=True)
-class FieldDef:
-    key: str
-    """The original JSON property name."""
-    type: PyType
-    required: bool
-    description: str
-    notes: list[str]
-
-
-@dataclass(slots=True)
-class TypedDictDef:
-    name: str
-    description: str
-    fields: list[FieldDef] = field(default_factory=lambda: [])
-
-
-@dataclass(slots=True)
-class AliasDef:
-    name: str
-    type: PyType
-    notes: list[str]
-
-
-_IDENT_LIKE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-
-
-class ModuleTypes:
-    """The generated type definitions of one module, and the names they may use."""
-
-    def __init__(self, reserved: Iterable[str]) -> None:
-        self._taken: set[str] = set(MODULE_LEVEL_RESERVED) | set(reserved)
-        self.definitions: list[TypedDictDef | AliasDef] = []
-        self.nodes = 0
-        self.typeddicts = 0
-
-    def new_name(self, hint: str) -> str:
-        """A fresh module-level name derived from ``hint`` (deterministic: first come, first served)."""
-        base = hint[:60] if _IDENT_LIKE.fullmatch(hint) else "Type"
-        candidate, counter = base, 1
-        while candidate in self._taken:
-            counter += 1
-            candidate = f"{base}{counter}"
-        self._taken.add(candidate)
-        return candidate
-
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(d.name for d in self.definitions)
-
-
-# ----------------------------------------------------------------------------- the typer
 
 _TYPE_KEYWORDS: Final = frozenset(
     [
@@ -284,24 +105,6 @@ _TYPE_KEYWORDS: Final = frozenset(
         "$recursiveRef",
     ]
 )
-
-
-JsonMap = Mapping[str, Any]
-
-
-def as_map(value: object) -> JsonMap | None:
-    """``value`` as a JSON object, or None. (JSON keys are strings; callers still check.)"""
-    return cast(JsonMap, value) if isinstance(value, Mapping) else None
-
-
-def as_list(value: object) -> list[Any] | None:
-    return cast("list[Any]", value) if isinstance(value, list) else None
-
-
-def str_items(value: object) -> list[str]:
-    """The string members of a JSON array (``required``, a ``type`` list), else ``[]``."""
-    items = as_list(value)
-    return [v for v in items if isinstance(v, str)] if items is not None else []
 
 
 def _has_type_info(schema: object) -> bool:
@@ -324,13 +127,6 @@ def _is_object_shaped(schema: object) -> bool:
     )
 
 
-def description_of(schema: object) -> str:
-    """A schema's ``description`` (its ``title`` is usually just the prettified key: not used)."""
-    mapping = as_map(schema)
-    value = mapping.get("description") if mapping is not None else None
-    return value if isinstance(value, str) else ""
-
-
 @dataclass(slots=True)
 class _Inlining:
     containers: int
@@ -347,7 +143,7 @@ class SchemaTyper:
 
     def __init__(self, module: ModuleTypes, root: object, root_name: str) -> None:
         self._module = module
-        self._root = root
+        self._document = SchemaDocument(root)
         self._root_name = root_name
         self._refs: dict[str, PyType] = {}
         self._inlining: dict[str, _Inlining] = {}
@@ -359,10 +155,10 @@ class SchemaTyper:
         module = self._module
         module.nodes += 1
         if module.nodes > MAX_NODES:
-            _note(notes, "schema too large to type: Any")
+            note(notes, "schema too large to type: Any")
             return ANY
         if depth > MAX_DEPTH:
-            _note(notes, f"nested deeper than {MAX_DEPTH} levels: Any")
+            note(notes, f"nested deeper than {MAX_DEPTH} levels: Any")
             return ANY
         if schema is True:
             return ANY
@@ -370,14 +166,14 @@ class SchemaTyper:
             return NEVER
         mapping = as_map(schema)
         if mapping is None:
-            _note(notes, "invalid schema: Any")
+            note(notes, "invalid schema: Any")
             return ANY
         schema = mapping
         if "$ref" in schema:
             return self._checked(self._ref(schema["$ref"], hint, depth, notes), notes)
         for key in ("$dynamicRef", "$recursiveRef"):
             if key in schema:
-                _note(notes, f"{key} is not supported: Any")
+                note(notes, f"{key} is not supported: Any")
                 return ANY
         result = self._core(schema, hint, depth, notes)
         if schema.get("nullable") is True:
@@ -387,7 +183,7 @@ class SchemaTyper:
     @staticmethod
     def _checked(result: PyType, notes: list[str]) -> PyType:
         if result is OVERSIZED:
-            _note(notes, "type too large to spell out: Any")
+            note(notes, "type too large to spell out: Any")
         return result
 
     # -- keywords ---------------------------------------------------------------------------
@@ -425,7 +221,7 @@ class SchemaTyper:
         if isinstance(kind, str):
             return self._typed(schema, kind, hint, depth, notes)
         if kind is not None:
-            _note(notes, "invalid 'type': Any")
+            note(notes, "invalid 'type': Any")
             return ANY
         if any(k in schema for k in ("properties", "additionalProperties", "patternProperties")):
             return self._typed(schema, "object", hint, depth, notes)
@@ -436,7 +232,7 @@ class SchemaTyper:
     def _union(self, members: list[PyType], notes: list[str]) -> PyType:
         result = union(members)
         if result is ANY and len(members) > MAX_UNION:
-            _note(notes, f"union of more than {MAX_UNION} types: Any")
+            note(notes, f"union of more than {MAX_UNION} types: Any")
         return result
 
     def _typed(self, schema: Mapping[str, Any], kind: str, hint: str, depth: int, notes: list[str]) -> PyType:
@@ -444,12 +240,12 @@ class SchemaTyper:
         if simple is not None:
             fmt = schema.get("format")
             if isinstance(fmt, str) and kind != "null":
-                _note(notes, f"format: {fmt}")
+                note(notes, f"format: {fmt}")
             return simple
         if kind == "array":
             items = schema.get("items")
             if isinstance(items, list) or "prefixItems" in schema:
-                _note(notes, "tuple-shaped array typed as list[Any]")
+                note(notes, "tuple-shaped array typed as list[Any]")
                 return LIST_ANY
             if items is None:
                 return LIST_ANY
@@ -461,7 +257,7 @@ class SchemaTyper:
             return list_of(item)
         if kind == "object":
             return self._object(schema, hint, depth, notes)
-        _note(notes, f"unknown type {kind!r}: Any")
+        note(notes, f"unknown type {kind!r}: Any")
         return ANY
 
     def _object(self, schema: Mapping[str, Any], hint: str, depth: int, notes: list[str]) -> PyType:
@@ -487,10 +283,10 @@ class SchemaTyper:
 
     def _typeddict_possible(self, props: JsonMap, notes: list[str]) -> bool:
         if len(props) > MAX_FIELDS:
-            _note(notes, f"object with more than {MAX_FIELDS} properties typed as dict")
+            note(notes, f"object with more than {MAX_FIELDS} properties typed as dict")
             return False
         if self._module.typeddicts >= MAX_TYPEDDICTS:
-            _note(notes, "too many nested object types in this tool: dict")
+            note(notes, "too many nested object types in this tool: dict")
             return False
         return True
 
@@ -517,7 +313,7 @@ class SchemaTyper:
 
     def _enum(self, values: list[Any], notes: list[str]) -> PyType:
         if not values:
-            _note(notes, "empty enum: Any")
+            note(notes, "empty enum: Any")
             return ANY
         literal_ok = len(values) <= MAX_LITERALS and all(
             (isinstance(v, str) and len(v) <= MAX_LITERAL_CHARS) or isinstance(v, int) or v is None
@@ -529,7 +325,7 @@ class SchemaTyper:
             if len(lits) < len(values):
                 parts.append(NONE)
             return union(parts)
-        _note(notes, "enum values not expressible as Literal")
+        note(notes, "enum values not expressible as Literal")
         return union(_json_type(v) for v in values)
 
     # -- allOf --------------------------------------------------------------------------------
@@ -549,7 +345,7 @@ class SchemaTyper:
         maps = [m for _, r in typed if (m := as_map(r)) is not None]
         merged = _merge_objects(maps, notes)
         if merged is None or len(typed) != len(maps):
-            _note(notes, "allOf of non-object schemas: Any")
+            note(notes, "allOf of non-object schemas: Any")
             return ANY
         return self._object(merged, hint, depth, notes)
 
@@ -557,63 +353,16 @@ class SchemaTyper:
         self, schema: Mapping[str, Any], notes: list[str]
     ) -> list[tuple[object, object]] | None:
         """``(as written, resolved)`` for the schema's own keywords and every allOf member, recursively."""
-        out: list[tuple[object, object]] = []
-        seen: set[int] = set()
-        pending: list[object] = [schema]
-        while pending:
-            original = pending.pop(0)
-            if len(out) > MAX_REF_HOPS:
-                _note(notes, "allOf too large: Any")
-                return None
-            part: object = original
-            as_mapping = as_map(part)
-            if as_mapping is not None and "$ref" in as_mapping:
-                part = self._resolve_local(as_mapping["$ref"], notes)
-                if part is None:
-                    return None
-            if id(part) in seen:
-                continue
-            seen.add(id(part))
-            mapping = as_map(part)
-            members = as_list(mapping.get("allOf")) if mapping is not None else None
-            if mapping is not None and members is not None:
-                rest = {k: v for k, v in mapping.items() if k != "allOf"}
-                out.append((rest, rest))
-                pending.extend(members)
-            else:
-                out.append((original, part))
-        return out
+        return self._document.flatten_all_of(schema, notes)
 
     # -- $ref ---------------------------------------------------------------------------------
 
     def resolve(self, schema: object) -> object:
         """``schema`` with a local ``$ref`` followed (unchanged when it has none or it fails)."""
-        mapping = as_map(schema)
-        if mapping is not None and "$ref" in mapping:
-            target = self._resolve_local(mapping["$ref"], [])
-            return schema if target is None else target
-        return schema
-
-    def _resolve_local(self, ref: object, notes: list[str]) -> object | None:
-        """Follow ``$ref`` chains inside the document; None (with a note) when that is not possible."""
-        for _ in range(MAX_REF_HOPS):
-            pointer = _local_pointer(ref, notes)
-            if pointer is None:
-                return None
-            target = _pointer(self._root, pointer)
-            if target is _MISSING:
-                _note(notes, f"unresolvable $ref {ref}: Any")
-                return None
-            mapping = as_map(target)
-            if mapping is not None and "$ref" in mapping:
-                ref = mapping["$ref"]
-                continue
-            return target
-        _note(notes, "$ref chain too long: Any")
-        return None
+        return self._document.resolve(schema)
 
     def _ref(self, ref: object, hint: str, depth: int, notes: list[str]) -> PyType:
-        pointer = _local_pointer(ref, notes)
+        pointer = local_pointer(ref, notes)
         if pointer is None:
             return ANY
         cached = self._refs.get(pointer)
@@ -625,11 +374,11 @@ class SchemaTyper:
                 if inlining.alias is None:
                     inlining.alias = self._module.new_name(self._def_hint(pointer))
                 return named(inlining.alias)
-            _note(notes, f"$ref {ref} refers to itself without nesting: Any")
+            note(notes, f"$ref {ref} refers to itself without nesting: Any")
             return ANY
-        target = _pointer(self._root, pointer)
-        if target is _MISSING:
-            _note(notes, f"unresolvable $ref {ref}: Any")
+        target = self._document.lookup(pointer)
+        if target is MISSING:
+            note(notes, f"unresolvable $ref {ref}: Any")
             return ANY
         object_schema = as_map(target) if _is_object_shaped(target) else None
         if object_schema is not None:
@@ -658,31 +407,8 @@ class SchemaTyper:
     def _def_hint(self, pointer: str) -> str:
         if not pointer:
             return self._root_name
-        last = _unescape(pointer.rsplit("/", 1)[-1])
+        last = decode_pointer_token(pointer.rsplit("/", 1)[-1])
         return pascal_case(base_identifier(last, NameKind.PARAMETER))
-
-
-def _local_pointer(ref: object, notes: list[str]) -> str | None:
-    """The JSON pointer of a local ``$ref`` (``"#/$defs/X"`` -> ``"/$defs/X"``), else None with a note."""
-    if not isinstance(ref, str):
-        _note(notes, "invalid $ref: Any")
-        return None
-    if not ref.startswith("#"):
-        _note(notes, f"$ref {ref} is not fetched (only local references are followed): Any")
-        return None
-    pointer = ref[1:]
-    if pointer and not pointer.startswith("/"):
-        _note(notes, f"anchor $ref {ref} is not supported: Any")
-        return None
-    return pointer
-
-
-def variants(schema: Mapping[str, Any]) -> list[object]:
-    """The members of a schema's ``anyOf`` and ``oneOf`` (in that order)."""
-    out: list[object] = []
-    for key in ("anyOf", "oneOf"):
-        out.extend(as_list(schema.get(key)) or [])
-    return out
 
 
 def _merge_objects(parts: list[Mapping[str, Any]], notes: list[str]) -> dict[str, Any] | None:
@@ -696,7 +422,7 @@ def _merge_objects(parts: list[Mapping[str, Any]], notes: list[str]) -> dict[str
             return None
         for key, sub in (as_map(part.get("properties")) or {}).items():
             if key in props and props[key] != sub:
-                _note(notes, f"allOf members disagree on property {key!r}: Any")
+                note(notes, f"allOf members disagree on property {key!r}: Any")
                 props[key] = True
             else:
                 props[key] = sub
@@ -708,35 +434,6 @@ def _merge_objects(parts: list[Mapping[str, Any]], notes: list[str]) -> dict[str
             merged["description"] = desc
             break
     return merged
-
-
-_MISSING: Final = object()
-
-
-def _unescape(token: str) -> str:
-    return unquote(token).replace("~1", "/").replace("~0", "~")
-
-
-def _pointer(document: object, pointer: str) -> object:
-    """Resolve a JSON pointer (RFC 6901, URI-fragment encoded) or return ``_MISSING``."""
-    node = document
-    if not pointer:
-        return node
-    for raw in pointer.split("/")[1:]:
-        token = _unescape(raw)
-        mapping, items = as_map(node), as_list(node)
-        if mapping is not None:
-            if token not in mapping:
-                return _MISSING
-            node = mapping[token]
-        elif items is not None and token.isdigit():
-            index = int(token)
-            if index >= len(items):
-                return _MISSING
-            node = items[index]
-        else:
-            return _MISSING
-    return node
 
 
 def _json_type(value: object) -> PyType:
@@ -753,8 +450,3 @@ def _json_type(value: object) -> PyType:
     if isinstance(value, list):
         return LIST_ANY
     return DICT_ANY if isinstance(value, dict) else ANY
-
-
-def _note(notes: list[str], text: str) -> None:
-    if text not in notes and len(notes) < 8:
-        notes.append(text)

@@ -26,16 +26,11 @@ from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.errors import CodemodeError, StubRenderError
 from codemode.search import SearchDocument, ToolIndex
 from codemode.stubs._names import NameKind, assign_identifiers
-from codemode.stubs._render import (
-    ServerInitTool,
-    render_prompts,
-    render_resources,
-    render_root,
-    render_server_init,
-    render_tool,
-    tool_summary,
-)
-from codemode.stubs._schema import as_map, description_of
+from codemode.stubs._render_packages import ServerInitTool, render_root, render_server_init
+from codemode.stubs._render_prompts import render_prompts
+from codemode.stubs._render_resources import render_resources
+from codemode.stubs._render_tool import render_tool, tool_summary
+from codemode.stubs._schema_document import as_map, description_of
 
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
 

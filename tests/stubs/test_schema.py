@@ -8,20 +8,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from codemode.stubs import render_tree
-from codemode.stubs._render import MAX_MODULE_CHARS
-from codemode.stubs._schema import (
-    ANY,
-    BOOL,
-    FLOAT,
-    INT,
-    NONE,
-    STR,
-    ModuleTypes,
-    SchemaTyper,
-    TypedDictDef,
-    literal,
-    union,
-)
+from codemode.stubs._module_types import ModuleTypes, TypedDictDef
+from codemode.stubs._pytype import ANY, BOOL, FLOAT, INT, NONE, STR, literal, union
+from codemode.stubs._render_tool import MAX_MODULE_CHARS
+from codemode.stubs._schema import SchemaTyper
 
 if TYPE_CHECKING:
     from .conftest import Kit
