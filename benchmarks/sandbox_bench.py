@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -50,7 +50,7 @@ from codemode.calls import (  # noqa: E402
     RunBinding,
     ToolCallRequest,
 )
-from codemode.config import SandboxConfig  # noqa: E402
+from codemode.config import BackendChoice, SandboxConfig  # noqa: E402
 from codemode.errors import SandboxUnavailableError  # noqa: E402
 from codemode.sandbox import SandboxManager  # noqa: E402
 from codemode.sandbox._bwrap import probe_bwrap  # noqa: E402
@@ -83,6 +83,22 @@ class Series:
     p95_ms: float
     mean_ms: float
     min_ms: float
+
+
+class SharedSettings(TypedDict):
+    """The `SandboxConfig` fields shared by every measured path."""
+
+    image: str
+    wall_time_s: float
+
+
+class Report(TypedDict):
+    program: str
+    iterations: int
+    series: list[dict[str, Any]]
+    docker_run_rm_over_warm_pool_p50: float | None
+    warm_pool_p50_ms: dict[str, float]
+    notes: list[str]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -145,17 +161,19 @@ async def _measure(name: str, run: Callable[[], Awaitable[list[float]]], results
     results.append(_series(name, await run()))
 
 
-async def _manager_pair(backend: str, base: dict[str, Any], iterations: int, results: list[Series]) -> None:
+async def _manager_pair(
+    backend: BackendChoice, base: SharedSettings, iterations: int, results: list[Series]
+) -> None:
     warm = SandboxConfig(backend=backend, pool_size=1, **base)
     cold = SandboxConfig(backend=backend, pool_size=0, **base)
     await _measure(f"{backend} warm pool", lambda: _through_manager(warm, iterations, warm=True), results)
     await _measure(f"{backend} cold", lambda: _through_manager(cold, iterations, warm=False), results)
 
 
-async def bench(iterations: int, image: str, *, backends: tuple[str, ...]) -> dict[str, Any]:
+async def bench(iterations: int, image: str, *, backends: tuple[str, ...]) -> Report:
     results: list[Series] = []
     notes: list[str] = []
-    base = {"image": image, "wall_time_s": 30.0}
+    base: SharedSettings = {"image": image, "wall_time_s": 30.0}
     docker_ok = "docker" in backends
     if docker_ok:
         try:
@@ -187,7 +205,7 @@ async def bench(iterations: int, image: str, *, backends: tuple[str, ...]) -> di
         for name in ("docker", "bwrap", "process")
         if f"{name} warm pool" in by_name
     }
-    ratio = None
+    ratio: float | None = None
     if "docker warm pool" in by_name and "docker run --rm" in by_name:
         ratio = round(by_name["docker run --rm"].p50_ms / by_name["docker warm pool"].p50_ms, 1)
     return {
@@ -201,7 +219,7 @@ async def bench(iterations: int, image: str, *, backends: tuple[str, ...]) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("-n", "--iterations", type=int, default=30)
     parser.add_argument("--image", default=SandboxConfig().image)
     parser.add_argument("--no-docker", action="store_true", help="leave Docker out")

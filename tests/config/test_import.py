@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from codemode.config import config_from_mapping, import_mcp_servers, starter_config
+from codemode.config._starter import ServerEntry
 from codemode.errors import ConfigError
 
 
@@ -18,9 +20,9 @@ def write_json(path: Path, data: object) -> Path:
     return path
 
 
-def roundtrip(servers: dict[str, object]) -> dict[str, object]:
+def roundtrip(servers: Mapping[str, ServerEntry]) -> dict[str, object]:
     """The imported servers, written as TOML by the starter and read back."""
-    text = starter_config(servers)  # type: ignore[arg-type]
+    text = starter_config(servers)
     data = tomllib.loads(text)
     config_from_mapping(data)  # the written file must validate
     return data["servers"]

@@ -27,6 +27,12 @@ def host_for(servers: dict[str, dict[str, Any]]) -> McpHost:
     return McpHost(config_from_mapping({"servers": servers}))
 
 
+def parent_cmdline(process: psutil.Process) -> str:
+    """The command line of `process`'s parent, or "" when psutil finds none (e.g. it has exited)."""
+    parent = process.parent()
+    return "" if parent is None else " ".join(parent.cmdline())
+
+
 async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
     with anyio.fail_after(timeout):
         while not predicate():
@@ -221,7 +227,7 @@ async def test_a_server_killed_while_connected_fails_alone(
             for c in psutil.Process().children(recursive=True)
             if "crm_server.py" in " ".join(c.cmdline())
             and "_launcher.py" not in " ".join(c.cmdline())
-            and "_launcher.py" in " ".join(c.parent().cmdline())
+            and "_launcher.py" in parent_cmdline(c)
         )
         victim.kill()
         with pytest.raises((OutcomeUnknownError, ServerUnavailableError)):
@@ -239,7 +245,7 @@ async def test_a_crashed_server_is_reconnected_and_its_tools_work_again(
             for c in psutil.Process().children(recursive=True)
             if "crm_server.py" in " ".join(c.cmdline())
             and "_launcher.py" not in " ".join(c.cmdline())
-            and "_launcher.py" in " ".join(c.parent().cmdline())
+            and "_launcher.py" in parent_cmdline(c)
         )
         server.kill()
         connection = host.connection("crm")
@@ -261,7 +267,7 @@ async def test_reconnect_can_be_turned_off(example_stdio: Callable[..., dict[str
             for c in psutil.Process().children(recursive=True)
             if "crm_server.py" in " ".join(c.cmdline())
             and "_launcher.py" not in " ".join(c.cmdline())
-            and "_launcher.py" in " ".join(c.parent().cmdline())
+            and "_launcher.py" in parent_cmdline(c)
         )
         victim.kill()
         with pytest.raises((OutcomeUnknownError, ServerUnavailableError)):

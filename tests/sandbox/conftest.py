@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,7 +38,7 @@ from codemode.calls import (
 )
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import SandboxManager, build_image
+from codemode.sandbox import BackendName, SandboxManager, build_image
 from codemode.sandbox._bwrap import probe_bwrap
 from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL, RUNTIME_LABEL
 from codemode.sandbox._docker_api import docker_api
@@ -101,7 +101,7 @@ BACKENDS = [
 ]
 
 
-def require_backend(request: pytest.FixtureRequest, name: str) -> str:
+def require_backend(request: pytest.FixtureRequest, name: BackendName) -> BackendName:
     """Skip (or, when required, fail) unless ``name`` can run here."""
     if name == "docker":
         request.getfixturevalue("docker_image")
@@ -111,18 +111,18 @@ def require_backend(request: pytest.FixtureRequest, name: str) -> str:
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
+def backend(request: pytest.FixtureRequest) -> BackendName:
     return require_backend(request, request.param)
 
 
 @pytest.fixture(params=["process", pytest.param("bwrap", marks=pytest.mark.bwrap)])
-def local_backend(request: pytest.FixtureRequest) -> str:
+def local_backend(request: pytest.FixtureRequest) -> BackendName:
     """The backends without Docker: both rely on rlimits and the psutil watchdog."""
     return require_backend(request, request.param)
 
 
 @pytest.fixture
-def make_config(backend: str) -> Callable[..., SandboxConfig]:
+def make_config(backend: BackendName) -> Callable[..., SandboxConfig]:
     """A SandboxConfig for the parametrized backend: no warm pool unless asked, tight limits."""
 
     def make(**overrides: Any) -> SandboxConfig:
@@ -185,8 +185,8 @@ class FakeHandler:
     """A CallHandler answering from Python functions; records requests and peak concurrency."""
 
     delay_s: float = 0.0
-    requests: list[ToolCallRequest] = field(default_factory=list)
-    bindings: list[RunBinding] = field(default_factory=list)
+    requests: list[ToolCallRequest] = field(default_factory=lambda: [])
+    bindings: list[RunBinding] = field(default_factory=lambda: [])
     in_flight: int = 0
     peak: int = 0
 
@@ -264,7 +264,7 @@ def open_mcp_handler() -> Callable[[], contextlib.AbstractAsyncContextManager[Mc
     """Opens (inside the test's task) a stdio MCP client to ``demo_mcp_server.py``."""
 
     @contextlib.asynccontextmanager
-    async def open_handler() -> AsyncIterator[McpForwardingHandler]:
+    async def open_handler() -> AsyncGenerator[McpForwardingHandler]:
         from mcp import Client, StdioServerParameters
 
         params = StdioServerParameters(command=sys.executable, args=[str(DEMO_SERVER)])

@@ -114,12 +114,12 @@ async def test_hostile_connections_are_refused_and_the_real_runtime_still_gets_i
     host = psutil.Process()
     before = host.memory_info().rss
     answers: dict[str, bytes] = {}
+    genuine = socket.socket(socket.AF_UNIX)
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.accept, 30.0)
         for name, payload in attacks.items():
             answers[name] = await anyio.to_thread.run_sync(_attack, path, payload)
         # After all that, the genuine runtime authenticates and gets the hello answer.
-        genuine = socket.socket(socket.AF_UNIX)
         genuine.connect(str(path))
         genuine.sendall(_hello(secret))
         header = await anyio.to_thread.run_sync(genuine.recv, 4)
@@ -180,6 +180,7 @@ async def test_a_program_breaking_the_protocol_gets_a_channel_error_and_the_host
             HOSTILE_PROGRAMS[attack], binding=new_binding(), modules=stub_tree, handler=handler
         )
         assert outcome.status == "error"
+        assert outcome.error is not None
         assert outcome.error.kind == "channel", outcome.error
         assert outcome.duration_ms < 15_000
         healthy = await manager.run(

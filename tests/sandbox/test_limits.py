@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from codemode.config import SandboxConfig
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import BackendName, SandboxManager
 
 pytestmark = pytest.mark.anyio
 
@@ -210,7 +210,7 @@ async def test_no_host_environment_file_or_credential_is_visible(
 
 
 async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
-    local_backend: str,
+    local_backend: BackendName,
     stub_tree: Any,
     handler: Any,
     new_binding: Callable[..., Any],
@@ -230,6 +230,7 @@ async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
+    assert outcome.error is not None
     assert outcome.error.kind == "oom", outcome.error
     assert "over the limit of 128 MiB" in outcome.error.message
     assert outcome.duration_ms < 10_000
@@ -242,7 +243,7 @@ async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
     "the watchdog's view (documented)",
 )
 async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
-    local_backend: str,
+    local_backend: BackendName,
     stub_tree: Any,
     handler: Any,
     new_binding: Callable[..., Any],
@@ -265,6 +266,7 @@ async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
+    assert outcome.error is not None
     assert outcome.error.kind == "oom", outcome.error
     assert "over the limit of 128 MiB" in outcome.error.message
     no_leftovers()

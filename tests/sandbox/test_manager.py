@@ -103,10 +103,12 @@ async def test_a_session_whose_run_times_out_is_over(
             handler=handler,
             wall_time_s=1.0,
         )
+        assert spun.error is not None
         assert spun.error.kind == "timeout"
         assert not session.alive
         after = await session.run("1", binding=new_binding(), modules=stub_tree, handler=handler)
         assert after.status == "error"
+        assert after.error is not None
         assert after.error.type == "SessionEnded"
         await session.aclose()
 

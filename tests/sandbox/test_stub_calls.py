@@ -44,6 +44,7 @@ except codemode.ToolError as exc:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=mcp_handler)
     assert outcome.status == "ok", outcome.error
     assert outcome.result_kind == "json"
+    assert isinstance(outcome.result, dict)
     assert outcome.result["total"] == {"total": 42}
     assert outcome.result["echo"] == "hello"
     assert outcome.result["echo_json"] == {"n": [1, 2]}
@@ -110,9 +111,11 @@ via_asyncio = asyncio.run(gather())
     async with SandboxManager(make_config()) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "ok", outcome.error
+    assert isinstance(outcome.result, list)
     count_threads, count_asyncio, elapsed = outcome.result
     assert (count_threads, count_asyncio) == (100, 100)
     # 200 calls of 50 ms each: serially 10 s.
+    assert isinstance(elapsed, int | float)
     assert elapsed < 5.0
     assert handler.peak > 4
     assert [r.seq for r in handler.requests] == list(range(200))
