@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport] - imported early: a late import at session end trips a CPython 3.11.7 ast bug
 import pytest
@@ -17,6 +17,40 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_SERVERS = REPO / "examples" / "servers"
 FIXTURE_SERVERS = REPO / "tests" / "fixtures" / "servers"
+
+
+# -- "duplicate side effects: N" at the end of a run ------------------------------------------
+# The fault tests (tests/e2e) attach (scenario, operations, writes) to their reports as a user
+# property. Reports reach this process from xdist workers too, so the sum covers the whole run.
+
+SIDE_EFFECTS_PROPERTY = "codemode_side_effects"
+_side_effects: list[tuple[str, int, int]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call":
+        return
+    for key, value in report.user_properties:
+        if key == SIDE_EFFECTS_PROPERTY:
+            scenario, operations, writes = cast(tuple[str, int, int], value)
+            _side_effects.append((scenario, operations, writes))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _side_effects:
+        return
+    writes = sum(w for _, _, w in _side_effects)
+    operations = sum(o for _, o, _ in _side_effects)
+    duplicates = sum(max(0, w - o) for _, o, w in _side_effects)
+    terminalreporter.write_sep("=", "side effects (tests/e2e)")
+    terminalreporter.write_line(
+        f"duplicate side effects: {duplicates} "
+        f"({writes} writes observed for {operations} distinct operations in {len(_side_effects)} fault runs)"
+    )
+    for scenario, ops, w in _side_effects:
+        terminalreporter.write_line(
+            f"  {scenario}: {ops} operations, {w} writes, {max(0, w - ops)} duplicates"
+        )
 
 
 def example_server_script(name: str) -> Path:

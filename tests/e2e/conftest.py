@@ -374,12 +374,16 @@ class SideEffects:
 
 
 SIDE_EFFECTS: list[SideEffects] = []
+SIDE_EFFECTS_PROPERTY = "codemode_side_effects"
+"""The user property that tests/conftest.py sums into the run's summary (same literal there)."""
 
 
 @pytest.fixture
-def side_effects() -> Callable[[str, int, int], None]:
+def side_effects(request: pytest.FixtureRequest) -> Callable[[str, int, int], None]:
     def report(scenario: str, operations: int, writes: int) -> None:
         SIDE_EFFECTS.append(SideEffects(scenario, operations, writes))
+        # Travels with the test's report (to the xdist controller too) for the run's summary.
+        request.node.user_properties.append((SIDE_EFFECTS_PROPERTY, (scenario, operations, writes)))
 
     return report
 
@@ -387,27 +391,6 @@ def side_effects() -> Callable[[str, int, int], None]:
 @pytest.fixture
 def side_effect_runs() -> list[SideEffects]:
     return SIDE_EFFECTS
-
-
-def duplicate_side_effects_summary() -> str:
-    writes = sum(s.writes for s in SIDE_EFFECTS)
-    operations = sum(s.operations for s in SIDE_EFFECTS)
-    duplicates = sum(s.duplicates for s in SIDE_EFFECTS)
-    lines = [
-        f"duplicate side effects: {duplicates} "
-        f"({writes} writes observed for {operations} distinct operations in {len(SIDE_EFFECTS)} fault runs)"
-    ]
-    lines += [
-        f"  {s.scenario}: {s.operations} operations, {s.writes} writes, {s.duplicates} duplicates"
-        for s in SIDE_EFFECTS
-    ]
-    return "\n".join(lines)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if SIDE_EFFECTS:
-        terminalreporter.write_sep("=", "side effects (tests/e2e)")
-        terminalreporter.write_line(duplicate_side_effects_summary())
 
 
 @pytest.fixture

@@ -348,8 +348,10 @@ outcomes
 
 
 # A load test: under the coverage tracer (./dev test) the host side of 100,000 round trips runs
-# a few times slower and the run would hit its wall-time limit. Other tests cover these paths.
+# a few times slower, and with the suite split over two workers it shares the CPUs, so its
+# wall-time limit is generous (it bounds a runaway run, it is not the figure being tested).
 @pytest.mark.no_cover
+@pytest.mark.timeout(480)
 async def test_100000_calls_stop_exactly_at_the_call_budget_and_denied_calls_never_reach_the_server(
     deploy: Deploy,
 ) -> None:
@@ -357,7 +359,7 @@ async def test_100000_calls_stop_exactly_at_the_call_budget_and_denied_calls_nev
     trip alone is ~0.7 ms); exactly ``calls_per_run`` of them reach the server."""
     deployment = deploy(
         policy={"budget": {"calls_per_run": 50}, "consent": {"never": ["crm/add_note"]}},
-        sandbox={"wall_time_s": 170},
+        sandbox={"wall_time_s": 400},
     )
     program = """
 import codemode_runtime as rt
@@ -375,7 +377,7 @@ outcomes = rt.parallel(attempt, [{"i": i} for i in range(100_000)], max_workers=
 """
     started = time.monotonic()
     async with deployment.engine() as engine:
-        result = await engine.run(program, wall_time_s=170)
+        result = await engine.run(program, wall_time_s=400)
     elapsed = time.monotonic() - started
     assert result.status == "ok", result.error
     assert result.result == {"ok": 50, "budget": 99_950}
