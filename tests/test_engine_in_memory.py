@@ -15,7 +15,8 @@ from mcp_types import ToolAnnotations
 from codemode import CodeMode, config_from_mapping
 from codemode.calls import CallDenied, ToolResult
 from codemode.catalog import approve, load_lock, observe, save_lock
-from codemode.host import ConnectionState, McpHost
+from codemode.config import Config
+from codemode.host import ConnectionState, McpHost, TransportFactory
 from codemode.ledger import open_ledger
 from codemode.testing import in_memory_transports
 
@@ -38,9 +39,9 @@ def crm_server() -> MCPServer:
     return app
 
 
-async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path: Path) -> None:
+async def approved_in_memory_crm(tmp_path: Path) -> tuple[Config, dict[str, TransportFactory]]:
+    """A config whose crm server is in memory (its command is never run), its tools approved."""
     data: dict[str, Any] = {
-        # The command is never run: the transport is replaced.
         "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
         "sandbox": {"backend": "process", "pool_size": 0},
     }
@@ -53,6 +54,11 @@ async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path
         for catalog in host.catalogs():
             lock, _ = observe(lock, catalog)
         save_lock(config.lock_path, approve(lock)[0])
+    return config, transports
+
+
+async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path: Path) -> None:
+    config, transports = await approved_in_memory_crm(tmp_path)
     async with CodeMode(config, transports=transports) as engine:
         read = await engine.call_tool("crm", "get_customer", {"customer_id": "CUST-1"}, purpose="test")
         assert isinstance(read, ToolResult), read
@@ -72,3 +78,16 @@ def test_a_transport_for_a_server_that_is_not_configured_is_an_error(tmp_path: P
     config = config_from_mapping({"servers": {}}, base_dir=tmp_path)
     with pytest.raises(ValueError, match="not configured: crm"):
         McpHost(config, transports=in_memory_transports({"crm": crm_server()}))
+
+
+async def test_a_program_calls_an_in_memory_server_through_the_sandbox(tmp_path: Path) -> None:
+    """The program still runs in a real sandbox (process backend); only the server is in memory."""
+    config, transports = await approved_in_memory_crm(tmp_path)
+    program = (
+        "from servers.crm import get_customer\n[get_customer(customer_id=f'C{i}')['id'] for i in range(3)]"
+    )
+    async with CodeMode(config, transports=transports) as engine:
+        result = await engine.run(program)
+    assert result.status == "ok", result.error
+    assert result.result == ["C0", "C1", "C2"]
+    assert result.calls == 3
