@@ -82,7 +82,6 @@ class CodeMode:
         self._tree: VirtualTree | None = None
         self._broker: Broker | None = None
         self._sandboxes: SandboxManager | None = None
-        self._sessions: dict[tuple[str, str, str], Session] = {}
         self._stack: contextlib.AsyncExitStack | None = None
 
     @classmethod
@@ -122,7 +121,6 @@ class CodeMode:
                 count_tokens=count_tokens if self.measure_tokens else None,
             )
             self._sandboxes = await stack.enter_async_context(SandboxManager(config.sandbox, state_dir=None))
-            stack.push_async_callback(self._close_sessions)
         except BaseException:
             await stack.aclose()
             raise
@@ -139,12 +137,6 @@ class CodeMode:
     def _close_ledger(self) -> None:
         if self._ledger is not None:
             self._ledger.close()
-
-    async def _close_sessions(self) -> None:
-        sessions = list(self._sessions.values())
-        self._sessions.clear()
-        for session in sessions:
-            await session.aclose()
 
     # -- catalog and tree ---------------------------------------------------------------------
 
@@ -476,38 +468,42 @@ class CodeMode:
         """The session for (principal, tenant, id), opened on first use; idle and excess ones closed."""
         _, _, sandboxes, _ = self._require()
         await self.expire_idle_sessions()
-        key = (binding.principal, binding.tenant, session_id)
-        session = self._sessions.get(key)
-        if session is not None and session.alive:
-            return session
-        if session is not None:
-            del self._sessions[key]
-            await session.aclose()
+        found = sandboxes.find_session(
+            principal=binding.principal, tenant=binding.tenant, session_id=session_id
+        )
+        if found is not None and found.alive:
+            return found
+        if found is not None:
+            await found.aclose()
         limit = self.config.serve.max_sessions
         if limit == 0:
             raise SandboxError("sessions are disabled ([serve] max_sessions = 0)")
-        while len(self._sessions) >= limit:
-            oldest = min(self._sessions, key=lambda k: self._sessions[k].last_used)
-            await self._sessions.pop(oldest).aclose()
-        session = await sandboxes.open_session(principal=binding.principal, tenant=binding.tenant)
-        self._sessions[key] = session
-        return session
+        while len(open_sessions := sandboxes.sessions) >= limit:
+            await min(open_sessions, key=lambda s: s.last_used).aclose()
+        return await sandboxes.open_session(
+            principal=binding.principal, tenant=binding.tenant, session_id=session_id
+        )
 
     async def expire_idle_sessions(self) -> int:
         """Close sessions unused for ``[serve] session_idle_s``; return how many were closed."""
+        if self._sandboxes is None:
+            return 0
         cutoff = time.monotonic() - self.config.serve.session_idle_s
-        stale = [k for k, s in self._sessions.items() if s.last_used < cutoff or not s.alive]
-        for key in stale:
-            await self._sessions.pop(key).aclose()
+        stale = [s for s in self._sandboxes.sessions if s.last_used < cutoff or not s.alive]
+        for session in stale:
+            await session.aclose()
         return len(stale)
 
     async def close_session(
         self, session_id: str, *, principal: str | None = None, tenant: str | None = None
     ) -> None:
+        _, _, sandboxes, _ = self._require()
         binding = self._bind(principal, tenant, None)
-        session = self._sessions.pop((binding.principal, binding.tenant, session_id), None)
-        if session is not None:
-            await session.aclose()
+        found = sandboxes.find_session(
+            principal=binding.principal, tenant=binding.tenant, session_id=session_id
+        )
+        if found is not None:
+            await found.aclose()
 
 
 ProgressCallback = Callable[[int, float], Awaitable[None]]

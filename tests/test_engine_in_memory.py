@@ -39,11 +39,14 @@ def crm_server() -> MCPServer:
     return app
 
 
-async def approved_in_memory_crm(tmp_path: Path) -> tuple[Config, dict[str, TransportFactory]]:
+async def approved_in_memory_crm(
+    tmp_path: Path, **sections: dict[str, Any]
+) -> tuple[Config, dict[str, TransportFactory]]:
     """A config whose crm server is in memory (its command is never run), its tools approved."""
     data: dict[str, Any] = {
         "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
         "sandbox": {"backend": "process", "pool_size": 0},
+        **sections,
     }
     config = config_from_mapping(data, base_dir=tmp_path)
     transports = in_memory_transports({"crm": crm_server()})
@@ -91,3 +94,27 @@ async def test_a_program_calls_an_in_memory_server_through_the_sandbox(tmp_path:
     assert result.status == "ok", result.error
     assert result.result == ["C0", "C1", "C2"]
     assert result.calls == 3
+
+
+async def test_sessions_keep_state_and_the_least_recently_used_goes_past_max_sessions(tmp_path: Path) -> None:
+    config, transports = await approved_in_memory_crm(tmp_path, serve={"max_sessions": 2})
+    async with CodeMode(config, transports=transports) as engine:
+        first = await engine.open_session()
+        second = await engine.open_session()
+        assert (await engine.run("x = 'first'", session_id=first)).status == "ok"
+        assert (await engine.run("x = 'second'", session_id=second)).status == "ok"
+        kept = await engine.run("x", session_id=first)
+        assert kept.result == "first", kept.error
+        # A third session closes the least recently used one (second): its state is gone.
+        third = await engine.open_session()
+        assert (await engine.run("x", session_id=first)).result == "first"
+        gone = await engine.run("x", session_id=second)
+        assert gone.status == "error" and gone.error is not None and "NameError" in gone.error.type
+        await engine.close_session(first)
+        after_close = await engine.run("x", session_id=first)
+        assert after_close.status == "error" and after_close.error is not None
+        assert "NameError" in after_close.error.type
+        # Another principal cannot reach a session by its id: the same id is a new session for it.
+        assert (await engine.run("x = 'mine'", session_id=third)).status == "ok"
+        other = await engine.run("x", session_id=third, principal="bob")
+        assert other.status == "error" and other.error is not None and "NameError" in other.error.type

@@ -59,7 +59,8 @@ class SandboxManager:
         self._tg: TaskGroup | None = None
         self._pool: WarmPool | None = None
         self._pool_scope: anyio.CancelScope | None = None
-        self._sessions: set[Session] = set()
+        self._sessions: dict[tuple[str, str, str], Session] = {}
+        """Open sessions by (principal, tenant, session id): the one registry of them."""
         self._closing = False
         self.pool_id = new_pool_id()
 
@@ -97,7 +98,7 @@ class SandboxManager:
         with anyio.CancelScope(shield=True):
             if self._pool_scope is not None:
                 self._pool_scope.cancel()
-            for session in list(self._sessions):
+            for session in list(self._sessions.values()):
                 await session.aclose()
             if self._pool is not None:
                 for sandbox in self._pool.take_all():
@@ -172,33 +173,53 @@ class SandboxManager:
             if self._pool is not None:
                 self._pool.release(sandbox)
 
-    async def open_session(self, *, principal: str, tenant: str) -> Session:
+    async def open_session(self, *, principal: str, tenant: str, session_id: str | None = None) -> Session:
         """A sandbox kept for several runs of one principal, with interpreter state carried over.
 
         Close it with :meth:`Session.aclose` (or use it as ``async with``); leaving the manager
-        closes it too. Runs of a session execute one at a time.
+        closes it too. Runs of a session execute one at a time. ``session_id`` names it (unique
+        per principal and tenant); by default a random one is chosen.
         """
+        session_id = session_id or "ses_" + secrets.token_hex(8)
+        if (principal, tenant, session_id) in self._sessions:
+            raise SandboxError(f"a session {session_id!r} is already open for this principal")
         sandbox = await self._acquire()
-        session = Session(self, sandbox, principal=principal, tenant=tenant)
-        self._sessions.add(session)
+        session = Session(self, sandbox, principal=principal, tenant=tenant, session_id=session_id)
+        self._sessions[session.key] = session
         return session
 
+    def find_session(self, *, principal: str, tenant: str, session_id: str) -> Session | None:
+        """The open session of that principal and tenant with that id, if there is one."""
+        return self._sessions.get((principal, tenant, session_id))
+
+    @property
+    def sessions(self) -> list[Session]:
+        """Every open session, of every principal."""
+        return list(self._sessions.values())
+
     def _forget(self, session: Session) -> None:
-        self._sessions.discard(session)
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
 
 
 class Session:
     """One sandbox serving consecutive runs of one principal (see :meth:`SandboxManager.open_session`)."""
 
-    def __init__(self, manager: SandboxManager, sandbox: LiveSandbox, *, principal: str, tenant: str) -> None:
+    def __init__(
+        self, manager: SandboxManager, sandbox: LiveSandbox, *, principal: str, tenant: str, session_id: str
+    ) -> None:
         self._manager = manager
         self._sandbox = sandbox
         self.principal = principal
         self.tenant = tenant
-        self.session_id = secrets.token_hex(8)
+        self.session_id = session_id
         self.last_used = time.monotonic()
         self._lock = anyio.Lock()
         self._closed = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.principal, self.tenant, self.session_id)
 
     @property
     def closed(self) -> bool:
