@@ -7,7 +7,6 @@ side imports the other's internals.
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -107,8 +106,7 @@ class LedgerApprovals:
 
     def record_granted(self, request: ApprovalRequest, answer: ApprovalAnswer) -> str:
         now = datetime.now(UTC)
-        approval = ApprovalRecord(
-            approval_id="appr_" + secrets.token_hex(8),
+        approval = ApprovalRecord.issue(
             tenant=request.tenant,
             principal=request.principal,
             server=request.server,
@@ -117,8 +115,8 @@ class LedgerApprovals:
             risk=request.risk,
             call_id=request.call_id,
             approver=answer.approver,
-            issued_at=now,
             expires_at=datetime.fromtimestamp(request.expires_at, UTC),
+            now=now,
         )
         self._ledger.record_approval(approval)
         used = self._ledger.consume_approval(

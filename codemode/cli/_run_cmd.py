@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import secrets
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -232,8 +231,7 @@ def approve(
     trusted = bool((entry := config.servers.get(server)) and entry.trusted)
     risk = tool_risk(config.policy, server, name, definition.get("annotations"), trusted=trusted)
     now = datetime.now(UTC)
-    record = ApprovalRecord(
-        approval_id="appr_" + secrets.token_hex(8),
+    record = ApprovalRecord.issue(
         tenant=tenant or config.policy.default_tenant,
         principal=principal or config.policy.default_principal,
         server=server,
@@ -241,8 +239,8 @@ def approve(
         args_digest=consent_digest(parsed, definition.get("inputSchema")),  # pyright: ignore[reportUnknownArgumentType]
         risk=risk,
         approver="cli",
-        issued_at=now,
         expires_at=now + _parse_ttl(ttl),
+        now=now,
         note=note,
     )
     ledger = open_ledger(config.ledger_path)

@@ -21,8 +21,9 @@ Which states hold an idempotency key (block a second execution) and which free i
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -186,6 +187,38 @@ class ApprovalRecord(_Value):
     note: str | None = None
     used_at: datetime | None = None
     used_by_call: str | None = None
+
+    @classmethod
+    def issue(
+        cls,
+        *,
+        tenant: str,
+        principal: str,
+        server: str,
+        tool: str,
+        args_digest: str,
+        risk: str,
+        approver: str,
+        expires_at: datetime,
+        call_id: str | None = None,
+        note: str | None = None,
+        now: datetime | None = None,
+    ) -> ApprovalRecord:
+        """A new, unused approval: the one place approval ids and issue times are made."""
+        return cls(
+            approval_id="appr_" + secrets.token_hex(8),
+            tenant=tenant,
+            principal=principal,
+            server=server,
+            tool=tool,
+            args_digest=args_digest,
+            risk=risk,
+            call_id=call_id,
+            approver=approver,
+            issued_at=now or datetime.now(UTC),
+            expires_at=expires_at,
+            note=note,
+        )
 
 
 class LedgerEvent(_Value):
