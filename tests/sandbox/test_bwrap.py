@@ -88,17 +88,22 @@ async def test_files_under_home_and_the_working_directory_are_not_there(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="on a user's machine the process backend runs as that user")
-async def test_the_same_probe_finds_the_working_directory_file_on_the_process_backend(
-    run_in: Callable[..., Any], planted_files: Any
+async def test_the_same_probe_finds_a_world_readable_host_file_on_the_process_backend(
+    run_in: Callable[..., Any],
 ) -> None:
-    # The control: the probe above can see a leak when there is one.
-    cwd_file = str(planted_files["cwd"])
-    ancestors_open = all(os.stat(parent).st_mode & 0o001 for parent in Path(cwd_file).parents)
-    if not ancestors_open:
-        pytest.skip("the working directory is not world-traversable here")
-    outcome = await run_in("process", f"PATHS = {[cwd_file]!r}\n" + READ_FILES)
+    # The control: the probe above can see a leak when there is one. The file sits at the root
+    # of the host filesystem, not under /tmp (which the process backend replaces with its own
+    # tmpfs), so it holds wherever the checkout is.
+    marker = f"planted-{secrets.token_hex(8)}"
+    control = Path("/") / f".codemode-test-{marker}"
+    control.write_text(marker)
+    control.chmod(0o644)
+    try:
+        outcome = await run_in("process", f"PATHS = {[str(control)]!r}\n" + READ_FILES)
+    finally:
+        control.unlink(missing_ok=True)
     assert outcome.status == "ok", outcome.error
-    assert outcome.result == {cwd_file: planted_files["cwd"].read_text()}
+    assert outcome.result == {str(control): marker}
 
 
 @pytest.fixture
