@@ -36,6 +36,19 @@ def test_the_demo_runs_end_to_end_and_reports_token_figures(tmp_path: Path) -> N
     assert (tmp_path / "ws" / "codemode.lock").exists()
 
 
+def test_the_demo_prints_the_result_and_a_labelled_estimate_for_a_person() -> None:
+    """What `./dev demo` shows: the five rows, the backend, and the token table marked as an estimate."""
+    completed = subprocess.run(
+        [*CLI, "demo", "--backend", "process"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    out = completed.stdout
+    assert "ESTIMATED tokens a model would see" in out
+    assert "estimate: codemode would use" in out and "codemode bench tokens" in out
+    assert "process" in out  # the backend that ran it is named
+    assert "workspace kept" not in out  # no --dir: nothing is left behind
+
+
 def test_the_scripted_agent_answers_using_only_run_code() -> None:
     completed = subprocess.run(
         [sys.executable, str(REPO / "examples" / "agent_loop.py"), "--quiet"],
