@@ -53,6 +53,47 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
+# -- the Docker engine and the sandbox image -------------------------------------------------
+
+REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
+SANDBOX_IMAGE = os.environ.get("CODEMODE_SANDBOX_IMAGE", "codemode-sandbox:latest")
+
+
+def _docker_unavailable(reason: str) -> None:
+    if REQUIRE_DOCKER:
+        pytest.fail(f"CODEMODE_REQUIRE_DOCKER is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The sandbox image, built if missing or built from another runtime version.
+
+    Skips without an engine, or fails when ``CODEMODE_REQUIRE_DOCKER`` is set (CI)."""
+    from codemode.errors import SandboxUnavailableError
+    from codemode.sandbox import build_image
+    from codemode.sandbox._docker import RUNTIME_LABEL
+    from codemode.sandbox._docker_api import docker_api
+    from codemode.sandbox._files import runtime_digest
+
+    try:
+        api = docker_api(10.0)
+    except SandboxUnavailableError as exc:
+        _docker_unavailable(f"no Docker engine: {exc}")
+        raise
+    try:
+        image = api.image(SANDBOX_IMAGE)
+    finally:
+        api.close()
+    if image is None or image[1].get(RUNTIME_LABEL) != runtime_digest():
+        try:
+            build_image(SANDBOX_IMAGE)
+        except Exception as exc:
+            _docker_unavailable(f"the sandbox image {SANDBOX_IMAGE} cannot be built: {exc}")
+            raise
+    return SANDBOX_IMAGE
+
+
 def example_server_script(name: str) -> Path:
     return EXAMPLE_SERVERS / f"{name}_server.py"
 

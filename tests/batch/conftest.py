@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ reply = add_note(customer_id=INPUT["customer"], text=f"batch note {INPUT['id']}"
 @dataclass
 class Workspace:
     root: Path
+    env: dict[str, str] = field(default_factory=lambda: {})
+    """Added to the environment of every codemode command run here."""
 
     @property
     def config(self) -> Path:
@@ -40,6 +43,7 @@ class Workspace:
             text=True,
             timeout=timeout,
             cwd=self.root,
+            env={**os.environ, **self.env},
         )
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
@@ -49,6 +53,7 @@ class Workspace:
             stderr=subprocess.PIPE,
             text=True,
             cwd=self.root,
+            env={**os.environ, **self.env},
             start_new_session=True,  # its own process group: SIGKILL takes servers and sandboxes too
         )
 
@@ -107,7 +112,9 @@ def make_workspace(tmp_path: Path) -> MakeWorkspace:
             '[policy.consent]\nnever = ["crm/add_note"]\n' + extra,
             encoding="utf-8",
         )
-        workspace = Workspace(root)
+        # Docker sandboxes of this workspace carry their own pool label, so a test counts only them.
+        pool = {"CODEMODE_POOL_ID": f"batch-test-{root.name}-{os.getpid()}"} if backend == "docker" else {}
+        workspace = Workspace(root, pool)
         for command in (("sync",), ("pin", "--approve")):
             done = workspace.cli(*command)
             assert done.returncode == 0, done.stderr

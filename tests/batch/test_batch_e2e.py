@@ -6,6 +6,7 @@ is done and the crm server committed exactly one write per item (0 duplicates, 0
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,11 @@ import subprocess
 import time
 from collections.abc import Callable
 
+import psutil
 import pytest
+
+from codemode.sandbox._docker import POOL_LABEL
+from codemode.sandbox._docker_api import docker_api
 
 from .conftest import MakeWorkspace, Workspace
 
@@ -184,3 +189,57 @@ def test_a_failing_item_is_retried_up_to_max_attempts_in_the_same_run(make_works
     assert json.loads(done.stdout)["counts"]["failed"] == 2
     assert [json.loads(line)["attempts"] for line in out.read_text().splitlines()] == [3, 3]
     assert ws.crm_writes() == [], "a refused write was never written"
+
+
+def crm_processes(ws: Workspace) -> list[psutil.Process]:
+    """The crm server processes serving this workspace (found by its state directory)."""
+    state_dir = str(ws.root / "crm-state")
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get("CRM_STATE_DIR") == state_dir:
+                found.append(proc)
+    return found
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def pool_containers(pool: str) -> set[str]:
+    api = docker_api(10.0)
+    try:
+        return {container_id for container_id, _ in api.labelled(f"{POOL_LABEL}={pool}")}
+    finally:
+        api.close()
+
+
+@pytest.mark.docker
+def test_a_killed_docker_job_leaves_sandboxes_that_the_next_run_removes(
+    make_workspace: MakeWorkspace, docker_image: str
+) -> None:
+    ws = make_workspace(crm_fault="slow=0.05", backend="docker")
+    pool = ws.env["CODEMODE_POOL_ID"]
+    process = ws.popen(*batch_args(ws, 40, "docker-kill", "--concurrency", "2"))
+    some_done = lambda: sum(s == "done" for s in ws.item_states("docker-kill").values()) >= 5  # noqa: E731
+    wait_for(some_done, 300, "a few items")
+    servers = crm_processes(ws)
+    assert servers, "the job's crm server is running"
+    kill_group(process)
+    left = pool_containers(pool)
+    assert left, "SIGKILL gives the job no chance to remove its sandboxes"
+    resumed = ws.cli(*batch_args(ws, 40, "docker-kill", "--resume", "--json"))
+    summary = json.loads(resumed.stdout)
+    assert summary["counts"]["failed"] == 0, resumed.stderr
+    # The next run found the dead owner's containers and removed them (and its own at exit).
+    assert not left & pool_containers(pool), "the killed run's sandboxes are gone"
+    assert pool_containers(pool) == set()
+    # The killed run's server lost its client; it is gone too, not an orphan.
+    wait_for(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers),
+        30,
+        "old server",
+    )

@@ -31,7 +31,6 @@ from codemode.cli._main import cli
 from codemode.cli._signals import run_until_signalled
 
 CLI = [sys.executable, "-m", "codemode.cli"]
-REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
 SIGNALS = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
 
 
@@ -167,41 +166,10 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
 # -- codemode run and serve on the Docker backend --------------------------------------------
 
 
-def _docker_image() -> str:
-    from codemode.config import SandboxConfig
-    from codemode.errors import SandboxUnavailableError
-    from codemode.sandbox import build_image
-    from codemode.sandbox._docker import RUNTIME_LABEL
-    from codemode.sandbox._docker_api import docker_api
-    from codemode.sandbox._files import runtime_digest
-
-    def unavailable(reason: str) -> None:
-        if REQUIRE_DOCKER:
-            pytest.fail(f"CODEMODE_REQUIRE_DOCKER is set but {reason}")
-        pytest.skip(reason)
-
-    name = SandboxConfig().image
-    try:
-        api = docker_api(10.0)
-    except SandboxUnavailableError as exc:
-        unavailable(f"no Docker engine: {exc}")
-        raise
-    try:
-        image = api.image(name)
-    finally:
-        api.close()
-    if image is None or image[1].get(RUNTIME_LABEL) != runtime_digest():
-        try:
-            build_image(name)
-        except Exception as exc:
-            unavailable(f"the sandbox image {name} cannot be built: {exc}")
-    return name
-
-
 @pytest.fixture(scope="module")
-def docker_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def docker_workspace(tmp_path_factory: pytest.TempPathFactory, docker_image: str) -> Path:
     """The demo servers, synced and approved, with the Docker backend and the default warm pool."""
-    image = _docker_image()
+    image = docker_image
     config = tmp_path_factory.mktemp("signals") / "codemode.toml"
     runner = CliRunner()
     assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -51,7 +50,6 @@ SCRIPTS: dict[str, Path] = {
     "hostile": HERE / "fixtures" / "hostile_server.py",
 }
 UNTRUSTED = {"hostile"}
-REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
 
 CRM_WRITE_TOOLS = ["crm/add_note", "crm/record_payment", "crm/update_customer_email"]
 
@@ -290,39 +288,9 @@ def deploy(tmp_path: Path, approved_lock: Path) -> Deploy:
 # -- backends ---------------------------------------------------------------------------------------
 
 
-def _docker_ready() -> None:
-    from codemode.config import SandboxConfig
-    from codemode.errors import SandboxUnavailableError
-    from codemode.sandbox import build_image
-    from codemode.sandbox._docker import RUNTIME_LABEL
-    from codemode.sandbox._docker_api import docker_api
-    from codemode.sandbox._files import runtime_digest
-
-    def unavailable(reason: str) -> None:
-        if REQUIRE_DOCKER:
-            pytest.fail(f"CODEMODE_REQUIRE_DOCKER is set but {reason}")
-        pytest.skip(reason)
-
-    image_name = SandboxConfig().image
-    try:
-        api = docker_api(10.0)
-    except SandboxUnavailableError as exc:
-        unavailable(f"no Docker engine: {exc}")
-        return
-    try:
-        image = api.image(image_name)
-    finally:
-        api.close()
-    if image is None or image[1].get(RUNTIME_LABEL) != runtime_digest():
-        try:
-            build_image(image_name)
-        except Exception as exc:
-            unavailable(f"the sandbox image {image_name} cannot be built: {exc}")
-
-
 @pytest.fixture(scope="session")
-def docker_sandbox() -> str:
-    _docker_ready()
+def docker_sandbox(docker_image: str) -> str:
+    """The docker backend, once the engine answers and the image is built (tests/conftest.py)."""
     return "docker"
 
 

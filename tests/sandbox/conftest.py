@@ -38,50 +38,20 @@ from codemode.calls import (
 )
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import BackendName, SandboxManager, build_image
+from codemode.sandbox import BackendName, SandboxManager
 from codemode.sandbox._bwrap import probe_bwrap
-from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL, RUNTIME_LABEL
+from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL
 from codemode.sandbox._docker_api import docker_api
-from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._process import UID_BASE, UID_SPAN
 from codemode.sandbox._state import HostToken, StateDir, default_base
 
 HERE = Path(__file__).resolve().parent
 DEMO_SERVER = HERE / "demo_mcp_server.py"
-REQUIRE_DOCKER = os.environ.get("CODEMODE_REQUIRE_DOCKER", "").strip() not in ("", "0", "false", "no")
 REQUIRE_BWRAP = os.environ.get("CODEMODE_REQUIRE_BWRAP", "").strip() not in ("", "0", "false", "no")
-IMAGE = os.environ.get("CODEMODE_SANDBOX_IMAGE", SandboxConfig().image)
 SCHEMA_HASH = "sha256:demo"
 
 
-# -- docker availability and the image ---------------------------------------------------------
-
-
-def _unavailable(reason: str) -> None:
-    if REQUIRE_DOCKER:
-        pytest.fail(f"CODEMODE_REQUIRE_DOCKER is set but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def docker_image() -> str:
-    """The sandbox image, built if missing or built from another runtime version."""
-    try:
-        api = docker_api(10.0)
-    except SandboxUnavailableError as exc:
-        _unavailable(f"no Docker engine: {exc}")
-        raise
-    try:
-        image = api.image(IMAGE)
-    finally:
-        api.close()
-    if image is None or image[1].get(RUNTIME_LABEL) != runtime_digest():
-        try:
-            build_image(IMAGE)
-        except Exception as exc:
-            _unavailable(f"the sandbox image {IMAGE} cannot be built: {exc}")
-            raise
-    return IMAGE
+# -- bwrap availability (docker_image lives in tests/conftest.py) ---------------------------
 
 
 @pytest.fixture(scope="session")
@@ -122,11 +92,12 @@ def local_backend(request: pytest.FixtureRequest) -> BackendName:
 
 
 @pytest.fixture
-def make_config(backend: BackendName) -> Callable[..., SandboxConfig]:
+def make_config(backend: BackendName, request: pytest.FixtureRequest) -> Callable[..., SandboxConfig]:
     """A SandboxConfig for the parametrized backend: no warm pool unless asked, tight limits."""
+    image = str(request.getfixturevalue("docker_image")) if backend == "docker" else SandboxConfig().image
 
     def make(**overrides: Any) -> SandboxConfig:
-        values: dict[str, Any] = {"backend": backend, "image": IMAGE, "pool_size": 0, "wall_time_s": 20.0}
+        values: dict[str, Any] = {"backend": backend, "image": image, "pool_size": 0, "wall_time_s": 20.0}
         values.update(overrides)
         return SandboxConfig(**values)
 
