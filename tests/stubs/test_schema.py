@@ -12,6 +12,7 @@ from codemode.stubs._module_types import ModuleTypes, TypedDictDef
 from codemode.stubs._pytype import ANY, BOOL, FLOAT, INT, NONE, STR, literal, union
 from codemode.stubs._render_tool import MAX_MODULE_CHARS
 from codemode.stubs._schema import SchemaTyper
+from codemode.stubs._schema_document import MAX_REF_HOPS
 
 if TYPE_CHECKING:
     from .conftest import Kit
@@ -212,3 +213,53 @@ def test_an_anchor_ref_is_not_resolved_in_allof_either():
     assert text == "_t.Any"
     assert any("anchor $ref #thing" in n for n in notes)
     assert not module.definitions
+
+
+@pytest.mark.parametrize(
+    ("ref", "root", "expected", "note"),
+    [
+        # Pointers into arrays: in range, out of range, not an index.
+        ("#/items/1", {"items": [{"type": "string"}, {"type": "integer"}]}, "int", None),
+        ("#/items/5", {"items": [{"type": "string"}]}, "_t.Any", "unresolvable $ref"),
+        ("#/items/x", {"items": [{"type": "string"}]}, "_t.Any", "unresolvable $ref"),
+        # Through a scalar: nothing to walk into.
+        ("#/$defs/n/deeper", {"$defs": {"n": 3}}, "_t.Any", "unresolvable $ref"),
+        ("#/$defs/missing", {"$defs": {}}, "_t.Any", "unresolvable $ref"),
+    ],
+)
+def test_pointers_that_lead_nowhere_become_any_with_a_note(
+    ref: str, root: object, expected: str, note: str | None
+) -> None:
+    text, notes, _ = type_text({"$ref": ref}, root)
+    assert text == expected
+    if note is not None:
+        assert any(note in n for n in notes), notes
+
+
+def test_a_ref_chain_longer_than_the_hop_limit_stops_with_a_note() -> None:
+    hops = MAX_REF_HOPS + 5
+    defs: dict[str, object] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(hops)}
+    defs[f"d{hops}"] = {"type": "object"}
+    # allOf follows a chain of refs to its end in one step, bounded by the hop limit.
+    text, notes, _ = type_text({"allOf": [{"$ref": "#/$defs/d0"}]}, {"$defs": defs})
+    assert text == "_t.Any"
+    assert any("$ref chain too long" in n for n in notes), notes
+
+
+def test_allof_with_a_member_that_leads_nowhere_is_any_with_a_note() -> None:
+    schema = {
+        "allOf": [{"$ref": "#/$defs/gone"}, {"type": "object", "properties": {"a": {"type": "string"}}}]
+    }
+    text, notes, _ = type_text(schema, {"$defs": {}})
+    assert text == "_t.Any"
+    assert any("unresolvable $ref" in n for n in notes), notes
+
+
+def test_allof_members_are_merged_through_refs() -> None:
+    root = {
+        "$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}
+    }
+    schema = {"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}]}
+    _, _, module = type_text(schema, root)
+    [typed] = [d for d in module.definitions if isinstance(d, TypedDictDef)]
+    assert {f.key for f in typed.fields} == {"id", "name"}

@@ -110,3 +110,27 @@ def test_a_program_using_the_stubs_gets_precise_types(kit: Kit, tmp_path: Path):
     assert typecheck_export(tmp_path).errors == 0
     program.write_text("from servers.crm import simple\nsimple(customer_id=1)\n", encoding="utf-8")
     assert typecheck_export(tmp_path).errors == 1
+
+
+def test_a_failing_check_says_what_failed(tmp_path: Path) -> None:
+    from codemode.stubs import ExportCheck, PyrightReport
+
+    report = ExportCheck(
+        directory=tmp_path,
+        pyright=PyrightReport(errors=1, warnings=0, files=3, diagnostics=("servers/crm/x.py:4: error: bad",)),
+        modules_imported=2,
+        import_errors=("servers.crm.y: ImportError: nope",),
+    )
+    assert not report.ok
+    summary = report.summary()
+    assert "pyright 1 error(s), 0 warning(s) in 3 file(s); 2 module(s) imported, 1 import error(s)" in summary
+    assert "servers/crm/x.py:4: error: bad" in summary
+    assert "import: servers.crm.y: ImportError: nope" in summary
+
+
+def test_a_pyright_that_prints_no_report_is_a_clear_error(tmp_path: Path) -> None:
+    from codemode.errors import CodemodeError
+    from codemode.stubs import typecheck_export
+
+    with pytest.raises(CodemodeError, match=r"pyright produced no JSON report \(exit 1\)"):
+        typecheck_export(tmp_path, pyright="/bin/false")
