@@ -126,15 +126,18 @@ class HttpServers:
         self._processes: list[subprocess.Popen[str]] = []
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> str:
-        command = [
-            sys.executable,
-            str(example_server_script(name)),
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            *args,
-        ]
+        """Start the example server ``name`` on a free port; its URL."""
+        script = example_server_script(name)
+        return self.start_script(
+            script, "--transport", "http", "--port", "0", *args, env=env, timeout=timeout
+        )
+
+    def start_script(
+        self, script: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> str:
+        """Start a server script that prints ``READY <url>`` on stderr once it listens; its URL."""
+        name = script.stem
+        command = [sys.executable, str(script), *args]
         process = subprocess.Popen(
             command,
             stdout=subprocess.DEVNULL,

@@ -43,6 +43,10 @@ class _ServerCommon(_Section):
     """Seconds allowed for any one request (tools/call, tools/list …)."""
     reconnect: bool = True
     """Reconnect (with backoff) when the server fails or its connection is lost."""
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
+    """The most of one message from the server that is read into memory. A longer tool result is
+    cut here and arrives ``ok`` with a truncation marker; any other longer message fails its
+    request only. The policy's ``max_tool_result_bytes`` then cuts results further."""
 
 
 class StdioServerConfig(_ServerCommon):
@@ -54,10 +58,6 @@ class StdioServerConfig(_ServerCommon):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the server process; values may be ``${VAR}`` references."""
     cwd: str | None = None
-    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
-    """The most of one message from the server that is read into memory. A longer tool result is
-    cut here and arrives ``ok`` with a truncation marker; any other longer message fails its
-    request only. The policy's ``max_tool_result_bytes`` then cuts results further."""
 
     @field_validator("env")
     @classmethod

@@ -54,6 +54,7 @@ from codemode.errors import (
     ServerUnavailableError,
 )
 from codemode.host._errors import describe_exception, root_cause
+from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, call_marker, new_http_client
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
@@ -142,6 +143,7 @@ class ServerConnection:
         """Set once the first connection attempt has succeeded or failed."""
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
         self._http_refusals: dict[str, tuple[int, float | None]] = {}
+        self._cut_results: CutResults = {}
         # Announced list changes vs. the ones a completed re-listing has covered: between the
         # two, the catalog may describe tools the server no longer offers as listed.
         self._announced = 0
@@ -235,11 +237,12 @@ class ServerConnection:
                 cwd=cfg.cwd,
                 errlog=self._stderr.writer,
                 max_message_bytes=cfg.max_message_bytes,
+                cut_results=self._cut_results,
             )
             return Client(transport, **common)
         headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
         url = _resolve(self.name, "url", cfg.url, self._environ)
-        http_client = new_http_client(headers)
+        http_client = new_http_client(headers, cfg.max_message_bytes, self._cut_results)
 
         async def on_response(response: Any) -> None:
             if response.status_code in (429, 503):
@@ -525,12 +528,18 @@ class ServerConnection:
             self._mark_lost(exc)
             raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc!r}") from exc
         except Exception as exc:
-            # Anything else after sending (an HTTP transport error wrapped in an exception group,
-            # a malformed answer) leaves the outcome unknown: conservative, never retried.
-            cause = root_cause(exc)
-            raise OutcomeUnknownError(self.name, name, f"{type(cause).__name__}: {cause}") from exc
+            cut = self._cut_results.pop(marker, None)
+            if cut is None:
+                # Anything else after sending (an HTTP transport error wrapped in an exception
+                # group, a malformed answer) leaves the outcome unknown: conservative, never retried.
+                cause = root_cause(exc)
+                raise OutcomeUnknownError(self.name, name, f"{type(cause).__name__}: {cause}") from exc
+            # The transport cut an over-long answer; the SDK then refused it against the tool's
+            # output schema. The call did complete: its cut result is the answer.
+            answer = cut
         finally:
             self._http_refusals.pop(marker, None)
+            self._cut_results.pop(marker, None)
         if isinstance(answer, mcp_types.InputRequiredResult):
             # The server wants elicitation/sampling/roots answered first; codemode's host does not
             # relay such requests, and the server has not completed the call.

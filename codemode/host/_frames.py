@@ -26,24 +26,34 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 __all__ = [
+    "CALL_MARKER",
     "PARSE_ERROR",
     "TRUNCATED_META",
+    "CutResults",
     "Line",
     "LineFramer",
     "Oversized",
     "decode_frame",
+    "marker_in",
+    "remember_cut",
 ]
 
 PARSE_ERROR = -32700
 """JSON-RPC's code for a message that could not be parsed."""
 TRUNCATED_META = "codemode/truncated"
 """Key in a truncated result's ``_meta``: the size the server sent and the cap that cut it."""
+CALL_MARKER = "io.codemode/call"
+"""Key in a call's ``_meta`` that ties what a transport sees (a 429, a cut answer) to the call."""
+
+CutResults = dict[str, types.CallToolResult]
+"""Cut tool results by call marker. The SDK checks a result against the tool's output schema,
+which a cut result cannot match, so the transport also hands it to the connection this way."""
 
 # A response's id is among its first fields in practice (the SDKs write jsonrpc, id, result); it
 # is looked for in this much of a frame that cannot be parsed whole.
@@ -89,6 +99,12 @@ class LineFramer:
             frames.append(self._finish())
             start = end + 1
         return frames
+
+    def flush(self) -> Line | Oversized | None:
+        """The last line when the stream ends without a newline (None if nothing is pending)."""
+        if not self._pending and not self._dropped:
+            return None
+        return self._finish()
 
     def _take(self, piece: bytes) -> None:
         room = self.cap - len(self._pending)
@@ -167,6 +183,8 @@ def _oversized(frame: Oversized, methods: dict[types.RequestId, str]) -> Session
     kept = _leading_text(frame.prefix)
     marker = f"\n[truncated by codemode: {note}; raise max_message_bytes for this server to see more]"
     result: dict[str, Any] = {
+        # resultType: the 2026-07-28 revision requires it; earlier ones take "complete" as given.
+        "resultType": "complete",
         "content": [{"type": "text", "text": kept + marker}],
         "isError": False,
         "_meta": {TRUNCATED_META: {"size": frame.size, "cap": cap}},
@@ -205,3 +223,21 @@ def _json_string_prefix(body: bytes) -> str:
             continue
         return value if isinstance(value, str) else ""
     return ""
+
+
+def marker_in(params: object) -> str | None:
+    """The call marker in a request's params (``params._meta``), if it carries one."""
+    if not isinstance(params, dict):
+        return None
+    meta = cast(dict[str, Any], params).get("_meta")
+    marker = cast(dict[str, Any], meta).get(CALL_MARKER) if isinstance(meta, dict) else None
+    return marker if isinstance(marker, str) else None
+
+
+def remember_cut(message: SessionMessage | Exception | None, marker: str | None, cut: CutResults) -> None:
+    """Keep a cut ``tools/call`` result for its call (see :data:`CutResults`)."""
+    if marker is None or not isinstance(message, SessionMessage):
+        return
+    response = message.message
+    if isinstance(response, types.JSONRPCResponse) and TRUNCATED_META in response.result.get("_meta", {}):
+        cut[marker] = types.CallToolResult.model_validate(response.result)

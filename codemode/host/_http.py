@@ -7,20 +7,27 @@ from typing import Any, cast
 
 import httpx2
 
+from codemode.host._frames import CALL_MARKER, CutResults, marker_in
+from codemode.host._http_cap import CappedTransport
+
 __all__ = ["CALL_MARKER", "HTTP_READ_TIMEOUT_S", "call_marker", "new_http_client"]
 
-CALL_MARKER = "io.codemode/call"
-"""Key in a call's ``_meta`` that lets an HTTP 429/503 answer be tied to the call it refused."""
 HTTP_READ_TIMEOUT_S = 300.0
 """How long an HTTP response stream may stay silent (a server may hold one open)."""
 HTTP_TIMEOUT_S = 30.0
 """Connecting, writing and waiting for a pooled connection."""
 
 
-def new_http_client(headers: dict[str, str] | None) -> httpx2.AsyncClient:
-    """An HTTP client for one server. Redirects stay off: the transport follows same-origin ones."""
+def new_http_client(
+    headers: dict[str, str] | None, max_message_bytes: int, cut_results: CutResults
+) -> httpx2.AsyncClient:
+    """An HTTP client for one server, reading at most ``max_message_bytes`` of any one message.
+
+    Redirects stay off: the SDK's transport follows same-origin ones itself."""
     return httpx2.AsyncClient(
-        headers=headers or None, timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
+        headers=headers or None,
+        timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S),
+        transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_message_bytes, cut_results),
     )
 
 
@@ -30,9 +37,4 @@ def call_marker(body: bytes) -> str | None:
         request: object = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(request, dict):
-        return None
-    params = cast(dict[str, Any], request).get("params")
-    meta = cast(dict[str, Any], params).get("_meta") if isinstance(params, dict) else None
-    marker = cast(dict[str, Any], meta).get(CALL_MARKER) if isinstance(meta, dict) else None
-    return marker if isinstance(marker, str) else None
+    return marker_in(cast(dict[str, Any], request).get("params")) if isinstance(request, dict) else None

@@ -25,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from codemode.host._frames import LineFramer, decode_frame
+from codemode.host._frames import CutResults, LineFramer, Oversized, decode_frame, marker_in, remember_cut
 
 __all__ = ["StdioStreams", "stdio_transport"]
 
@@ -51,6 +51,7 @@ async def stdio_transport(
     cwd: str | Path | None,
     errlog: TextIO,
     max_message_bytes: int,
+    cut_results: CutResults,
 ) -> AsyncGenerator[StdioStreams]:
     """Start ``command`` as a stdio MCP server in a new session; yield the session's streams."""
     process = await anyio.open_process(
@@ -65,6 +66,7 @@ async def stdio_transport(
     reader_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, writer_receive = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight: dict[types.RequestId, str] = {}
+    markers: dict[types.RequestId, str] = {}
     writer_done = anyio.Event()
 
     async def read_stdout() -> None:
@@ -79,8 +81,10 @@ async def stdio_transport(
                         message = decode_frame(frame, in_flight)
                         if message is None:
                             continue
+                        if isinstance(frame, Oversized) and isinstance(message, SessionMessage):
+                            remember_cut(message, _marker_for(message, markers), cut_results)
                         if isinstance(message, SessionMessage):
-                            _settle(message, in_flight)
+                            _settle(message, in_flight, markers)
                         try:
                             await reader_send.send(message)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -97,6 +101,8 @@ async def stdio_transport(
                     message = item.message
                     if isinstance(message, types.JSONRPCRequest):
                         in_flight[message.id] = message.method
+                        if (marker := marker_in(message.params)) is not None:
+                            markers[message.id] = marker
                     body = message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send(body.encode("utf-8") + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
@@ -120,10 +126,23 @@ async def stdio_transport(
             group.cancel_scope.cancel()
 
 
-def _settle(message: SessionMessage, in_flight: dict[types.RequestId, str]) -> None:
+def _answered(message: SessionMessage) -> types.RequestId | None:
     answer = message.message
-    if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) and answer.id is not None:
-        in_flight.pop(answer.id, None)
+    return answer.id if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) else None
+
+
+def _marker_for(message: SessionMessage, markers: dict[types.RequestId, str]) -> str | None:
+    request_id = _answered(message)
+    return markers.get(request_id) if request_id is not None else None
+
+
+def _settle(
+    message: SessionMessage, in_flight: dict[types.RequestId, str], markers: dict[types.RequestId, str]
+) -> None:
+    request_id = _answered(message)
+    if request_id is not None:
+        in_flight.pop(request_id, None)
+        markers.pop(request_id, None)
 
 
 async def _stop(process: Process) -> None:

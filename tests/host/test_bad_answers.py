@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mcp_types
@@ -23,6 +24,7 @@ from codemode.host._frames import TRUNCATED_META
 pytestmark = pytest.mark.anyio
 
 HUGE_BYTES = 100 * 1024 * 1024
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "servers"
 
 
 def text_of(result: mcp_types.CallToolResult) -> str:
@@ -100,3 +102,37 @@ def test_reading_a_100_mb_result_does_not_hold_it_in_memory(
     # Holding the answer whole costs at least its 100 MB (the SDK's reader measured ~600 MB).
     print(f"host RSS grew {grown_mb:.1f} MB reading a 100 MB answer")
     assert grown_mb < 100, f"host RSS grew {grown_mb:.0f} MB while reading a 100 MB answer"
+
+
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_a_100_mb_result_over_http_arrives_ok_cut_at_the_cap(http_servers: Any, mode: str) -> None:
+    """The same cap over Streamable HTTP, for a JSON body and for a server-sent event."""
+    url = http_servers.start_script(FIXTURES / "big_server.py", mode, timeout=60)
+    cap = 1024 * 1024
+    server = {"url": url, "max_message_bytes": cap, "call_timeout": 120}
+    async with McpHost(config_from_mapping({"servers": {"big": server}})) as host:
+        [status] = host.statuses()
+        assert status.error is None, status.error
+        result = await host.call_tool("big", "huge", {})
+        assert result.is_error is False
+        kept, marker = text_of(result).split("\n[truncated by codemode", 1)
+        assert 0 < len(kept) < cap and kept.startswith("0123456789abcdef")
+        assert result.meta is not None and result.meta[TRUNCATED_META]["size"] > HUGE_BYTES
+        assert "over this server's cap of 1,048,576" in marker
+        assert text_of(await host.call_tool("big", "ping", {})) == "pong"
+
+
+async def test_a_cut_result_of_a_tool_with_an_output_schema_is_still_the_answer(
+    fixture_stdio: Callable[..., dict[str, Any]],
+) -> None:
+    """The SDK checks results against the tool's output schema; a cut one cannot match, and the
+    call must not become 'unknown' for that (it completed)."""
+    server = fixture_stdio("big_server", "stdio", max_message_bytes=1024 * 1024, call_timeout=120)
+    async with McpHost(config_from_mapping({"servers": {"big": server}})) as host:
+        catalog = host.catalog("big")
+        huge = catalog.tool("huge") if catalog is not None else None
+        assert huge is not None and huge.output_schema is not None
+        result = await host.call_tool("big", "huge", {})
+        assert result.is_error is False
+        assert "[truncated by codemode" in text_of(result)
+        assert text_of(await host.call_tool("big", "ping", {})) == "pong"
