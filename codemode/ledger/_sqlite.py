@@ -1,15 +1,22 @@
-"""The embedded ledger: :class:`StoreLedger` on one SQLite file (see :mod:`._sqlite_store`)."""
+"""The embedded ledger: :class:`StoreLedger` on one SQLite file (see :mod:`._sqlite_store`).
+
+:func:`open_ledger` also opens a ledger shared by several brokers on PostgreSQL, given a
+``postgresql://`` URL (:mod:`._postgres_store`, which needs the ``postgres`` extra).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
+from codemode.errors import LedgerError
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._owner import new_owner
 from codemode.ledger._sqlite_store import SqliteStore, Synchronous
 from codemode.ledger._time import Clock, system_clock, to_text
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S",
@@ -57,6 +64,11 @@ class SqliteLedger(StoreLedger):
         return self
 
 
+def is_postgres_url(path: Path | str) -> bool:
+    """Whether :func:`open_ledger` takes ``path`` for a PostgreSQL URL rather than a file."""
+    return isinstance(path, str) and path.startswith(POSTGRES_SCHEMES)
+
+
 def open_ledger(
     path: Path | str,
     *,
@@ -72,6 +84,12 @@ def open_ledger(
 ) -> SqliteLedger:
     """Open (and with ``create``, create) the ledger at ``path``; ``":memory:"`` for a private one.
 
+    ``path`` may also be a ``postgresql://`` (or ``postgres://``) URL: the ledger then lives in
+    that database (its current schema), shared by every broker that opens it; ``busy_timeout_s``
+    bounds the wait for its writers' lock there. It needs psycopg: ``pip install
+    'codemode[postgres]'``. The result is then a :class:`StoreLedger` on a ``PostgresStore``,
+    not a :class:`SqliteLedger` (whatever the declared type says; see below).
+
     ``recover`` settles calls left in flight by vanished processes (see
     :meth:`SqliteLedger.recover`). ``store_arguments=False`` keeps only the argument digest
     (no read-back reconciliation then); with ``True`` the arguments are kept with secrets
@@ -80,9 +98,27 @@ def open_ledger(
     ``synchronous="full"`` (default) fsyncs every commit: a record written before a send
     survives a power cut. ``"normal"`` (WAL) survives any crash of the process, but a power
     cut or OS crash may lose the last few commits, and with them the knowledge that a request
-    was sent; it is roughly twice as fast. Choose it only where that trade is acceptable.
+    was sent; it is roughly twice as fast. Choose it only where that trade is acceptable. (On
+    PostgreSQL, ``"normal"`` is ``synchronous_commit = off``: the same trade for a server crash.)
     """
     now = clock or system_clock
+    if is_postgres_url(path):
+        # The declared type stays SqliteLedger for the callers written before PostgreSQL, which
+        # pass str paths of SQLite files. A URL gives a StoreLedger: the same API, except that
+        # its ``store`` is a PostgresStore (no ``pragma``).
+        shared = _open_postgres(
+            str(path),
+            create=create,
+            recover=recover,
+            store_arguments=store_arguments,
+            max_result_bytes=max_result_bytes,
+            lease_s=lease_s,
+            lock_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            clock=now,
+            owner=owner,
+        )
+        return cast("SqliteLedger", shared)
     store = SqliteStore.open(
         path,
         create=create,
@@ -94,6 +130,52 @@ def open_ledger(
         ledger = SqliteLedger(
             store,
             clock=now,
+            owner=owner or new_owner(),
+            lease_s=lease_s,
+            store_arguments=store_arguments,
+            max_result_bytes=max_result_bytes,
+        )
+        if recover:
+            ledger.recover()
+    except BaseException:
+        store.close()
+        raise
+    return ledger
+
+
+def _open_postgres(
+    url: str,
+    *,
+    create: bool,
+    recover: bool,
+    store_arguments: bool,
+    max_result_bytes: int,
+    lease_s: float,
+    lock_timeout_s: float,
+    synchronous: Synchronous,
+    clock: Clock,
+    owner: str | None,
+) -> StoreLedger:
+    """:func:`open_ledger` for a PostgreSQL URL: the same steps on a :class:`PostgresStore`."""
+    try:
+        # Imported here: psycopg is an optional dependency, needed only for this kind of ledger.
+        from codemode.ledger._postgres_store import PostgresStore
+    except ImportError as exc:
+        raise LedgerError(
+            f"a PostgreSQL ledger needs psycopg 3, which cannot be imported ({exc}): "
+            "pip install 'codemode[postgres]'"
+        ) from exc
+    store = PostgresStore.open(
+        url,
+        create=create,
+        lock_timeout_s=lock_timeout_s,
+        synchronous=synchronous,
+        created_at=lambda: to_text(clock()),
+    )
+    try:
+        ledger = StoreLedger(
+            store,
+            clock=clock,
             owner=owner or new_owner(),
             lease_s=lease_s,
             store_arguments=store_arguments,

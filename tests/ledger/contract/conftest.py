@@ -1,8 +1,9 @@
 """The store contract suite: every test here runs once per entry of :data:`STORE_MAKERS`.
 
-A second backend (PostgreSQL, say) plugs in by adding a :class:`StoreMaker` whose ``new``
-creates a fresh, empty store for one test (a new database or schema) and returns a function
-that opens another client of it (a new connection: the concurrency tests open several).
+A backend plugs in by adding a :class:`StoreMaker` whose ``new`` creates a fresh, empty store
+for one test (a new file, a new database) and returns a function that opens another client of
+it (a new connection: the concurrency tests open several). PostgreSQL runs on a throwaway
+server (``tests/ledger/_pg.py``); its tests are marked ``postgres``.
 """
 
 from __future__ import annotations
@@ -16,30 +17,55 @@ import pytest
 
 from codemode.ledger import LedgerStore, SqliteStore, StoreLedger
 from codemode.ledger._owner import new_owner
+from tests.ledger._pg import PostgresServer, shared_server
 
 OpenClient = Callable[[], LedgerStore]
+CREATED_AT = "2026-01-01T00:00:00.000000Z"
 
 
 @dataclass(frozen=True)
 class StoreMaker:
     name: str
-    new: Callable[[Path], OpenClient]
-    """Given an empty temporary directory: a function that opens a new client of one new store."""
+    new: Callable[[Path, pytest.FixtureRequest], OpenClient]
+    """Given an empty temporary directory and the test's request (to reach session fixtures such
+    as a database server): a function that opens a new client of one new store."""
+    marks: tuple[pytest.MarkDecorator, ...] = ()
 
 
-def _sqlite(tmp: Path) -> OpenClient:
+def _sqlite(tmp: Path, request: pytest.FixtureRequest) -> OpenClient:
     path = tmp / "contract.db"
-    return lambda: SqliteStore.open(path, created_at=lambda: "2026-01-01T00:00:00.000000Z")
+    return lambda: SqliteStore.open(path, created_at=lambda: CREATED_AT)
 
 
-STORE_MAKERS: list[StoreMaker] = [StoreMaker("sqlite", _sqlite)]
+def _postgres(tmp: Path, request: pytest.FixtureRequest) -> OpenClient:
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    from codemode.ledger._postgres_store import PostgresStore  # psycopg: only for this maker
+
+    name = server.new_database()
+    # Runs after the clients are closed: the `connect` fixture's own teardown is registered later.
+    request.addfinalizer(lambda: server.drop_database(name))
+    url = server.url(name)
+    return lambda: PostgresStore.open(url, created_at=lambda: CREATED_AT)
 
 
-@pytest.fixture(params=STORE_MAKERS, ids=[maker.name for maker in STORE_MAKERS])
+STORE_MAKERS: list[StoreMaker] = [
+    StoreMaker("sqlite", _sqlite),
+    StoreMaker("postgres", _postgres, marks=(pytest.mark.postgres,)),
+]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server, shared with every other module of the session."""
+    with shared_server() as server:
+        yield server
+
+
+@pytest.fixture(params=[pytest.param(maker, id=maker.name, marks=maker.marks) for maker in STORE_MAKERS])
 def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenClient]:
     """Opens clients of one fresh store; all are closed after the test."""
     maker: StoreMaker = request.param
-    factory = maker.new(tmp_path)
+    factory = maker.new(tmp_path, request)
     opened: list[LedgerStore] = []
 
     def open_client() -> LedgerStore:

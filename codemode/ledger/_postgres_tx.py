@@ -1,0 +1,237 @@
+"""The storage primitives of :mod:`._postgres_store`: one transaction's reads and writes.
+
+Every statement is literal SQL with quoted identifiers from :mod:`._schema` and bound values;
+every psycopg error becomes a :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, cast
+
+import psycopg
+from psycopg import sql
+from psycopg.abc import Params
+from psycopg.rows import dict_row
+
+from codemode.ledger._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
+from codemode.ledger._reduce import Row
+from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+from codemode.ledger._store_protocol import ApprovalQuery, CallQuery, EventRow, StoreError
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+_PAGE = 500
+"""Rows per round trip when a transaction walks a whole table or the event log."""
+
+_EVENT_COLUMNS = ("seq", "at", "kind", "subject", "payload", "prev_hash", "hash")
+
+
+def _names(columns: Iterable[str]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+
+
+# Table and column names reach the SQL only as quoted identifiers from _schema constants.
+_SELECT = {t: sql.SQL("SELECT {} FROM {}").format(_names(c), sql.Identifier(t)) for t, c in COLUMNS.items()}
+_SELECT_ROW = {
+    t: sql.SQL("{} WHERE {} = %s").format(_SELECT[t], sql.Identifier(PRIMARY_KEY[t])) for t in COLUMNS
+}
+_INSERT = {
+    t: sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(t), _names(c), sql.SQL(", ").join(sql.Placeholder() for _ in c)
+    )
+    for t, c in COLUMNS.items()
+}
+_SELECT_EVENTS = sql.SQL("SELECT {} FROM events").format(_names(_EVENT_COLUMNS))
+
+
+class PostgresTransaction:
+    """:class:`._store_protocol.StoreTransaction` on one PostgreSQL connection."""
+
+    def __init__(self, conn: Connection, location: str) -> None:
+        self._conn = conn
+        self._location = location
+
+    def fetch(self, query: Statement, params: Params | None = None) -> list[Row]:
+        """Run one statement; its rows as dicts (empty for statements that return none)."""
+        try:
+            with self._conn.cursor(row_factory=dict_row) as cursor:
+                cursor.execute(query, params)
+                return cast("list[Row]", cursor.fetchall()) if cursor.description else []
+        except psycopg.Error as exc:
+            raise StoreError(f"ledger {self._location}: a ledger operation failed: {exc}") from exc
+
+    def _one(self, query: Statement, params: Params | None = None) -> Row | None:
+        found = self.fetch(query, params)
+        return found[0] if found else None
+
+    def ledger_id(self) -> str | None:
+        found = self._one(sql.SQL("SELECT value FROM meta WHERE key = 'ledger_id'"))
+        return None if found is None else str(found["value"])
+
+    def head(self) -> tuple[int, str] | None:
+        found = self._one(sql.SQL("SELECT seq, hash FROM head WHERE id = 1"))
+        return None if found is None else (cast(int, found["seq"]), str(found["hash"]))
+
+    def last_event(self) -> tuple[int, str] | None:
+        found = self._one(sql.SQL("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"))
+        return None if found is None else (cast(int, found["seq"]), str(found["hash"]))
+
+    def append(self, event: EventRow) -> None:
+        self.fetch(
+            sql.SQL("INSERT INTO events ({}) VALUES (%s, %s, %s, %s, %s, %s, %s)").format(
+                _names(_EVENT_COLUMNS)
+            ),
+            (event.seq, event.at, event.kind, event.subject, event.payload, event.prev_hash, event.hash),
+        )
+        self.fetch(sql.SQL("UPDATE head SET seq = %s, hash = %s WHERE id = 1"), (event.seq, event.hash))
+
+    def events(self, *, subject: str | None = None, limit: int | None = None) -> Iterator[EventRow]:
+        # Page by seq instead of holding a server-side cursor: all pages come from the same
+        # snapshot (or, in a write transaction, under the writers' lock), and a half-read
+        # iterator leaves nothing open on the connection.
+        after: int | None = None
+        left = limit
+        while left is None or left > 0:
+            page = _PAGE if left is None else min(_PAGE, left)
+            where: list[sql.Composable] = []
+            params: list[Any] = []
+            if subject is not None:
+                where.append(sql.SQL("subject = %s"))
+                params.append(subject)
+            if after is not None:
+                where.append(sql.SQL("seq > %s"))
+                params.append(after)
+            query = _SELECT_EVENTS
+            if where:
+                query = sql.SQL("{} WHERE {}").format(query, sql.SQL(" AND ").join(where))
+            rows = self.fetch(sql.SQL("{} ORDER BY seq LIMIT %s").format(query), [*params, page])
+            for row in rows:
+                yield EventRow(
+                    seq=cast(int, row["seq"]),
+                    at=str(row["at"]),
+                    kind=str(row["kind"]),
+                    subject=str(row["subject"]),
+                    payload=str(row["payload"]),
+                    prev_hash=str(row["prev_hash"]),
+                    hash=str(row["hash"]),
+                )
+            if len(rows) < page:
+                return
+            after = cast(int, rows[-1]["seq"])
+            left = None if left is None else left - len(rows)
+
+    def event_hash(self, seq: int) -> str | None:
+        found = self._one(sql.SQL("SELECT hash FROM events WHERE seq = %s"), (seq,))
+        return None if found is None else str(found["hash"])
+
+    def row(self, table: Table, key: str) -> Row | None:
+        return self._one(_SELECT_ROW[table], (key,))
+
+    def insert(self, table: Table, row: Row) -> None:
+        self.fetch(_INSERT[table], [row[c] for c in COLUMNS[table]])
+
+    def update(self, table: Table, key: str, fields: Mapping[str, str | int | None]) -> None:
+        names = list(fields)
+        for name in names:  # the reducer checked them already; a store does not trust its caller
+            if name not in COLUMNS[table]:
+                raise StoreError(f"ledger {self._location}: no column {table}.{name}")
+        assignments = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(n)) for n in names)
+        query = sql.SQL("UPDATE {} SET {} WHERE {} = %s").format(
+            sql.Identifier(table), assignments, sql.Identifier(PRIMARY_KEY[table])
+        )
+        self.fetch(query, [*(fields[n] for n in names), key])
+
+    def rows(self, table: Table) -> Iterator[Row]:
+        key = sql.Identifier(PRIMARY_KEY[table])
+        after: str | None = None
+        while True:  # paged by primary key, for the reasons given in events()
+            if after is None:
+                rows = self.fetch(sql.SQL("{} ORDER BY {} LIMIT %s").format(_SELECT[table], key), (_PAGE,))
+            else:
+                query = sql.SQL("{} WHERE {} > %s ORDER BY {} LIMIT %s").format(_SELECT[table], key, key)
+                rows = self.fetch(query, (after, _PAGE))
+            yield from rows
+            if len(rows) < _PAGE:
+                return
+            after = str(rows[-1][PRIMARY_KEY[table]])
+
+    def key_attempt(self, idem_key: str, *, latest: bool) -> Row | None:
+        if latest:
+            query = sql.SQL("{} WHERE idem_key = %s AND attempt IS NOT NULL ORDER BY attempt DESC LIMIT 1")
+        else:
+            query = sql.SQL("{} WHERE idem_key = %s AND attempt = 1")
+        return self._one(query.format(_SELECT["calls"]), (idem_key,))
+
+    def calls(self, query: CallQuery) -> list[Row]:
+        where: list[sql.Composable] = []
+        params: list[Any] = []
+        if query.run_id is not None:
+            where.append(sql.SQL("run_id = %s"))
+            params.append(query.run_id)
+        if query.states is not None:
+            where.append(sql.SQL("state = ANY(%s::text[])"))
+            params.append(sorted(query.states))
+        if query.receipt is not None:
+            where.append(sql.SQL("receipt = %s"))
+            params.append(query.receipt)
+        statement = _SELECT["calls"]
+        if where:
+            statement = sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where))
+        order = sql.SQL("DESC" if query.newest_first else "ASC")
+        statement = sql.SQL("{} ORDER BY created_at {}, {} {}").format(
+            statement, order, sql.Identifier(INSERT_ORDER), order
+        )
+        if query.limit is not None:
+            statement = sql.SQL("{} LIMIT %s").format(statement)
+            params.append(query.limit)
+        return self.fetch(statement, params)
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[Row]:
+        statement = _SELECT["runs"]
+        params: list[Any] = []
+        if status is not None:
+            statement = sql.SQL("{} WHERE status = %s").format(statement)
+            params.append(status)
+        statement = sql.SQL("{} ORDER BY started_at DESC, run_id DESC").format(statement)
+        if limit is not None:
+            statement = sql.SQL("{} LIMIT %s").format(statement)
+            params.append(limit)
+        return self.fetch(statement, params)
+
+    def approvals(self, query: ApprovalQuery) -> list[Row]:
+        statement = sql.SQL(
+            "{} WHERE used_at IS NULL AND call_id IS NULL "
+            "AND tenant = %s AND principal = %s AND server = %s AND tool = %s AND args_digest = %s "
+            "AND expires_at > %s ORDER BY issued_at, {}"
+        ).format(_SELECT["approvals"], sql.Identifier(INSERT_ORDER))
+        return self.fetch(
+            statement,
+            (query.tenant, query.principal, query.server, query.tool, query.args_digest, query.usable_at),
+        )
+
+    def integrity_problems(self) -> list[str]:
+        # PostgreSQL checks its own pages; what can go missing here is a guard rail (an index
+        # or trigger dropped or disabled by hand), after which a bug could execute twice.
+        indexes = self.fetch(
+            sql.SQL(
+                "SELECT c.relname AS name, i.indisunique AND i.indisvalid AND i.indisready AS ok "
+                "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relname = ANY(%s::text[])"
+            ),
+            (list(GUARD_INDEXES),),
+        )
+        triggers = self.fetch(
+            sql.SQL(
+                "SELECT t.tgname AS name, t.tgenabled <> 'D' AS ok FROM pg_trigger t "
+                "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relname = 'events' AND NOT t.tgisinternal"
+            )
+        )
+        working = {str(r["name"]) for r in indexes + triggers if r["ok"]}
+        return [
+            f"PostgreSQL guard rail {name} is missing, disabled or not unique"
+            for name in (*GUARD_INDEXES, *APPEND_ONLY_TRIGGERS)
+            if name not in working
+        ]
