@@ -99,7 +99,11 @@ class CodeMode:
         try:
             if self._ledger is None:
                 self._ledger = await anyio.to_thread.run_sync(
-                    partial(open_ledger, config.ledger_path, store_arguments=config.ledger.store_arguments)
+                    partial(
+                        open_ledger,
+                        config.ledger_location(self._environ),
+                        store_arguments=config.ledger.store_arguments,
+                    )
                 )
             if self._owns_ledger:
                 stack.callback(self._close_ledger)

@@ -55,7 +55,7 @@ _STATE_STYLE: dict[str, str] = {
 
 def _open(config_path: Path | None, *, recover: bool = True) -> SqliteLedger:
     config = load(config_path)
-    return open_ledger(config.ledger_path, create=False, recover=recover)
+    return open_ledger(config.ledger_location(), create=False, recover=recover)
 
 
 def _when(moment: Any) -> str:
@@ -523,7 +523,7 @@ async def _read_back(
         stderr.print(f"{tool} does not show {expect!r}; {record.call_id} stays unknown", highlight=False)
         return None
 
-    with open_ledger(config.ledger_path) as ledger:
+    with open_ledger(config.ledger_location()) as ledger:
         settled = await resolve_with_read_back(ledger, call_id, look, resolved_by=f"read-back:{tool}")
     if refusal:
         fail(refusal[0])

@@ -243,7 +243,7 @@ def approve(
         now=now,
         note=note,
     )
-    ledger = open_ledger(config.ledger_path)
+    ledger = open_ledger(config.ledger_location())
     try:
         ledger.record_approval(record)
     finally:

@@ -8,7 +8,9 @@ connect time only.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, T
 
 from codemode.config._batch import BatchConfig
 from codemode.config._policy import PolicyConfig
-from codemode.config._secrets import check_references
+from codemode.config._secrets import check_references, resolve_references
 from codemode.config._serve import ServeConfig
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
@@ -158,9 +160,23 @@ class SandboxConfig(_Section):
 
 class LedgerConfig(_Section):
     path: str = "codemode.db"
-    """SQLite file of the operation ledger, relative to the config file."""
+    """SQLite file of the operation ledger, relative to the config file (batch job state is
+    kept beside it, also with ``url``)."""
+    url: str | None = None
+    """A ``postgresql://`` URL: the ledger then lives in that database, shared by every codemode
+    that points at it (needs ``pip install 'codemode[postgres]'``). Put the password in a
+    ``${ENV}`` reference, never in the file."""
     store_arguments: bool = True
     """Keep each call's canonical arguments (needed to reconcile by read-back; may hold PII)."""
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not value.startswith(("postgresql://", "postgres://")):
+                raise ValueError("must be a postgresql:// URL (for a SQLite file use 'path')")
+            check_references(value)
+        return value
 
 
 class PinsConfig(_Section):
@@ -215,6 +231,13 @@ class Config(_Section):
     @property
     def ledger_path(self) -> Path:
         return self.base_dir / self.ledger.path
+
+    def ledger_location(self, environ: Mapping[str, str] | None = None) -> Path | str:
+        """What ``open_ledger`` opens: the ``[ledger] url`` with its ``${ENV}`` references
+        resolved (from ``environ``, default this process's), else the SQLite file."""
+        if self.ledger.url is None:
+            return self.ledger_path
+        return resolve_references(self.ledger.url, os.environ if environ is None else environ)
 
     def enabled_servers(self) -> dict[str, StdioServerConfig | HttpServerConfig]:
         return {name: server for name, server in self.servers.items() if server.enabled}

@@ -57,6 +57,7 @@ _SECTIONS = """\
 
 [ledger]
 # path = "codemode.db"      # SQLite operation ledger, relative to this file
+# url = "postgresql://codemode:${LEDGER_PASSWORD}@db.example/codemode"   # a shared ledger instead
 
 [pins]
 # lock_file = "codemode.lock"
