@@ -85,14 +85,18 @@ def typecheck_export(
     directory = Path(directory)
     config = directory / "pyrightconfig.json"
     config.write_text(json.dumps(PYRIGHT_CONFIG, indent=2) + "\n", encoding="utf-8")
-    completed = subprocess.run(
-        [_find_pyright(pyright), "--outputjson", "-p", str(config)],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    executable = _find_pyright(pyright)
+    try:
+        completed = subprocess.run(
+            [executable, "--outputjson", "-p", str(config)],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except OSError as exc:
+        raise CodemodeError(f"cannot run pyright at {executable!r}: {exc.strerror or exc}") from exc
     try:
         report = json.loads(completed.stdout)
     except json.JSONDecodeError as exc:

@@ -134,3 +134,11 @@ def test_a_pyright_that_prints_no_report_is_a_clear_error(tmp_path: Path) -> Non
 
     with pytest.raises(CodemodeError, match=r"pyright produced no JSON report \(exit 1\)"):
         typecheck_export(tmp_path, pyright="/bin/false")
+
+
+def test_a_pyright_path_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
+    from codemode.errors import CodemodeError
+    from codemode.stubs import typecheck_export
+
+    with pytest.raises(CodemodeError, match="cannot run pyright at '/no/such/pyright'"):
+        typecheck_export(tmp_path, pyright="/no/such/pyright")
