@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Install the pinned MCP conformance suite and Node.js 22 into conformance/node_modules.
+# Install the pinned MCP conformance suite and Node.js 22 into $CODEMODE_CONFORMANCE_HOME/node_modules
+# (run.sh sets it to a cache directory outside the checkout: third-party packages, with their own
+# docs and references, never land inside the repository).
 # Idempotent and fast on re-run: `npm ci` runs only when package-lock.json changed since the last
 # install (or node_modules is incomplete). Uses the machine's npm (any Node.js that runs npm will
 # do); the suite itself then runs on the Node.js 22 binary from the npm package node-linux-<arch>.
@@ -7,7 +9,11 @@
 # Exit status: 0 installed; 3 the environment cannot install it (no npm, registry unreachable, or
 # no Node.js 22 binary for this CPU) - callers treat that as "prerequisite missing".
 set -euo pipefail
-cd "$(dirname "$0")"
+here="$(cd "$(dirname "$0")" && pwd)"
+home="${CODEMODE_CONFORMANCE_HOME:?run.sh sets CODEMODE_CONFORMANCE_HOME}"
+mkdir -p "$home"
+cp "$here/package.json" "$here/package-lock.json" "$home/"
+cd "$home"
 
 case "$(uname -m)" in
     x86_64 | amd64) arch=x64 ;;

@@ -38,7 +38,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 SETS = ("2025-11-25", "2026-07-28")
 SIDES = ("server", "client")
-SUITE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
+# Where install.sh put the pinned npm packages (run.sh sets it; outside the checkout).
+NODE_MODULES = Path(os.environ["CODEMODE_CONFORMANCE_HOME"]) / "node_modules"
+SUITE = NODE_MODULES / "@modelcontextprotocol" / "conformance"
 ADAPTER = HERE / "client_adapter.py"
 SERVER_SET_TIMEOUT_S = 600
 CLIENT_SCENARIO_TIMEOUT_S = 180
@@ -50,7 +52,7 @@ def node22() -> Path:
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine().lower()
     )
-    return HERE / "node_modules" / f"node-linux-{arch}" / "bin" / "node"
+    return NODE_MODULES / f"node-linux-{arch}" / "bin" / "node"
 
 
 def suite(*args: str) -> list[str]:
@@ -99,7 +101,11 @@ def requirement_set(name: str) -> dict[str, Any]:
     )
     path = SUITE / "requirements" / f"{name}.yaml"
     out = subprocess.run(
-        [str(node22()), "-e", script, str(path)], cwd=HERE, check=True, capture_output=True, text=True
+        [str(node22()), "-e", script, str(path)],
+        cwd=NODE_MODULES.parent,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     data: dict[str, Any] = json.loads(out)
     return data

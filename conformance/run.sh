@@ -12,6 +12,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
+# The pinned npm packages live outside the checkout (the one place this path is chosen).
+export CODEMODE_CONFORMANCE_HOME="${CODEMODE_CONFORMANCE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/codemode/conformance}"
 bash "$here/install.sh"
 python="${CODEMODE_PYTHON:-$root/.venv/bin/python}"
 if [ ! -x "$python" ]; then
