@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -13,6 +14,7 @@ from codemode.errors import LedgerError
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._owner import new_owner
 from codemode.ledger._sqlite_store import SqliteStore, Synchronous
+from codemode.ledger._store_protocol import LedgerStore
 from codemode.ledger._time import Clock, system_clock, to_text
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -102,32 +104,25 @@ def open_ledger(
     PostgreSQL, ``"normal"`` is ``synchronous_commit = off``: the same trade for a server crash.)
     """
     now = clock or system_clock
+
+    def created_at() -> str:
+        return to_text(now())
+
+    store: LedgerStore
     if is_postgres_url(path):
-        # The declared type stays SqliteLedger for the callers written before PostgreSQL, which
-        # pass str paths of SQLite files. A URL gives a StoreLedger: the same API, except that
-        # its ``store`` is a PostgresStore (no ``pragma``).
-        shared = _open_postgres(
+        store = _open_postgres_store(
             str(path),
             create=create,
-            recover=recover,
-            store_arguments=store_arguments,
-            max_result_bytes=max_result_bytes,
-            lease_s=lease_s,
             lock_timeout_s=busy_timeout_s,
             synchronous=synchronous,
-            clock=now,
-            owner=owner,
+            created_at=created_at,
         )
-        return cast("SqliteLedger", shared)
-    store = SqliteStore.open(
-        path,
-        create=create,
-        busy_timeout_s=busy_timeout_s,
-        synchronous=synchronous,
-        created_at=lambda: to_text(now()),
-    )
+    else:
+        store = SqliteStore.open(
+            path, create=create, busy_timeout_s=busy_timeout_s, synchronous=synchronous, created_at=created_at
+        )
     try:
-        ledger = SqliteLedger(
+        ledger = _ledger_class(store)(
             store,
             clock=now,
             owner=owner or new_owner(),
@@ -140,23 +135,20 @@ def open_ledger(
     except BaseException:
         store.close()
         raise
-    return ledger
+    # The declared type stays SqliteLedger for the callers written before PostgreSQL, which pass
+    # str paths of SQLite files. A URL gives a StoreLedger: the same API, except that its
+    # ``store`` is a PostgresStore (no ``pragma``).
+    return cast("SqliteLedger", ledger)
 
 
-def _open_postgres(
-    url: str,
-    *,
-    create: bool,
-    recover: bool,
-    store_arguments: bool,
-    max_result_bytes: int,
-    lease_s: float,
-    lock_timeout_s: float,
-    synchronous: Synchronous,
-    clock: Clock,
-    owner: str | None,
-) -> StoreLedger:
-    """:func:`open_ledger` for a PostgreSQL URL: the same steps on a :class:`PostgresStore`."""
+def _ledger_class(store: LedgerStore) -> type[StoreLedger]:
+    # SqliteLedger only narrows ``store``'s type; the rules are StoreLedger's either way.
+    return SqliteLedger if isinstance(store, SqliteStore) else StoreLedger
+
+
+def _open_postgres_store(
+    url: str, *, create: bool, lock_timeout_s: float, synchronous: Synchronous, created_at: Callable[[], str]
+) -> LedgerStore:
     try:
         # Imported here: psycopg is an optional dependency, needed only for this kind of ledger.
         from codemode.ledger._postgres_store import PostgresStore
@@ -165,25 +157,6 @@ def _open_postgres(
             f"a PostgreSQL ledger needs psycopg 3, which cannot be imported ({exc}): "
             "pip install 'codemode[postgres]'"
         ) from exc
-    store = PostgresStore.open(
-        url,
-        create=create,
-        lock_timeout_s=lock_timeout_s,
-        synchronous=synchronous,
-        created_at=lambda: to_text(clock()),
+    return PostgresStore.open(
+        url, create=create, lock_timeout_s=lock_timeout_s, synchronous=synchronous, created_at=created_at
     )
-    try:
-        ledger = StoreLedger(
-            store,
-            clock=clock,
-            owner=owner or new_owner(),
-            lease_s=lease_s,
-            store_arguments=store_arguments,
-            max_result_bytes=max_result_bytes,
-        )
-        if recover:
-            ledger.recover()
-    except BaseException:
-        store.close()
-        raise
-    return ledger
