@@ -20,7 +20,6 @@ from codemode.calls import RunBinding, ToolResult
 from codemode.errors import LedgerError
 from codemode.ledger import (
     CallIntent,
-    EventRow,
     Fresh,
     InFlight,
     Replay,
@@ -31,8 +30,8 @@ from codemode.ledger import (
 )
 from codemode.ledger._owner import new_owner
 from codemode.ledger._postgres_store import PostgresStore
-from codemode.ledger._reduce import Row, empty_row
 from tests.ledger._pg import ROLE, PostgresServer, shared_server
+from tests.ledger._rows import call_row, event
 
 pytestmark = pytest.mark.postgres
 
@@ -79,39 +78,6 @@ def raw(url: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
     """A plain connection as the ledger's role: what someone with psql could do."""
     with psycopg.connect(url, autocommit=True) as conn:
         yield conn
-
-
-def event(seq: int, prev: str = "p") -> EventRow:
-    return EventRow(
-        seq=seq,
-        at="2026-01-01T00:00:00.000000Z",
-        kind="k",
-        subject="s",
-        payload="{}",
-        prev_hash=prev,
-        hash=f"h{seq}",
-    )
-
-
-def call_row(call_id: str, **fields: str | int | None) -> Row:
-    row = empty_row("calls")
-    row.update(
-        call_id=call_id,
-        run_id="run-1",
-        trace_id="t",
-        principal="alice",
-        tenant="acme",
-        server="crm",
-        tool="add_note",
-        schema_hash="sha256:s",
-        args_digest="sha256:a",
-        state="succeeded",
-        created_at="2026-01-01T00:00:01.000000Z",
-        updated_at="2026-01-01T00:00:01.000000Z",
-        result_truncated=0,
-    )
-    row.update(fields)
-    return row
 
 
 # ── several brokers on one database ────────────────────────────────────────────────────────

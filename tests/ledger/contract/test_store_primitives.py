@@ -7,64 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from codemode.ledger import ApprovalQuery, CallQuery, EventRow, LedgerStore, StoreError
-from codemode.ledger._reduce import Row, empty_row
+from codemode.ledger import ApprovalQuery, CallQuery, LedgerStore, StoreError
+from codemode.ledger._reduce import empty_row
 from codemode.ledger._schema import COLUMNS
+from tests.ledger._rows import approval_row, call_row, event
 
 OpenClient = Callable[[], LedgerStore]
-
-
-def call_row(
-    call_id: str, *, created: str = "2026-01-01T00:00:01.000000Z", **fields: str | int | None
-) -> Row:
-    row = empty_row("calls")
-    row.update(
-        call_id=call_id,
-        run_id="run-1",
-        trace_id="t",
-        principal="alice",
-        tenant="acme",
-        server="crm",
-        tool="add_note",
-        schema_hash="sha256:s",
-        args_digest="sha256:a",
-        state="succeeded",
-        created_at=created,
-        updated_at=created,
-        result_truncated=0,
-    )
-    row.update(fields)
-    return row
-
-
-def approval_row(approval_id: str, **fields: str | int | None) -> Row:
-    row = empty_row("approvals")
-    row.update(
-        approval_id=approval_id,
-        tenant="acme",
-        principal="alice",
-        server="crm",
-        tool="add_note",
-        args_digest="sha256:a",
-        risk="high",
-        approver="bob",
-        issued_at="2026-01-01T00:00:00.000000Z",
-        expires_at="2026-01-02T00:00:00.000000Z",
-    )
-    row.update(fields)
-    return row
-
-
-def event(seq: int, prev: str = "p", subject: str = "s") -> EventRow:
-    return EventRow(
-        seq=seq,
-        at="2026-01-01T00:00:00.000000Z",
-        kind="k",
-        subject=subject,
-        payload="{}",
-        prev_hash=prev,
-        hash=f"h{seq}",
-    )
 
 
 def test_a_new_store_has_an_id_an_empty_log_and_a_head_at_zero(connect: OpenClient) -> None:
