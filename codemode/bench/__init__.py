@@ -2,7 +2,7 @@
 on the same tasks and servers (see the README, "Token-cost experiments").
 
 Task files import their helpers from here: :class:`Turn`, :class:`Final`, :func:`call`,
-:func:`turn`, :func:`run_code` and the history readers."""
+:func:`turn`, :func:`run_code`, :func:`search_then_run` and the history readers."""
 
 from codemode.bench._model import (
     Agent,
@@ -17,6 +17,7 @@ from codemode.bench._model import (
     json_results,
     run_code,
     run_code_value,
+    search_then_run,
     tool_results,
     turn,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "json_results",
     "run_code",
     "run_code_value",
+    "search_then_run",
     "tool_results",
     "turn",
 ]

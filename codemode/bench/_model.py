@@ -97,3 +97,13 @@ def run_code_value(text: str) -> Any:
         return json.loads(body)
     except ValueError:
         return body
+
+
+def search_then_run(history: list[Message], query: str, program: str, *, k: int) -> Reply:
+    """The plain code-mode script: search the tools, run one program, answer with its value."""
+    step = assistant_turns(history)
+    if step == 0:
+        return turn(call("search_tools", query=query, detail="full", k=k))
+    if step == 1:
+        return run_code(program)
+    return Final(run_code_value(tool_results(history)[0]))

@@ -14,9 +14,7 @@ from codemode.bench import (
     assistant_turns,
     call,
     json_results,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -61,14 +59,7 @@ out
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(
-            call("search_tools", query="get ticket; assign ticket; add customer note", detail="full", k=5)
-        )
-    if step == 1:
-        return run_code(PROGRAM)
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(history, "get ticket; assign ticket; add customer note", PROGRAM, k=5)
 
 
 def check(answer: Any) -> bool:

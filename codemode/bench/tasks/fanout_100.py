@@ -14,9 +14,7 @@ from codemode.bench import (
     Reply,
     assistant_turns,
     call,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -53,12 +51,7 @@ round(sum(r["lifetime_value"] for r in rows), 2)
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(call("search_tools", query="get a customer record", detail="full", k=3))
-    if step == 1:
-        return run_code(PROGRAM)
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(history, "get a customer record", PROGRAM, k=3)
 
 
 def check(answer: Any) -> bool:

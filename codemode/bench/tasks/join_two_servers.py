@@ -15,9 +15,7 @@ from codemode.bench import (
     assistant_turns,
     call,
     json_results,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -69,14 +67,7 @@ while True:
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(
-            call("search_tools", query="query spreadsheet rows; list open tickets", detail="full", k=4)
-        )
-    if step == 1:
-        return run_code(PROGRAM)
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(history, "query spreadsheet rows; list open tickets", PROGRAM, k=4)
 
 
 def check(answer: Any) -> bool:

@@ -16,9 +16,7 @@ from codemode.bench import (
     assistant_turns,
     call,
     json_results,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -63,19 +61,7 @@ receipts = [add_note(customer_id="CUST-0311", text=text[i:i + 5000]) for i in ra
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(
-            call(
-                "search_tools",
-                query="read a document's full text, add a note to a customer",
-                detail="full",
-                k=4,
-            )
-        )
-    if step == 1:
-        return run_code(PROGRAM)
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(history, "read a document's full text, add a note to a customer", PROGRAM, k=4)
 
 
 def check(answer: Any) -> bool:

@@ -12,12 +12,9 @@ from codemode.bench import (
     Final,
     Message,
     Reply,
-    assistant_turns,
     call,
     json_results,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -61,12 +58,7 @@ while offset is not None:
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(call("search_tools", query="read rows of a spreadsheet", detail="full", k=3))
-    if step == 1:
-        return run_code(PROGRAM)
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(history, "read rows of a spreadsheet", PROGRAM, k=3)
 
 
 def check(answer: Any) -> bool:

@@ -15,9 +15,7 @@ from codemode.bench import (
     assistant_turns,
     call,
     json_results,
-    run_code,
-    run_code_value,
-    tool_results,
+    search_then_run,
     turn,
 )
 
@@ -32,15 +30,13 @@ def direct_agent(history: list[Message]) -> Reply:
 
 
 def codemode_agent(history: list[Message]) -> Reply:
-    step = assistant_turns(history)
-    if step == 0:
-        return turn(call("search_tools", query="list tickets of a customer", detail="full", k=2))
-    if step == 1:
-        return run_code(
-            "from servers.tickets import list_tickets\n"
-            'list_tickets(customer_id="CUST-0042", status="open")["total"]\n'
-        )
-    return Final(run_code_value(tool_results(history)[0]))
+    return search_then_run(
+        history,
+        "list tickets of a customer",
+        "from servers.tickets import list_tickets\n"
+        'list_tickets(customer_id="CUST-0042", status="open")["total"]\n',
+        k=2,
+    )
 
 
 def check(answer: Any) -> bool:
