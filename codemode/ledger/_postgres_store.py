@@ -48,6 +48,7 @@ from psycopg.pq import TransactionStatus
 
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
+from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._postgres_ddl import DDL
 from codemode.ledger._postgres_tx import Connection, PostgresTransaction
 from codemode.ledger._schema import SCHEMA_VERSION
@@ -105,8 +106,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._closed = False
         self._in_transaction = False
-        self._commits = 0
-        self._committed = threading.Condition(threading.Lock())
+        self._commit_signal = CommitSignal()
         self._conn = self._connect()
         try:
             found = self._conn.execute("SELECT current_schema()").fetchone()
@@ -273,20 +273,15 @@ class PostgresStore:
             finally:
                 self._in_transaction = False
         if write:
-            with self._committed:
-                self._commits += 1
-                self._committed.notify_all()
+            self._commit_signal.committed()
 
     def commits(self) -> int:
-        with self._committed:
-            return self._commits
+        return self._commit_signal.count()
 
     def wait_for_commit(self, seen: int, timeout_s: float) -> None:
         # Commits of other clients do not wake it (no LISTEN/NOTIFY): callers poll, as the
         # Protocol allows.
-        with self._committed:
-            if self._commits == seen:
-                self._committed.wait(max(0.0, timeout_s))
+        self._commit_signal.wait(seen, timeout_s)
 
     def _init_schema(self, create: bool, created_at: Callable[[], str] | None) -> None:
         if self._schema is None:
@@ -352,5 +347,5 @@ class PostgresStore:
                 self._closed = True
                 with contextlib.suppress(psycopg.Error):
                     self._conn.close()
-        with self._committed:  # wake waiters: their next transaction reports the store closed
-            self._committed.notify_all()
+        # Wake waiters: their next transaction reports the store closed.
+        self._commit_signal.wake()

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
+from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
@@ -261,8 +262,7 @@ class SqliteStore:
         self._synchronous: Synchronous = synchronous
         self._lock = threading.RLock()
         self._closed = False
-        self._commits = 0
-        self._committed = threading.Condition(threading.Lock())
+        self._commit_signal = CommitSignal()
 
     @classmethod
     def open(
@@ -361,9 +361,7 @@ class SqliteStore:
             finally:
                 self._restore_synchronous(relax)
         if write:
-            with self._committed:
-                self._commits += 1
-                self._committed.notify_all()
+            self._commit_signal.committed()
 
     def _restore_synchronous(self, relaxed: bool) -> None:
         if relaxed:
@@ -371,13 +369,10 @@ class SqliteStore:
                 self._conn.execute("PRAGMA synchronous = FULL")
 
     def commits(self) -> int:
-        with self._committed:
-            return self._commits
+        return self._commit_signal.count()
 
     def wait_for_commit(self, seen: int, timeout_s: float) -> None:
-        with self._committed:
-            if self._commits == seen:
-                self._committed.wait(max(0.0, timeout_s))
+        self._commit_signal.wait(seen, timeout_s)
 
     def _init_schema(self, created_at: Callable[[], str] | None) -> None:
         with self.transaction(write=True) as tx:
@@ -418,5 +413,5 @@ class SqliteStore:
                 self._closed = True
                 self._conn.close()
                 self._gate.close()
-        with self._committed:  # wake waiters: their next transaction reports the store closed
-            self._committed.notify_all()
+        # Wake waiters: their next transaction reports the store closed.
+        self._commit_signal.wake()
