@@ -37,7 +37,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -49,7 +49,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from codemode._engine import CodeMode  # noqa: E402
 from codemode.catalog import approve, load_lock, observe, save_lock  # noqa: E402
-from codemode.config import load_config  # noqa: E402
+from codemode.config import BackendChoice, load_config  # noqa: E402
 from codemode.host import McpHost  # noqa: E402
 
 CRM = ROOT / "examples" / "servers" / "crm_server.py"
@@ -264,7 +264,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=400, help="latency samples per path (default 400)")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")
-    parser.add_argument("--backend", choices=["auto", "docker", "process"], default="auto")
+    parser.add_argument("--backend", choices=list(get_args(BackendChoice)), default="auto")
     parser.add_argument("--tool", choices=sorted(TOOLS), default="list_writes")
     parser.add_argument(
         "--untrusted", action="store_true", help="do not declare the tool read-only in the policy"

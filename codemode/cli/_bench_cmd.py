@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from codemode.cli._common import handle_errors, json_option, print_json, stderr, stdout
+from codemode.cli._common import BACKEND_CHOICE, handle_errors, json_option, print_json, stderr, stdout
 from codemode.config import BackendChoice
 
 DEFAULT_SIZES = "100,300,1000,3000"
@@ -60,7 +60,7 @@ def _sizes(text: str) -> list[int]:
 )
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "docker", "bwrap", "process"]),
+    type=BACKEND_CHOICE,
     default=None,
     help="Sandbox backend for code mode [default: the config's, else auto].",
 )

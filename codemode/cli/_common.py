@@ -8,12 +8,12 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar, get_args
 
 import click
 from rich.console import Console
 
-from codemode.config import Config, default_config_path, load_config
+from codemode.config import BackendChoice, Config, default_config_path, load_config
 from codemode.errors import CodemodeError
 
 P = ParamSpec("P")
@@ -21,6 +21,9 @@ R = TypeVar("R")
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+
+BACKEND_CHOICE = click.Choice(list(get_args(BackendChoice)))
+"""``--backend``'s values: the config's ``[sandbox] backend`` choices, named once there."""
 
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)

@@ -15,7 +15,7 @@ from codemode._resources import resource_dir
 from codemode._tokens import count_json_tokens
 from codemode._tools import definitions
 from codemode.catalog import Pins, ServerCatalog
-from codemode.cli._common import handle_errors, json_option, print_json, stderr, stdout
+from codemode.cli._common import BACKEND_CHOICE, handle_errors, json_option, print_json, stderr, stdout
 from codemode.cli._init_cmd import demo_servers
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, load_config, starter_config
@@ -88,7 +88,7 @@ def _program_text() -> str:
 )
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "docker", "bwrap", "process"]),
+    type=BACKEND_CHOICE,
     default="auto",
     show_default=True,
     help="Sandbox backend (auto: Docker when an engine and the image are there, else bwrap, else process).",

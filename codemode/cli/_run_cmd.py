@@ -18,6 +18,7 @@ from codemode.broker._risk import tool_risk
 from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
 from codemode.cli._common import (
+    BACKEND_CHOICE,
     EXIT_USAGE,
     config_option,
     fail,
@@ -115,7 +116,7 @@ def _print_human(result: RunResult) -> None:
 @click.argument("program", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "docker", "bwrap", "process"]),
+    type=BACKEND_CHOICE,
     default=None,
     help="Sandbox backend [default: from [sandbox] backend, normally auto].",
 )
