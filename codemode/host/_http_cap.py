@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx2
@@ -47,7 +46,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind not in ("application/json", "text/event-stream"):
             return response
-        sent = _Sent.of(request, self._cut)
+        sent = _Sent(request, self._cut)
         source = cast(AsyncIterator[bytes], response.stream)
         if kind == "application/json":
             body = _capped_json(source, self.cap, sent)
@@ -82,39 +81,41 @@ class _Stream(httpx2.AsyncByteStream):
             await close()
 
 
-@dataclass(frozen=True, slots=True)
 class _Sent:
-    """The JSON-RPC requests of one POST body: their methods and call markers."""
+    """The request a response answers. Its body is read only when a message must be replaced:
+    rarely, so the common path parses nothing twice."""
 
-    methods: dict[types.RequestId, str]
-    markers: dict[types.RequestId, str]
-    cut: CutResults
+    def __init__(self, request: httpx2.Request, cut: CutResults) -> None:
+        self._request = request
+        self._cut = cut
 
-    @classmethod
-    def of(cls, request: httpx2.Request, cut: CutResults) -> _Sent:
-        sent = cls({}, {}, cut)
+    def _requests(self) -> tuple[dict[types.RequestId, str], dict[types.RequestId, str]]:
+        """The methods and call markers of the JSON-RPC requests in the body, by id."""
+        methods: dict[types.RequestId, str] = {}
+        markers: dict[types.RequestId, str] = {}
         try:
-            body: object = json.loads(request.content) if request.content else None
+            body: object = json.loads(self._request.content) if self._request.content else None
         except (ValueError, httpx2.RequestNotRead):
-            return sent
+            return methods, markers
         for message in cast(list[object], body) if isinstance(body, list) else [body]:
             if not isinstance(message, dict):
                 continue
             fields = cast(dict[str, Any], message)
             request_id, method = fields.get("id"), fields.get("method")
             if isinstance(request_id, int | str) and isinstance(method, str):
-                sent.methods[request_id] = method
+                methods[request_id] = method
                 if (marker := marker_in(fields.get("params"))) is not None:
-                    sent.markers[request_id] = marker
-        return sent
+                    markers[request_id] = marker
+        return methods, markers
 
     def replacement(self, frame: Oversized) -> bytes | None:
-        message = decode_frame(frame, self.methods)
+        methods, markers = self._requests()
+        message = decode_frame(frame, methods)
         if not isinstance(message, SessionMessage):
             return None  # no id to answer: the message is dropped
         answer = message.message
         request_id = answer.id if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) else None
-        remember_cut(message, self.markers.get(request_id) if request_id is not None else None, self.cut)
+        remember_cut(message, markers.get(request_id) if request_id is not None else None, self._cut)
         return answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
 
 
