@@ -35,7 +35,7 @@ from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
 from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
-from codemode.catalog import Pins, ServerCatalog
+from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, ServerStatus, TransportFactory
@@ -173,6 +173,22 @@ class CodeMode:
     def statuses(self) -> list[ServerStatus]:
         host, *_ = self._require()
         return host.statuses()
+
+    def drift(self) -> list[str]:
+        """Tools whose live definition differs from its approved pin, or that the server no
+        longer lists (``server/tool (changed)``); empty when every pinned tool is as approved."""
+        host, *_ = self._require()
+        assert self._pins is not None
+        pins = self._pins
+        found: list[str] = []
+        for catalog in host.catalogs():
+            listed = {tool.name for tool in catalog.tools}
+            changed = [t.name for t in catalog.tools if pins.status(t) is ToolStatus.CHANGED]
+            pinned = pins.lock.servers.get(catalog.server, {})
+            removed = [name for name, entry in pinned.items() if entry.approved and name not in listed]
+            found += [f"{catalog.server}/{name} (changed)" for name in changed]
+            found += [f"{catalog.server}/{name} (removed)" for name in removed]
+        return found
 
     @property
     def backend(self) -> str:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -170,6 +170,39 @@ def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item
     return Item(str(value), index, data)
 
 
+class ItemWorker(Protocol):
+    """One worker slot: runs one item at a time (a local session, or a Ray actor)."""
+
+    async def run(self, item: StoredItem, attempt: int) -> ItemResult: ...
+
+
+class WorkerLost(CodemodeError):
+    """The worker died while it ran an item (a killed process or node): the item runs again.
+
+    Running it again is safe: its completed calls replay from the ledger, and a call that was
+    sent and never answered is ``unknown`` and is not sent again.
+    """
+
+
+class EngineWorker:
+    """A worker slot of this process: one sandbox session of ``engine``, reused item after item
+    with a fresh namespace each time (a cold sandbox per item would cost more than the item)."""
+
+    def __init__(self, engine: CodeMode, program: str, job_id: str, options: BatchOptions) -> None:
+        self._engine, self._program, self._job_id, self._options = engine, program, job_id, options
+        self._session: str | None = None
+
+    async def run(self, item: StoredItem, attempt: int) -> ItemResult:
+        if self._session is None:
+            options = self._options
+            self._session = await self._engine.open_session(
+                principal=options.principal, tenant=options.tenant
+            )
+        return await run_item(
+            self._engine, self._program, self._job_id, item, attempt, self._options, self._session
+        )
+
+
 async def run_job(
     engine: CodeMode, program: str, job: BatchJob, options: BatchOptions
 ) -> AsyncIterator[ItemResult]:
@@ -179,18 +212,33 @@ async def run_job(
             f"concurrency {options.concurrency} needs as many sandbox sessions; "
             f"raise [serve] max_sessions (now {engine.config.serve.max_sessions})"
         )
-    send_items, receive_items = anyio.create_memory_object_stream[StoredItem](options.concurrency)
-    send_results, receive_results = anyio.create_memory_object_stream[ItemResult](options.concurrency)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_feed, job, options, send_items)
-        workers = send_results
-        async with workers:
-            for _ in range(options.concurrency):
-                tg.start_soon(_work, engine, program, job, options, receive_items.clone(), workers.clone())
-        receive_items.close()
-        async with receive_results:
-            async for result in receive_results:
-                yield result
+    workers = [EngineWorker(engine, program, job.job_id, options) for _ in range(options.concurrency)]
+    async for result in run_on_workers(workers, job, options):
+        yield result
+
+
+async def run_on_workers(
+    workers: Sequence[ItemWorker], job: BatchJob, options: BatchOptions
+) -> AsyncIterator[ItemResult]:
+    """Feed the job's runnable items to ``workers``, one item per worker at a time; yield results.
+
+    The job store is touched only here, by the driver: workers run items and return results.
+    """
+    send_items, receive_items = anyio.create_memory_object_stream[StoredItem](len(workers))
+    send_results, receive_results = anyio.create_memory_object_stream[ItemResult](len(workers))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_feed, job, options, send_items)
+            async with send_results:
+                for worker in workers:
+                    tg.start_soon(_work, worker, job, options, receive_items.clone(), send_results.clone())
+            receive_items.close()
+            async with receive_results:
+                async for result in receive_results:
+                    yield result
+    except* BatchError as group:
+        # A worker that refuses (its node's tools drifted) stops the job with its own message.
+        raise group.exceptions[0] from None
 
 
 async def _feed(job: BatchJob, options: BatchOptions, send: MemoryObjectSendStream[StoredItem]) -> None:
@@ -206,21 +254,20 @@ async def _feed(job: BatchJob, options: BatchOptions, send: MemoryObjectSendStre
 
 
 async def _work(
-    engine: CodeMode,
-    program: str,
+    worker: ItemWorker,
     job: BatchJob,
     options: BatchOptions,
     items: MemoryObjectReceiveStream[StoredItem],
     results: MemoryObjectSendStream[ItemResult],
 ) -> None:
-    # One sandbox per worker, reused item after item with a fresh namespace each time: a cold
-    # sandbox per item would cost more than the item. Items of one job share the worker's process.
-    session_id = await engine.open_session(principal=options.principal, tenant=options.tenant)
     async with items, results:
         async for item in items:
             while True:
                 attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
-                outcome = await run_item(engine, program, job.job_id, item, attempt, options, session_id)
+                try:
+                    outcome = await worker.run(item, attempt)
+                except WorkerLost as exc:
+                    outcome = ItemResult(item.key, item.line, "failed", attempt, None, error=str(exc))
                 if outcome.status != "failed" or attempt >= options.max_attempts:
                     break
                 # A failed item runs again at once (its completed calls replay, so nothing is

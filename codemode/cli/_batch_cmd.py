@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -58,6 +59,16 @@ STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write one JSON line per item here."
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    help="Run items on this machine, or on actors of a Ray cluster [default: [batch] engine, local].",
+)
+@click.option(
+    "--ray-address",
+    metavar="auto|HOST:PORT",
+    help="The Ray cluster for --engine ray [default: [batch] ray_address, else auto].",
+)
 @click.option("--strict", is_flag=True, help="Fail before running anything if an input line is malformed.")
 @click.option("--principal", help="Run as this principal [default: policy.default_principal].")
 @click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
@@ -75,6 +86,8 @@ def batch(
     verify_program: Path | None,
     max_attempts: int | None,
     out: Path | None,
+    engine: str | None,
+    ray_address: str | None,
     strict: bool,
     principal: str | None,
     tenant: str | None,
@@ -90,12 +103,21 @@ def batch(
     Examples:
       codemode batch enrich.py --inputs docs.jsonl --key doc_id --out results.jsonl
       codemode batch enrich.py --inputs docs.jsonl --key doc_id --job-id nightly --resume
+      codemode batch enrich.py --inputs docs.jsonl --key doc_id --engine ray --ray-address 10.0.0.5:6379
     \b
     Exit status: 0 when every item is done; 1 when any is failed, unknown or unverified; 2 for
     usage errors. --json prints one summary document on stdout.
     """
     from codemode._engine import CodeMode
-    from codemode.batch import BatchError, BatchOptions, is_bad, open_job_store, prepare_job, run_job
+    from codemode.batch import (
+        BatchError,
+        BatchOptions,
+        is_bad,
+        open_job_store,
+        prepare_job,
+        run_job,
+        run_on_workers,
+    )
     from codemode.broker._run import RunLimits
 
     if resume and not job_id:
@@ -122,6 +144,7 @@ def batch(
         tenant=tenant,
     )
     code = program.read_text(encoding="utf-8")
+    on_ray = (engine or settings.engine) == "ray"
     # One sandbox session per concurrent worker, started warm.
     config = config.model_copy(
         update={
@@ -153,8 +176,20 @@ def batch(
             started = time.monotonic()
             with _progress(quiet) as bar:
                 task = bar.add_task("items", total=todo, stats="")
-                async with CodeMode(config) as engine:
-                    async for result in run_job(engine, code, job, options):
+                async with contextlib.AsyncExitStack() as stack:
+                    if on_ray:
+                        from codemode.batch._ray import ray_workers
+
+                        address = ray_address or settings.ray_address
+                        workers = await stack.enter_async_context(
+                            ray_workers(config, code, job.job_id, options, address=address)
+                        )
+                        results = run_on_workers(workers, job, options)
+                    else:
+                        results = run_job(
+                            await stack.enter_async_context(CodeMode(config)), code, job, options
+                        )
+                    async for result in results:
                         seen[result.status] += 1
                         calls += result.calls
                         elapsed = max(time.monotonic() - started, 1e-9)

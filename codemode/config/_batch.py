@@ -3,7 +3,11 @@ tighten the policy's per-run budgets (an item is one run)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+
+BatchEngine = Literal["local", "ray"]
 
 
 class BatchConfig(BaseModel):
@@ -19,3 +23,9 @@ class BatchConfig(BaseModel):
     """Per-item call cap; at most ``[policy.budget] calls_per_run``."""
     money_per_item: float | None = Field(default=None, ge=0)
     """Per-item spend cap, in the unit of ``[policy.budget] money_per_run``."""
+    engine: BatchEngine = "local"
+    """Where items run: ``local`` (this machine) or ``ray`` (actors on a Ray cluster; needs
+    ``pip install 'codemode[ray]'`` and a ``[ledger] url`` that every node reaches)."""
+    ray_address: str | None = None
+    """The Ray cluster for ``engine = "ray"``: ``HOST:PORT``, or unset for the cluster this
+    machine belongs to (``RAY_ADDRESS``, or the one ``ray start`` joined)."""
