@@ -250,7 +250,10 @@ async def _feed(job: BatchJob, options: BatchOptions, send: MemoryObjectSendStre
             item = await anyio.to_thread.run_sync(next, pages, None)
             if item is None:
                 return
-            await send.send(item)  # blocks while every worker is busy: backpressure
+            try:
+                await send.send(item)  # blocks while every worker is busy: backpressure
+            except anyio.BrokenResourceError:
+                return  # every worker stopped (one refused to run items): nothing more to feed
 
 
 async def _work(

@@ -12,6 +12,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar, get_args
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from codemode.config import BackendChoice, Config, default_config_path, load_config
 from codemode.errors import CodemodeError
@@ -51,9 +52,10 @@ def progress(message: str, show: bool = True) -> contextlib.AbstractContextManag
 
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> NoReturn:
-    stderr.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    # Messages name config sections and selectors ("[ledger] url", "SERVER[/TOOL]"): text, not markup.
+    stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if hint:
-        stderr.print(f"[dim]hint:[/] {hint}", markup=True, highlight=False)
+        stderr.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False)
     sys.exit(code)
 
 
@@ -65,7 +67,7 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except CodemodeError as exc:
-            stderr.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             stderr.print("interrupted")

@@ -148,6 +148,14 @@ def test_approving_an_unknown_tool_is_an_error(tmp_path: Path) -> None:
     assert "no tool drift/nope" in result.output
 
 
+def test_error_messages_keep_their_brackets_instead_of_reading_them_as_markup(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    write_config(config)
+    result = run("pin", "--config", str(config), "drift/echo")
+    assert result.exit_code != 0
+    assert "SERVER[/TOOL] selectors go with --approve" in result.output
+
+
 def test_a_malformed_config_gives_a_clear_error_and_exit_status_2(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     config.write_text("[servers.x]\nurl = 3\n")

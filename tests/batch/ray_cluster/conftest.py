@@ -8,10 +8,11 @@ machine's interface address by default, and in there that can only be 127.0.0.1.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import pytest
@@ -50,7 +51,7 @@ class RayCluster:
 
     @property
     def address(self) -> str:
-        return str(self._cluster.address)
+        return str(cast(object, self._cluster.address))
 
     def add_node(self, **args: Any) -> None:
         self._cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1", **args)
@@ -58,9 +59,10 @@ class RayCluster:
     def node_addresses(self) -> list[str]:
         import ray
 
-        ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+        ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
         try:
-            return [str(node["NodeManagerAddress"]) for node in ray.nodes() if node["Alive"]]
+            nodes = cast(list[dict[str, Any]], ray.nodes())  # pyright: ignore[reportUnknownMemberType]
+            return [str(node["NodeManagerAddress"]) for node in nodes if node["Alive"]]
         finally:
             ray.shutdown()
 
@@ -92,9 +94,7 @@ MakeRayWorkspace = Callable[..., Workspace]
 
 
 @pytest.fixture
-def make_ray_workspace(
-    tmp_path: Path, pg: PostgresServer, http_servers: HttpServers
-) -> MakeRayWorkspace:
+def make_ray_workspace(tmp_path: Path, pg: PostgresServer, http_servers: HttpServers) -> MakeRayWorkspace:
     def make(*, servers: str = "", sync_env: dict[str, str] | None = None) -> Workspace:
         root = tmp_path / f"ws-{len(list(tmp_path.iterdir()))}"
         root.mkdir()
@@ -114,4 +114,3 @@ def make_ray_workspace(
         return workspace
 
     return make
-
