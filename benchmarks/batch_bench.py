@@ -4,6 +4,14 @@
     .venv/bin/python benchmarks/batch_bench.py --items 2000 --backends process
     .venv/bin/python benchmarks/batch_bench.py --memory 500,5000,50000 --backends process
     .venv/bin/python benchmarks/batch_bench.py --json
+    .venv/bin/python benchmarks/batch_bench.py --engine ray --items 300 --concurrency 4
+
+``--engine ray`` compares, in one run, the local engine with the Ray engine on a cluster of 1
+and of 2 local nodes. Every row then shares one crm server over Streamable HTTP and writes to
+a PostgreSQL ledger (a fresh database per row), so that only the engine differs. It runs in a
+network namespace of its own where only ``lo`` is up (it re-executes itself under ``unshare``;
+root needed), so Ray stays on 127.0.0.1; PostgreSQL comes from the Debian package, as in the
+tests.
 
 Each item makes one tool call (``crm/add_note``, a write: a derived idempotency key, a ledger
 record before sending, one crm write) through the full path: sandbox → broker → ledger → MCP.
@@ -114,6 +122,30 @@ async def one_job(backend: str, items: int, concurrency: int) -> dict[str, Any]:
     }
 
 
+def in_own_network_namespace(argv: list[str]) -> int:
+    """Run this script again inside a new network namespace with only ``lo`` up."""
+    import os
+    import subprocess
+
+    script = 'ip link set lo up && exec "$@"'
+    env = {**os.environ, "CODEMODE_IN_NETNS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    command = ["unshare", "--net", "--", "sh", "-c", script, "sh", sys.executable, *argv]
+    return subprocess.run(command, env=env, check=False).returncode
+
+
+def ray_rows(items: int, concurrency: int) -> list[dict[str, Any]]:
+    """Local engine, then Ray on 1 node and on 2 nodes: same crm server, PostgreSQL ledgers."""
+    from ray_bench import RayBench
+
+    with RayBench() as bench:
+        rows = [anyio.run(bench.local_job, items, concurrency)]
+        print(json.dumps(rows[-1]), flush=True)
+        for nodes in (1, 2):
+            rows.append(bench.ray_job(items, concurrency, nodes))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,8 +154,20 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,2,4,8")
     parser.add_argument("--backends", default="process,docker")
     parser.add_argument("--memory", default="", help="item counts for the memory series, e.g. 500,5000,50000")
+    parser.add_argument("--engine", choices=["local", "ray"], default="local")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.engine == "ray":
+        import os
+
+        if os.environ.get("CODEMODE_IN_NETNS") != "1":
+            sys.exit(in_own_network_namespace(sys.argv))
+        concurrency = int(args.concurrency.split(",")[0])
+        found = ray_rows(args.items, concurrency)
+        print(f"\n{'engine':<16} {'conc':>4} {'items':>6} {'items/s':>8}")
+        for row in found:
+            print(f"{row['engine']:<16} {row['concurrency']:>4} {row['items']:>6} {row['items_per_s']:>8}")
+        return
     rows: list[dict[str, Any]] = []
     for backend in args.backends.split(","):
         for concurrency in (int(c) for c in args.concurrency.split(",")):
