@@ -76,6 +76,7 @@ from codemode.ledger import (
     InFlight,
     Ledger,
     Replay,
+    StoreError,
     Unresolved,
     arguments_digest,
     reserve_waiting,
@@ -394,18 +395,18 @@ class Broker:
                 )
             except ServerRefusedError as exc:
                 await self._record(
-                    partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
+                    call_id, partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
                 )
                 return exc
             except ServerUnavailableError as exc:
-                await self._record(partial(ledger.mark_refused, call_id, exc.reason))
+                await self._record(call_id, partial(ledger.mark_refused, call_id, exc.reason))
                 return CallFailed(reason=str(exc))
             except ServerRejectedError as exc:
                 failure = CallFailed(reason=str(exc))
-                await self._record(partial(ledger.complete, call_id, failure))
+                await self._record(call_id, partial(ledger.complete, call_id, failure))
                 return failure
             except OutcomeUnknownError as exc:
-                await self._record(partial(ledger.mark_unknown, call_id, exc.reason))
+                await self._record(call_id, partial(ledger.mark_unknown, call_id, exc.reason))
                 with run.lock:
                     run.unknown_outcomes += 1
                 return CallFailed(
@@ -416,11 +417,11 @@ class Broker:
             except anyio.get_cancelled_exc_class():
                 # The run was cancelled while the request was out: it may still execute.
                 await self._record(
-                    partial(ledger.mark_unknown, call_id, "the run was cancelled during the call")
+                    call_id, partial(ledger.mark_unknown, call_id, "the run was cancelled during the call")
                 )
                 raise
             except Exception as exc:  # a bug must not lose the record: the request may have left
-                await self._record(partial(ledger.mark_unknown, call_id, repr(exc)))
+                await self._record(call_id, partial(ledger.mark_unknown, call_id, repr(exc)))
                 with run.lock:
                     run.unknown_outcomes += 1
                 return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
@@ -430,14 +431,24 @@ class Broker:
         stored, _ = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
         await self._record(
-            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(call, facts))
+            call_id,
+            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(call, facts)),
         )
         return self._per_run(call, stored)
 
-    async def _record(self, write: Callable[[], object]) -> None:
-        """Write to the ledger even if the run is being cancelled: the record must not be lost."""
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(write, limiter=self._ledger_lane)
+    async def _record(self, call_id: str, write: Callable[[], object]) -> None:
+        """Write to the ledger even if the run is being cancelled: the record must not be lost.
+
+        If the store is out of reach, the outcome of ``call_id`` is lost with it: release the
+        call, so that the next call with its key finds it ``unknown`` at once instead of
+        waiting for its lease to expire.
+        """
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(write, limiter=self._ledger_lane)
+        except StoreError:
+            self.ledger.release(call_id)
+            raise
 
     def _per_run(self, call: Call, outcome: CallOutcome) -> CallOutcome:
         """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from codemode._redaction import redact_secrets
@@ -24,6 +24,9 @@ class LedgerContext:
     max_result_bytes: int
     genesis: str
     """The chain's hash before the first event (from the store's ledger id)."""
+    released: set[str] = field(default_factory=set[str])
+    """Calls of this owner whose outcome it could not record (the store was out of reach): it
+    will never write them again, so their lease is not live even before it expires."""
 
     @property
     def location(self) -> str:

@@ -44,7 +44,8 @@ def lease_live(ctx: LedgerContext, row: Row, now: datetime) -> bool:
     if expires is None or str(expires) <= to_text(now):
         return False
     if row["owner"] == ctx.owner:
-        return True  # we are running, whatever the process table says
+        # We are running, whatever the process table says; but a call we released is over.
+        return str(row["call_id"]) not in ctx.released
     # On this host a vanished owner frees its lease at once instead of at expiry.
     return owner_alive(cast("str | None", row["owner"])) is not False
 
@@ -52,9 +53,11 @@ def lease_live(ctx: LedgerContext, row: Row, now: datetime) -> bool:
 def expire(ctx: LedgerContext, tx: StoreTransaction, row: Row, now: datetime) -> Row:
     """Settle a call in flight whose owner is gone or whose lease ran out."""
     owner = row["owner"]
+    call_id, stamp = str(row["call_id"]), to_text(now)
     gone = owner_alive(cast("str | None", owner)) is False
     why = f"owner {owner} is gone" if gone else f"lease of owner {owner} expired at {row['lease_expires_at']}"
-    call_id, stamp = str(row["call_id"]), to_text(now)
+    if owner == ctx.owner and call_id in ctx.released:
+        why = "its answer could not be recorded (the ledger was out of reach)"
     if row["state"] == "sent":
         reason = (
             f"sent, but no answer was recorded: {why}. The server may or may not have "

@@ -196,6 +196,12 @@ class StoreLedger:
         """A reserved call will not be sent after all (the run was cancelled before sending)."""
         return _calls.mark_abandoned(self._ctx, call_id, reason)
 
+    def release(self, call_id: str) -> None:
+        """Give up a call of ours whose outcome could not be recorded (the store was out of
+        reach). Nothing is written: the next :meth:`reserve` of its key settles it as
+        ``unknown`` (or ``abandoned``, if never sent) at once instead of at lease expiry."""
+        self._ctx.released.add(call_id)
+
     def wait_for(self, call_id: str, timeout_s: float, *, poll_s: float = 0.05) -> CallRecord:
         """Block until ``call_id`` is no longer in flight, or ``timeout_s`` passes.
 

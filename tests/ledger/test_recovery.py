@@ -81,6 +81,22 @@ def test_extend_lease_keeps_a_long_call_in_flight(ledger: SqliteLedger, intent: 
     assert isinstance(ledger.reserve(intent(1)), InFlight)
 
 
+def test_a_call_whose_outcome_could_not_be_recorded_is_released_and_unknown_at_once(
+    open_at: Callable[..., SqliteLedger], intent: Intent
+) -> None:
+    broker = open_at(lease_s=3600)
+    first = broker.reserve(intent(0))
+    assert isinstance(first, Fresh)
+    broker.mark_sent(first.call_id)
+    assert isinstance(broker.reserve(intent(1)), InFlight), "our own live lease: wait for it"
+    broker.release(first.call_id)  # its answer came while the store was out of reach
+    answer = broker.reserve(intent(1))
+    assert isinstance(answer, Unresolved), "released: unknown now, not at lease expiry, never re-sent"
+    call = broker.get_call(first.call_id)
+    assert call is not None and call.state == "unknown"
+    assert "could not be recorded" in (call.reason or "")
+
+
 def test_a_lease_held_by_a_dead_process_on_this_host_is_void_before_it_expires(
     open_at: Callable[..., SqliteLedger], intent: Intent, dead_owner: str
 ) -> None:
