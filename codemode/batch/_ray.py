@@ -26,6 +26,7 @@ from codemode.batch._jobs import StoredItem
 from codemode.batch._runner import BatchError, BatchOptions, ItemResult, WorkerLost
 from codemode.batch._worker import RemoteWorker, WorkerSpec, worker_name
 from codemode.config import Config
+from codemode.ledger import StoreError
 
 START_TIMEOUT_S = 600.0
 """How long workers may take to start (image pulls, server installs) before the job gives up."""
@@ -82,7 +83,7 @@ class RayWorker:
             ) from None
         except errors.RayTaskError as exc:
             cause = exc.cause
-            if isinstance(cause, BatchError):
+            if isinstance(cause, BatchError | StoreError):  # a refusal; the ledger out of reach
                 raise cause from None
             raise
 

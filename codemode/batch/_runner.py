@@ -14,6 +14,7 @@ so neither the input nor the job's size decides the memory used.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -36,9 +37,17 @@ from codemode.batch._jobs import (
 )
 from codemode.broker._run import RunLimits
 from codemode.errors import CodemodeError
+from codemode.ledger import StoreError
 
 if TYPE_CHECKING:
     from codemode._engine import CodeMode, RunResult
+
+log = logging.getLogger(__name__)
+
+LEDGER_PAUSE_S = (0.5, 15.0)
+"""The first and the longest pause of an item while the ledger is unreachable."""
+LEDGER_OUTAGE_LIMIT_S = 300.0
+"""How long one item waits for the ledger before the job stops (and can be resumed)."""
 
 
 class BatchError(CodemodeError):
@@ -268,7 +277,7 @@ async def _work(
             while True:
                 attempt = await anyio.to_thread.run_sync(job.store.start, job.job_id, item.key)
                 try:
-                    outcome = await worker.run(item, attempt)
+                    outcome = await _run_through_outages(worker, item, attempt)
                 except WorkerLost as exc:
                     outcome = ItemResult(item.key, item.line, "failed", attempt, None, error=str(exc))
                 if outcome.status != "failed" or attempt >= options.max_attempts:
@@ -282,6 +291,27 @@ async def _work(
             )  # fmt: skip
             await anyio.to_thread.run_sync(partial(job.store.finish, job.job_id, stored))
             await results.send(outcome)
+
+
+async def _run_through_outages(worker: ItemWorker, item: StoredItem, attempt: int) -> ItemResult:
+    """Run the item; while the ledger cannot be reached, pause and run it again (same attempt).
+
+    An outage is not the item's fault, so it costs no attempt. Running the item again is safe:
+    calls the ledger recorded replay, and one it could not record was never sent.
+    """
+    waited, pause = 0.0, LEDGER_PAUSE_S[0]
+    while True:
+        try:
+            return await worker.run(item, attempt)
+        except StoreError as exc:
+            if waited >= LEDGER_OUTAGE_LIMIT_S:
+                raise BatchError(
+                    f"the ledger has been unreachable for {waited:.0f} s ({exc}); the job stops here. "
+                    "Run it again with --resume once the ledger is back"
+                ) from None
+            log.warning("item %s: the ledger is unreachable (%s); pausing %.1f s", item.key, exc, pause)
+            await anyio.sleep(pause)
+            waited, pause = waited + pause, min(pause * 2, LEDGER_PAUSE_S[1])
 
 
 async def run_item(
