@@ -27,6 +27,7 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
+from codemode.cli._evidence import show_evidence
 from codemode.ledger import (
     CALL_STATES,
     CallRecord,
@@ -37,6 +38,7 @@ from codemode.ledger import (
     VerifyReport,
     open_ledger,
 )
+from codemode.ledger._evidence import run_evidence, single_call_evidence
 
 _STATE_STYLE: dict[str, str] = {
     "reserved": "cyan",
@@ -254,16 +256,30 @@ def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
 @ledger.command()
 @config_option
 @json_option
+@click.option(
+    "--evidence",
+    is_flag=True,
+    help="Print each call's evidence chain instead, marking every missing or contradicting link.",
+)
 @click.argument("item_id", metavar="CALL_ID|RUN_ID")
 @handle_errors
-def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
+def show(config_path: Path | None, as_json: bool, evidence: bool, item_id: str) -> None:
     """Show one call with its history, or one run with its calls.
 
     For a call: every field of its execution record (actor, tool and schema hash, argument
     digest and arguments, scope, approval, key, outcome, receipt, evidence) and the events
     that made it. For a run: its status and summary, and its calls in order.
+
+    With --evidence: for each call, in order, the chain production acceptance asks for (trace
+    id, principal and tenant, server and tool version, schema hash, argument digest, approval,
+    external receipt, result filtering, final outcome), each link marked ok, none, n/a,
+    pending, or as a gap: MISSING, UNVERIFIED or MISMATCH. It is built from the ledger alone;
+    run 'codemode ledger verify' to know that the ledger itself was not edited.
     """
     with _open(config_path) as store:
+        if evidence:
+            _show_evidence(store, item_id, as_json)
+            return
         call = store.get_call(item_id)
         if call is not None:
             call = _redacted(call)
@@ -275,7 +291,7 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
             return
         run = store.get_run(item_id)
         if run is None:
-            fail(escape(f"no call or run {item_id!r} in {store.location}"), hint="codemode ledger list")
+            fail(f"no call or run {item_id!r} in {store.location}", hint="codemode ledger list")
         run = _redacted_run(run)
         calls = [_redacted(c) for c in store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)]
         if as_json:
@@ -285,6 +301,17 @@ def show(config_path: Path | None, as_json: bool, item_id: str) -> None:
         if run.summary:
             stdout.print(f"summary: {escape(str(run.summary))}", highlight=False)
         stdout.print(_calls_table(calls) if calls else "no calls", highlight=False)
+
+
+def _show_evidence(store: SqliteLedger, item_id: str, as_json: bool) -> None:
+    call = store.get_call(item_id)
+    if call is not None:
+        show_evidence(store.location, single_call_evidence(store, call), as_json)
+        return
+    run = store.get_run(item_id)
+    if run is None:
+        fail(f"no call or run {item_id!r} in {store.location}", hint="codemode ledger list --runs")
+    show_evidence(store.location, run_evidence(store, run), as_json)
 
 
 def _parse_anchor(value: str | None) -> tuple[int, str] | None:
