@@ -99,6 +99,9 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
+PR_SET_NO_NEW_PRIVS = 38
+
+
 def make_preexec(plan: ChildPlan) -> Callable[[], None]:
     """Build the function ``subprocess`` runs in the child between fork and exec."""
     libc = _LIBC
@@ -134,5 +137,9 @@ def make_preexec(plan: ChildPlan) -> Callable[[], None]:
             os.setgroups([])
             os.setresgid(plan.gid, plan.gid, plan.gid)
             os.setresuid(plan.uid, plan.uid, plan.uid)
+        if libc is not None:
+            # A setuid binary must not take the program to another uid: that would hide its
+            # processes from the watchdog (which finds them by uid) and give it root.
+            _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
     return preexec

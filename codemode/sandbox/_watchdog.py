@@ -37,12 +37,7 @@ class Sample:
 
 def _find(members: Members) -> list[psutil.Process]:
     if members.uid is not None:
-        found: list[psutil.Process] = []
-        for proc in psutil.process_iter(["uids"]):
-            uids = proc.info.get("uids")
-            if uids is not None and members.uid in (uids.real, uids.effective):
-                found.append(proc)
-        return found
+        return [psutil.Process(pid) for pid in _pids_of_uid(members.uid) if psutil.pid_exists(pid)]
     try:
         leader = psutil.Process(members.leader)
         procs = [leader, *leader.children(recursive=True)]
@@ -57,6 +52,24 @@ def _find(members: Members) -> list[psutil.Process]:
                 if proc.pid not in known and os.getsid(proc.pid) == sid:
                     procs.append(proc)
     return procs
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    """The processes running as ``uid``, from the owner of each ``/proc/<pid>`` directory.
+
+    One ``stat`` per process instead of reading and parsing its status file: the scan runs
+    every 100 ms for every busy sandbox, and was the host's largest cost in a batch job. The
+    directory belongs to the effective uid; a process that changes only its real uid away
+    from the sandbox's would be missed, but a sandbox uid cannot change uids (no privileges).
+    """
+    found: list[int] = []
+    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        found.append(int(entry.name))
+    return found
 
 
 def sample(members: Members) -> Sample:

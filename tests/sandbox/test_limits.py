@@ -209,6 +209,16 @@ async def test_no_host_environment_file_or_credential_is_visible(
     no_leftovers()
 
 
+async def test_a_setuid_binary_cannot_change_the_programs_uid(run_program: Callable[..., Any]) -> None:
+    code = (
+        "lines = open('/proc/self/status').read().splitlines()\n"
+        "[line.split(':', 1)[1].strip() for line in lines if line.startswith('NoNewPrivs:')][0]\n"
+    )
+    outcome = await run_program(code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == "1"
+
+
 async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
     local_backend: BackendName,
     stub_tree: Any,
