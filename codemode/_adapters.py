@@ -43,6 +43,12 @@ class HostCatalog:
         entry = self._config.servers.get(server)
         return bool(entry and entry.trusted)
 
+    def server_version(self, server: str) -> str | None:
+        connection = self._host.connections.get(server)
+        info = connection.status().server_info if connection is not None else None
+        version = info.get("version") if info else None
+        return str(version) if version is not None else None
+
 
 class HostBackend:
     """``ToolBackend`` that sends through the MCP host."""

@@ -127,6 +127,9 @@ class FakeTools:
     def is_trusted(self, server: str) -> bool:
         return server in self.trusted
 
+    def server_version(self, server: str) -> str | None:
+        return "fake-1.0"
+
     # -- ToolBackend ---------------------------------------------------------------------------
 
     async def call_tool(

@@ -323,6 +323,7 @@ class Broker:
             tenant=call.binding.tenant,
             server=call.server,
             tool=call.name,
+            tool_version=self.catalog.server_version(call.server),
             schema_hash=request.schema_hash,
             arguments=dict(call.arguments),
             idempotency_key=request.idempotency_key,

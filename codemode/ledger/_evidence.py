@@ -162,7 +162,7 @@ def _tool(call: CallRecord) -> EvidenceLink:
             "tool",
             "missing",
             value,
-            "no tool version recorded (the broker does not pass one to the ledger yet)",
+            "no version recorded (the server did not report one, or the call predates recording it)",
             **record,
         )
     return _link("tool", "ok", f"{value} version {call.tool_version}", **record)

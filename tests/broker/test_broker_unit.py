@@ -73,6 +73,8 @@ async def test_an_allowed_read_reaches_the_tool_once_and_leaves_a_ledger_row() -
     assert outcome.structured == {"id": "CUST-0001"}
     assert [c.tool for c in tools.calls] == ["get_customer"]
     assert states(ledger, binding.run_id) == ["succeeded"]
+    [call] = ledger.list_calls(run_id=binding.run_id)
+    assert call.tool_version == "fake-1.0", "the server's own version is part of the record"
 
 
 async def test_a_tool_that_is_not_in_the_catalog_is_denied_and_never_sent() -> None:

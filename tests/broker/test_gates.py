@@ -111,6 +111,9 @@ class Catalog:
     def is_trusted(self, server: str) -> bool:
         return self.trusted
 
+    def server_version(self, server: str) -> str | None:
+        return None
+
 
 class Pins:
     def __init__(self, *tools: ToolSpec) -> None:

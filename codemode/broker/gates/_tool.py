@@ -32,6 +32,10 @@ class CatalogView(Protocol):
 
     def is_trusted(self, server: str) -> bool: ...
 
+    def server_version(self, server: str) -> str | None:
+        """The version the server reports about itself (``serverInfo.version``), for the record."""
+        ...
+
 
 class LockView(Protocol):
     @property
