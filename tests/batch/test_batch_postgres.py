@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -34,7 +34,7 @@ def pg() -> Iterator[PostgresServer]:
 
 
 @contextlib.contextmanager
-def outage(pg: PostgresServer, database: str) -> Iterator[None]:
+def outage(pg: PostgresServer, database: str) -> Generator[None]:
     """The database refuses new connections (and its open ones are killed) inside the block."""
     allow = sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}")
     pg.admin().execute(allow.format(sql.Identifier(database), sql.SQL("false")))

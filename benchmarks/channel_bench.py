@@ -1,0 +1,179 @@
+"""The sandbox channel alone: a stub call's round trip vs a bare socket echo of the same frames.
+
+    .venv/bin/python benchmarks/channel_bench.py            # 2,000 round trips each
+    .venv/bin/python benchmarks/channel_bench.py -n 5000 --json
+
+Both sides are as in production: the host's :class:`HostChannel` on an anyio event loop in
+this process, and the in-sandbox runtime's blocking client in a child process. Each round
+trip is one ``call`` request (the frame a stub call sends) and the host's reply, answered by a
+handler that does nothing, so no gate, ledger or server is involved. The echo baseline sends
+the same request bytes over a Unix socket pair to a thread that writes back the same reply
+bytes: the floor that any framing over a Unix socket pays. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult  # noqa: E402
+from codemode.sandbox import _wire as wire  # noqa: E402
+from codemode.sandbox._channel import HostChannel, RunContext  # noqa: E402
+
+PARAMS: dict[str, Any] = {
+    "server": "crm",
+    "tool": "get_customer",
+    "schema_hash": "0" * 64,
+    "arguments": {"customer_id": "CUST-0042"},
+}
+RESULT = ToolResult(structured={"id": "CUST-0042", "company": "Acme", "email": "[email]"})
+
+
+class NoopHandler:
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        return RESULT
+
+    async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
+        return RESULT
+
+    async def get_prompt(self, binding: RunBinding, request: Any) -> CallOutcome:
+        return RESULT
+
+
+class NoModules:
+    def module_source(self, module: str) -> None:
+        return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+CLIENT = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from codemode_runtime import _client, _wire as wire
+channel = _client.connect(sys.argv[2])
+params = json.loads(sys.argv[4])
+times = []
+for _ in range(int(sys.argv[3])):
+    started = time.perf_counter()
+    reply = channel.request(wire.CALL, params)
+    times.append((time.perf_counter() - started) * 1000)
+print(json.dumps({"times": times, "reply": reply}), flush=True)
+sys.stdin.read()  # the host closes the channel next, and the runtime exits with it
+"""
+
+
+async def channel_round_trips(count: int) -> tuple[list[float], bytes, bytes]:
+    """``count`` stub-call round trips through the real channel; their times in ms.
+
+    The client is the sandbox runtime's, in a process of its own as in a sandbox (it ends its
+    process when the host closes the channel).
+    """
+    with tempfile.TemporaryDirectory(prefix="codemode-channel-bench-") as tmp:
+        host = HostChannel(Path(tmp) / "ch", max_frame_bytes=wire.DEFAULT_MAX_FRAME_BYTES)
+        await host.listen()
+        binding = RunBinding(run_id="run_bench", principal="local", tenant="default", trace_id="t")
+        runtime = str(ROOT / "sandbox" / "runtime")
+        argv = [sys.executable, "-c", CLIENT, runtime, str(host.directory), str(count), json.dumps(PARAMS)]
+        line = b""
+        async with await anyio.open_process(argv, stderr=None) as client, anyio.create_task_group() as tg:
+            await host.accept(10)
+            host.bind(RunContext(binding=binding, modules=NoModules(), handler=NoopHandler()))
+            tg.start_soon(host.serve)
+            assert client.stdout is not None
+            async for chunk in client.stdout:
+                line += chunk
+                if line.endswith(b"\n"):
+                    break
+            await host.aclose()
+            tg.cancel_scope.cancel()
+        found = json.loads(line)
+        request = wire.encode_frame({"jsonrpc": "2.0", "id": 1, "method": wire.CALL, "params": PARAMS})
+        reply = wire.encode_frame({"jsonrpc": "2.0", "id": 1, "result": found["reply"]})
+        return [float(t) for t in found["times"]], request, reply
+
+
+def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
+    """The same frames over a bare Unix socket pair, answered by a thread: the floor."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def read_exactly(sock: socket.socket, size: int) -> bytes:
+        chunks: list[bytes] = []
+        while size:
+            chunk = sock.recv(size)
+            if not chunk:
+                raise ConnectionError("closed")
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def echo() -> None:
+        for _ in range(count):
+            (length,) = wire.HEADER.unpack(read_exactly(theirs, wire.HEADER.size))
+            read_exactly(theirs, length)
+            theirs.sendall(reply)
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    times: list[float] = []
+    for _ in range(count):
+        started = time.perf_counter()
+        ours.sendall(request)
+        (length,) = wire.HEADER.unpack(read_exactly(ours, wire.HEADER.size))
+        read_exactly(ours, length)
+        times.append((time.perf_counter() - started) * 1000)
+    thread.join()
+    ours.close()
+    theirs.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-n", type=int, default=2000, help="round trips per side [2000]")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    channel, request, reply = anyio.run(channel_round_trips, args.n)
+    echo = echo_round_trips(args.n, request, reply)
+    rows = {
+        name: {
+            "p50_ms": round(statistics.median(times), 4),
+            "p95_ms": round(percentile(times, 0.95), 4),
+            "per_s": round(len(times) / (sum(times) / 1000), 1),
+        }
+        for name, times in (("channel", channel), ("echo", echo))
+    }
+    ratio = rows["channel"]["p50_ms"] / rows["echo"]["p50_ms"]
+    summary = {"round_trips": args.n, "request_bytes": len(request), "reply_bytes": len(reply), **rows}
+    summary["p50_ratio"] = round(ratio, 2)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(f"{args.n} round trips; request {len(request)} B, reply {len(reply)} B")
+    print(f"{'':<8} {'p50 ms':>8} {'p95 ms':>8} {'per s':>9}")
+    for name, row in rows.items():
+        print(f"{name:<8} {row['p50_ms']:>8} {row['p95_ms']:>8} {row['per_s']:>9}")
+    print(f"channel / echo at p50: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
