@@ -7,8 +7,9 @@ Both sides are as in production: the host's :class:`HostChannel` on an anyio eve
 this process, and the in-sandbox runtime's blocking client in a child process. Each round
 trip is one ``call`` request (the frame a stub call sends) and the host's reply, answered by a
 handler that does nothing, so no gate, ledger or server is involved. The echo baseline sends
-the same request bytes over a Unix socket pair to a thread that writes back the same reply
-bytes: the floor that any framing over a Unix socket pays. Nothing is asserted.
+the same request bytes from a child process over a bare Unix socket to a thread here that
+writes back the same reply bytes: the floor that any framing across processes pays. Nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import argparse
 import json
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -110,39 +111,66 @@ async def channel_round_trips(count: int) -> tuple[list[float], bytes, bytes]:
         return [float(t) for t in found["times"]], request, reply
 
 
+ECHO_CLIENT = """
+import json, socket, struct, sys, time
+header = struct.Struct(">I")
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(sys.argv[1])
+request = bytes.fromhex(sys.argv[3])
+
+def exactly(size):
+    chunks = []
+    while size:
+        chunk = sock.recv(size)
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+times = []
+for _ in range(int(sys.argv[2])):
+    started = time.perf_counter()
+    sock.sendall(request)
+    (length,) = header.unpack(exactly(header.size))
+    exactly(length)
+    times.append((time.perf_counter() - started) * 1000)
+print(json.dumps(times), flush=True)
+"""
+
+
 def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
-    """The same frames over a bare Unix socket pair, answered by a thread: the floor."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    """The same frames over a bare Unix socket: a child process sends each request, a thread here
+    reads it and writes back the reply bytes. The floor that any framing across processes pays."""
+    with tempfile.TemporaryDirectory(prefix="codemode-echo-bench-") as tmp:
+        path = str(Path(tmp) / "echo.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
 
-    def read_exactly(sock: socket.socket, size: int) -> bytes:
-        chunks: list[bytes] = []
-        while size:
-            chunk = sock.recv(size)
-            if not chunk:
-                raise ConnectionError("closed")
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        def read_exactly(sock: socket.socket, size: int) -> bytes:
+            chunks: list[bytes] = []
+            while size:
+                chunk = sock.recv(size)
+                if not chunk:
+                    raise ConnectionError("closed")
+                chunks.append(chunk)
+                size -= len(chunk)
+            return b"".join(chunks)
 
-    def echo() -> None:
-        for _ in range(count):
-            (length,) = wire.HEADER.unpack(read_exactly(theirs, wire.HEADER.size))
-            read_exactly(theirs, length)
-            theirs.sendall(reply)
+        def echo() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                for _ in range(count):
+                    (length,) = wire.HEADER.unpack(read_exactly(conn, wire.HEADER.size))
+                    read_exactly(conn, length)
+                    conn.sendall(reply)
 
-    thread = threading.Thread(target=echo, daemon=True)
-    thread.start()
-    times: list[float] = []
-    for _ in range(count):
-        started = time.perf_counter()
-        ours.sendall(request)
-        (length,) = wire.HEADER.unpack(read_exactly(ours, wire.HEADER.size))
-        read_exactly(ours, length)
-        times.append((time.perf_counter() - started) * 1000)
-    thread.join()
-    ours.close()
-    theirs.close()
-    return times
+        thread = threading.Thread(target=echo, daemon=True)
+        thread.start()
+        argv = [sys.executable, "-c", ECHO_CLIENT, path, str(count), request.hex()]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        thread.join()
+        listener.close()
+        return [float(t) for t in json.loads(done.stdout)]
 
 
 def main() -> None:
