@@ -31,6 +31,7 @@ from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
 from codemode._run_result import RunErrorInfo, RunResult
 from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
+from codemode._tracing import run_span
 from codemode.broker import Approver, Broker, FilterReport
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
@@ -288,6 +289,7 @@ class CodeMode:
         idempotency_scope: str | None = None,
         read_only: bool = False,
         limits: RunLimits | None = None,
+        traceparent: str | None = None,
     ) -> RunResult:
         """Run one program and return its filtered final result.
 
@@ -302,56 +304,62 @@ class CodeMode:
         to their names; ``fresh_namespace`` starts a session run from an empty namespace. With
         ``idempotency_scope``, side-effecting calls get derived idempotency keys (see
         :class:`~codemode.calls.RunBinding`). ``read_only`` refuses every call not known to be
-        read-only; ``limits`` tightens the policy's per-run budgets.
+        read-only; ``limits`` tightens the policy's per-run budgets. ``traceparent`` (W3C) makes
+        the run's span a child of the caller's trace.
         """
         _, broker, sandboxes, _ = self._require()
         binding = self._bind(principal, tenant, session_id, idempotency_scope, read_only)
-        names = dict(bindings or {})
-        if inputs is not None:
-            names["INPUT"] = inputs
-        ledger = self._ledger
-        assert ledger is not None
-        digest = hashlib.sha256(code.encode()).hexdigest()
-        await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
-        state = broker.open_run(binding, approver=approver, limits=limits)
-        view = self.tree_for(binding.principal)
-        outcome: RunOutcome | None = None
-        try:
-            async with anyio.create_task_group() as tg:
-                if progress is not None:
-                    tg.start_soon(_report_progress, progress, state, progress_interval_s)
-                if session_id is not None:
-                    session = await self._session_for(binding, session_id)
-                    outcome = await session.run(
-                        code,
-                        binding=binding,
-                        modules=view,
-                        handler=broker,
-                        wall_time_s=wall_time_s,
-                        bindings=names,
-                        fresh=fresh_namespace,
+
+        with run_span(binding, traceparent=traceparent) as span:
+            names = dict(bindings or {})
+            if inputs is not None:
+                names["INPUT"] = inputs
+            ledger = self._ledger
+            assert ledger is not None
+            digest = hashlib.sha256(code.encode()).hexdigest()
+            await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
+            state = broker.open_run(binding, approver=approver, limits=limits)
+            view = self.tree_for(binding.principal)
+            outcome: RunOutcome | None = None
+            try:
+                async with anyio.create_task_group() as tg:
+                    if progress is not None:
+                        tg.start_soon(_report_progress, progress, state, progress_interval_s)
+                    if session_id is not None:
+                        session = await self._session_for(binding, session_id)
+                        outcome = await session.run(
+                            code,
+                            binding=binding,
+                            modules=view,
+                            handler=broker,
+                            wall_time_s=wall_time_s,
+                            bindings=names,
+                            fresh=fresh_namespace,
+                        )
+                    else:
+                        outcome = await sandboxes.run(
+                            code,
+                            binding=binding,
+                            modules=view,
+                            handler=broker,
+                            wall_time_s=wall_time_s,
+                            bindings=names,
+                        )
+                    tg.cancel_scope.cancel()
+                assert outcome is not None
+                result = self._finish(binding, outcome)
+            except BaseException:
+                if broker.run_state(binding.run_id) is not None:
+                    broker.close_run(binding.run_id)
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        lambda: ledger.finish_run(binding.run_id, "interrupted", None)
                     )
-                else:
-                    outcome = await sandboxes.run(
-                        code,
-                        binding=binding,
-                        modules=view,
-                        handler=broker,
-                        wall_time_s=wall_time_s,
-                        bindings=names,
-                    )
-                tg.cancel_scope.cancel()
-            assert outcome is not None
-            result = self._finish(binding, outcome)
-        except BaseException:
-            if broker.run_state(binding.run_id) is not None:
-                broker.close_run(binding.run_id)
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, "interrupted", None))
-            raise
-        summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
-        await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
-        return result
+                raise
+            summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
+            await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
+            span.set_attribute("codemode.status", result.status)
+            return result
 
     async def call_tool(
         self,

@@ -27,6 +27,7 @@ import mcp_types
 from pydantic import BaseModel
 
 from codemode._redaction import redact_secrets
+from codemode._tracing import call_span, downstream_meta, finish_call, note
 from codemode.broker._approvals import Approver
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, CallKind, Facts
@@ -222,6 +223,12 @@ class Broker:
         return state
 
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        with call_span(binding, request) as span:
+            outcome = await self._call_tool(binding, request)
+            finish_call(span, outcome)
+            return outcome
+
+    async def _call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         run = self._state(binding)
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
@@ -333,6 +340,12 @@ class Broker:
 
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:
         intent = self._intent(call, facts)
+        note(
+            call_id=intent.call_id,
+            args_digest=arguments_digest(intent.arguments),
+            approval_id=intent.approval_id,
+            tool_version=intent.tool_version,
+        )
         for attempt in range(1, REFUSED_RETRIES + 1):
             # Reserve and mark sent in one transaction: the record exists before the request leaves.
             reservation = await reserve_waiting(
@@ -392,7 +405,7 @@ class Broker:
                     call.server,
                     call.name,
                     dict(call.arguments),
-                    meta={"io.codemode/trace": call.binding.trace_id},
+                    meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
                 )
             except ServerRefusedError as exc:
                 await self._record(
@@ -431,6 +444,7 @@ class Broker:
                     run.in_flight -= 1
         stored, _ = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
+        note(receipt=receipt)
         await self._record(
             call_id,
             partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(call, facts)),

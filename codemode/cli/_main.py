@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
 from codemode._version import codemode_version
+
+OTEL_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 # name -> (module, attribute, one-line help). A command's module is imported only when that
 # command runs (or its own --help is asked for): `codemode --version` and `codemode --help`
@@ -75,7 +78,20 @@ def cli() -> None:
       codemode batch prog.py     run a program once per item of a .jsonl/.csv file
       codemode serve             be an MCP server with the single run_code tool
       codemode sandbox doctor    check the sandbox engine and image
+
+    \b
+    Tracing: with OTEL_EXPORTER_OTLP_ENDPOINT set (and pip install 'codemode[otel]'), each
+    run and tool call is exported as OpenTelemetry spans.
     """
+    if any(os.environ.get(name) for name in OTEL_ENDPOINTS):  # checked before importing anything
+        from codemode._otel_export import export_from_environment
+        from codemode.cli._common import EXIT_USAGE, fail
+        from codemode.errors import CodemodeError
+
+        try:
+            export_from_environment()
+        except CodemodeError as exc:
+            fail(str(exc), code=EXIT_USAGE)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import anyio
 import mcp_types
@@ -141,6 +141,7 @@ class CodemodeServer:
                 approver=ElicitationApprover(ctx),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
+                traceparent=traceparent_of(ctx),
             )
             return _call_result(result)
 
@@ -207,7 +208,14 @@ class CodemodeServer:
             )
             # Progress goes to the request that started the run (best effort once it has returned).
             self._tg.start_soon(
-                self._background_run, pending, who, code, session_id, approver, self._progress(ctx)
+                self._background_run,
+                pending,
+                who,
+                code,
+                session_id,
+                approver,
+                self._progress(ctx),
+                traceparent_of(ctx),
             )
         return await self._next_event(ctx, pending)
 
@@ -219,6 +227,7 @@ class CodemodeServer:
         session_id: str | None,
         approver: InputRequiredApprover,
         progress: ProgressCallback,
+        traceparent: str | None,
     ) -> None:
         with pending.scope:
             try:
@@ -230,6 +239,7 @@ class CodemodeServer:
                     approver=approver,
                     progress=progress,
                     progress_interval_s=self.engine.config.serve.progress_interval_s,
+                    traceparent=traceparent,
                 )
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
@@ -257,3 +267,10 @@ class CodemodeServer:
             return _call_result(event)
         pending.waiting = event
         return mcp_types.InputRequiredResult(input_requests=input_request(event), request_state=pending.token)
+
+
+def traceparent_of(ctx: Context) -> str | None:
+    """The caller's W3C ``traceparent`` from the request's ``_meta`` (MCP trace-context convention)."""
+    meta = cast(Mapping[str, object] | None, ctx.request_context.meta)
+    found = meta.get("traceparent") if meta is not None else None
+    return found if isinstance(found, str) and len(found) <= 128 else None

@@ -1,0 +1,98 @@
+"""OpenTelemetry spans: one per run, and a child per tool call, carrying the evidence chain.
+
+codemode depends only on ``opentelemetry-api``. Until the application installs an SDK (the
+``otel`` extra: ``opentelemetry-sdk`` and an exporter), every span is a no-op that costs little.
+
+Span attributes are the chain that acceptance asks for (principal and tenant, server and its
+version, tool, schema hash, argument digest, approval, receipt, the gate decision, the ledger's
+call id and the outcome), never argument values or results, which may hold secrets and PII.
+
+Tool calls arrive on the sandbox channel's tasks, which do not run inside the run's context, so
+the run span is kept per run id and each call span is parented on it explicitly. The caller's
+W3C ``traceparent`` (from a ``codemode serve`` request) becomes the run span's parent, and each
+call's context is passed on to the downstream server in ``_meta``, as the MCP trace-context
+convention describes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
+
+TRACER_NAME = "codemode"
+_run_spans: dict[str, Span] = {}
+
+
+def tracer() -> trace.Tracer:
+    # Looked up on each use, so a provider installed after import (by the application) applies.
+    return trace.get_tracer(TRACER_NAME)
+
+
+@contextlib.contextmanager
+def run_span(binding: RunBinding, *, traceparent: str | None = None) -> Generator[Span]:
+    """The span of one run, current inside the block, and the parent of its call spans."""
+    parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
+    attributes = {
+        "codemode.run_id": binding.run_id,
+        "codemode.trace_id": binding.trace_id,
+        "codemode.principal": binding.principal,
+        "codemode.tenant": binding.tenant,
+    }
+    with tracer().start_as_current_span("codemode.run", context=parent, attributes=attributes) as span:
+        _run_spans[binding.run_id] = span
+        try:
+            yield span
+        finally:
+            _run_spans.pop(binding.run_id, None)
+
+
+@contextlib.contextmanager
+def call_span(binding: RunBinding, request: ToolCallRequest) -> Generator[Span]:
+    """The span of one tool call, a child of its run's span, current inside the block."""
+    run = _run_spans.get(binding.run_id)
+    parent = trace.set_span_in_context(run) if run is not None else None
+    attributes = {
+        "codemode.run_id": binding.run_id,
+        "codemode.principal": binding.principal,
+        "codemode.tenant": binding.tenant,
+        "mcp.server": request.server,
+        "mcp.tool": request.tool,
+        "codemode.schema_hash": request.schema_hash,
+    }
+    name = f"codemode.tool_call {request.server}/{request.tool}"
+    with tracer().start_as_current_span(name, context=parent, attributes=attributes) as span:
+        yield span
+
+
+def note(**attributes: str | None) -> None:
+    """Add chain attributes to the current call span (None values are left out)."""
+    span = trace.get_current_span()
+    for key, value in attributes.items():
+        if value is not None:
+            span.set_attribute(f"codemode.{key}", value)
+
+
+def finish_call(span: Span, outcome: CallOutcome) -> None:
+    """The gate decision and the outcome kind; a denial or failure marks the span as an error."""
+    span.set_attribute("codemode.outcome", outcome.kind)
+    if isinstance(outcome, CallDenied):
+        span.set_attribute("codemode.decision", "denied")
+        span.set_attribute("codemode.gate", outcome.gate)
+        span.set_status(Status(StatusCode.ERROR, f"denied by the {outcome.gate} gate"))
+        return
+    span.set_attribute("codemode.decision", "allowed")
+    if isinstance(outcome, CallFailed | ToolError):
+        span.set_status(Status(StatusCode.ERROR, outcome.kind))
+
+
+def downstream_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` plus the current span's ``traceparent`` (and ``tracestate``), for the server."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return {**meta, **carrier}
