@@ -28,6 +28,7 @@ import anyio
 from pydantic import JsonValue
 
 from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
+from codemode._metrics import active as active_metrics
 from codemode._run_result import RunErrorInfo, RunResult
 from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
@@ -359,6 +360,9 @@ class CodeMode:
             summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
             await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
             span.set_attribute("codemode.status", result.status)
+            metrics = active_metrics()
+            if metrics is not None:
+                metrics.runs.labels(result.status).inc()
             return result
 
     async def call_tool(

@@ -26,6 +26,7 @@ import anyio
 import mcp_types
 from pydantic import BaseModel
 
+from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
 from codemode._tracing import call_span, downstream_meta, finish_call, note
 from codemode.broker._approvals import Approver
@@ -223,10 +224,14 @@ class Broker:
         return state
 
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        started = time.perf_counter()
         with call_span(binding, request) as span:
             outcome = await self._call_tool(binding, request)
             finish_call(span, outcome)
-            return outcome
+        metrics = active_metrics()
+        if metrics is not None:
+            metrics.call_finished(outcome, time.perf_counter() - started)
+        return outcome
 
     async def _call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         run = self._state(binding)
@@ -401,12 +406,16 @@ class Broker:
                 run.in_flight += 1
                 run.peak_in_flight = max(run.peak_in_flight, run.in_flight)
             try:
+                sent_at = time.perf_counter()
                 result = await self.backend.call_tool(
                     call.server,
                     call.name,
                     dict(call.arguments),
                     meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
                 )
+                metrics = active_metrics()
+                if metrics is not None:
+                    metrics.mcp_seconds.labels(call.server).observe(time.perf_counter() - sent_at)
             except ServerRefusedError as exc:
                 await self._record(
                     call_id, partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
@@ -496,6 +505,9 @@ class Broker:
             run.result_tokens += tokens
             if report.injection_suspected:
                 run.flags.add(f"instruction-like text in {call.label} result")
+        metrics = active_metrics()
+        if metrics is not None:
+            metrics.result_bytes.inc(len(encoded))
         return outcome
 
     # -- resources and prompts -------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Literal
 
 import click
 
-from codemode.cli._common import config_option, handle_errors, load
+from codemode.cli._common import EXIT_USAGE, config_option, fail, handle_errors, load
 from codemode.cli._signals import run_until_signalled
 
 
@@ -25,6 +25,11 @@ from codemode.cli._signals import run_until_signalled
 @click.option(
     "--port", type=int, default=None, help="HTTP port [default: [serve] port, 8765; 0 = any free port]."
 )
+@click.option(
+    "--metrics",
+    is_flag=True,
+    help="With --transport http: also answer GET /metrics in Prometheus text format (needs the otel extra).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
 @handle_errors
 def serve(
@@ -32,6 +37,7 @@ def serve(
     transport: Literal["stdio", "http"],
     host: str | None,
     port: int | None,
+    metrics: bool,
     verbose: bool,
 ) -> None:
     """Serve the run_code tool (plus search_tools, list_files, read_file) over MCP.
@@ -46,10 +52,12 @@ def serve(
     need approval are asked through the client (elicitation, or input-required on 2026-07-28).
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    if metrics and transport != "http":
+        fail("--metrics needs --transport http (an HTTP endpoint to answer on)", code=EXIT_USAGE)
     config = load(config_path)
     from codemode.serve import serve_http, serve_stdio
 
     if transport == "stdio":
         run_until_signalled(serve_stdio, config)
     else:
-        run_until_signalled(lambda: serve_http(config, host=host, port=port))
+        run_until_signalled(lambda: serve_http(config, host=host, port=port, metrics=metrics))

@@ -16,6 +16,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from codemode._engine import CodeMode
+from codemode._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from codemode._metrics import Metrics
+from codemode._metrics import enable as enable_metrics
 from codemode.broker import Approver
 from codemode.config import Config, MissingSecretError, resolve_references
 from codemode.errors import ConfigError
@@ -28,6 +31,7 @@ log = logging.getLogger("codemode.serve")
 
 HOUSEKEEPING_INTERVAL_S = 5.0
 PENDING_RUN_TTL_S = 900.0
+METRICS_PATH = "/metrics"
 SHUTDOWN_GRACE_S = 5
 """How long open HTTP requests may take to finish once the server is told to stop."""
 
@@ -89,6 +93,26 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+class MetricsEndpoint:
+    """ASGI middleware: ``GET <path>`` answers with the Prometheus metrics; the rest passes."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, path: str) -> None:
+        self.app, self.metrics, self.path = app, metrics, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") != self.path:
+            await self.app(scope, receive, send)
+            return
+        allowed = scope.get("method") in ("GET", "HEAD")
+        body = self.metrics.render() if allowed else b"use GET\n"
+        headers = [
+            (b"content-type", METRICS_CONTENT_TYPE.encode()),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200 if allowed else 405, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 async def _housekeeping(engine: CodeMode, server: CodemodeServer) -> None:
     while True:
         await anyio.sleep(HOUSEKEEPING_INTERVAL_S)
@@ -116,8 +140,12 @@ async def serve_http(
     port: int | None = None,
     environ: Mapping[str, str] | None = None,
     ready: anyio.Event | None = None,
+    metrics: bool = False,
 ) -> None:
-    """Serve until cancelled. Prints ``READY <url>`` on stderr once listening."""
+    """Serve until cancelled. Prints ``READY <url>`` on stderr once listening.
+
+    With ``metrics``, ``GET /metrics`` answers in Prometheus text format (behind the same bearer
+    tokens, Host check and loopback default as the MCP endpoint)."""
     import uvicorn
 
     host = host or config.serve.host
@@ -159,8 +187,10 @@ async def serve_http(
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
+        if metrics:
+            app = MetricsEndpoint(app, enable_metrics(), METRICS_PATH)
         if tokens:
-            app = BearerAuth(app, tokens)
+            app = BearerAuth(app, tokens)  # outermost: /metrics needs a token like /mcp
 
         class _Server(uvicorn.Server):
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,7 @@ def make_workspace(directory: Path, extra: str = "") -> Path:
     return config
 
 
-@pytest.fixture(scope="session")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    extra = """
+TOKENS_TOML = """
 [policy.principals.alice]
 tenants = ["acme"]
 [policy.principals.bob]
@@ -45,7 +44,11 @@ token = "${CODEMODE_TEST_BOB}"
 principal = "bob"
 tenant = "acme"
 """
-    return make_workspace(tmp_path_factory.mktemp("serve"), extra)
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("serve"), TOKENS_TOML)
 
 
 @pytest.fixture(scope="session")
@@ -53,23 +56,13 @@ def plain_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("serve-plain"))
 
 
-@pytest.fixture
-def http_server(workspace: Path) -> Iterator[str]:
-    """`codemode serve --transport http` on a free port, with alice's and bob's tokens."""
+@contextlib.contextmanager
+def serving_http(workspace: Path, *args: str) -> Generator[str]:
+    """`codemode serve --transport http` on a free port, with alice's and bob's tokens; its URL."""
     env = {**os.environ, "CODEMODE_TEST_ALICE": TOKENS["alice"], "CODEMODE_TEST_BOB": TOKENS["bob"]}
+    command = [sys.executable, "-m", "codemode.cli", "serve", "--transport", "http", "--port", "0"]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "codemode.cli",
-            "serve",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            "--config",
-            str(workspace),
-        ],
+        [*command, *args, "--config", str(workspace)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -100,3 +93,10 @@ def http_server(workspace: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def http_server(workspace: Path) -> Iterator[str]:
+    """`codemode serve --transport http` on the shared workspace."""
+    with serving_http(workspace) as url:
+        yield url

@@ -1,0 +1,77 @@
+"""Prometheus metrics of the broker and runs, for ``codemode serve --transport http --metrics``.
+
+Off unless enabled: the broker and engine call :func:`active` and record only when it returns
+a :class:`Metrics`. The counters are per process and start at zero; the ledger stays the record
+of what happened. ``prometheus_client`` comes with the ``otel`` extra and is imported only here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from codemode.calls import CallDenied, CallOutcome
+from codemode.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_active: Metrics | None = None
+
+
+class Metrics:
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry: CollectorRegistry = CollectorRegistry()
+        registry = self.registry
+        self.calls = Counter(
+            "codemode_tool_calls",
+            "Tool calls by outcome, by decision (allowed or denied) and by the gate that denied them",
+            ["outcome", "decision", "gate"],
+            registry=registry,
+        )
+        self.denials = Counter("codemode_denials", "Tool calls denied, by gate", ["gate"], registry=registry)
+        self.broker_seconds = Histogram(
+            "codemode_broker_seconds",
+            "Time of a tool call in the broker: gates, ledger, the MCP call and the result filter",
+            registry=registry,
+        )
+        self.mcp_seconds = Histogram(
+            "codemode_mcp_call_seconds", "Time of the MCP call alone", ["server"], registry=registry
+        )
+        self.runs = Counter("codemode_runs", "Runs by final status", ["status"], registry=registry)
+        self.result_bytes = Counter(
+            "codemode_result_bytes", "Bytes of tool results that passed the result filter", registry=registry
+        )
+
+    def call_finished(self, outcome: CallOutcome, seconds: float) -> None:
+        denied = isinstance(outcome, CallDenied)
+        gate = outcome.gate if isinstance(outcome, CallDenied) else ""
+        self.calls.labels(outcome.kind, "denied" if denied else "allowed", gate).inc()
+        if isinstance(outcome, CallDenied):
+            self.denials.labels(outcome.gate).inc()
+        self.broker_seconds.observe(seconds)
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+def enable() -> Metrics:
+    """Start recording (idempotent); the metrics to expose."""
+    global _active
+    if _active is None:
+        try:
+            _active = Metrics()
+        except ImportError:
+            raise ConfigError(
+                "--metrics",
+                [("metrics", "Prometheus metrics need the otel extra: pip install 'codemode[otel]'")],
+            ) from None
+    return _active
+
+
+def active() -> Metrics | None:
+    return _active
