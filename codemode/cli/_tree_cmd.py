@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from codemode.broker._visibility import visible_to
-from codemode.catalog import ServerCatalog, ToolSpec, load_lock
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
 from codemode.config import Config
-from codemode.stubs import TreePathError, VirtualTree, render_tree
+
+if TYPE_CHECKING:
+    from codemode.catalog import ServerCatalog
+    from codemode.search._catalog_cache import CachedSearch
+    from codemode.stubs import VirtualTree
+
+# ``codemode search`` from a cached index imports none of the catalog, stub or broker modules: in a
+# fresh process those imports alone cost more than the whole cached search.
 
 live_option = click.option(
     "--live",
@@ -24,6 +31,8 @@ live_option = click.option(
 
 def approved_catalogs(config: Config) -> list[ServerCatalog]:
     """The approved tools as codemode.lock holds them: no server is started, nothing is fetched."""
+    from codemode.catalog import ServerCatalog, ToolSpec, load_lock
+
     lock = load_lock(config.lock_path)
     catalogs: list[ServerCatalog] = []
     for server, entries in sorted(lock.servers.items()):
@@ -47,6 +56,8 @@ def approved_catalogs(config: Config) -> list[ServerCatalog]:
 
 def load_tree(config: Config, live: bool = False) -> VirtualTree:
     """The stubs of approved tools (what programs may import), from the lock or, live, the servers."""
+    from codemode.stubs import render_tree
+
     if not live:
         return render_tree(approved_catalogs(config))
     from codemode.catalog import Pins
@@ -61,7 +72,48 @@ def load_tree(config: Config, live: bool = False) -> VirtualTree:
 
 
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
+    from codemode.broker._visibility import visible_to
+
     return tree if principal is None else tree.restrict(visible_to(config.policy, principal))
+
+
+def _cache_parts(config: Config, principal: str | None) -> list[bytes | str] | None:
+    """What a cached search depends on, or None when it cannot be cached (no lock, semantic ranking)."""
+    from codemode.search._semantic import SEMANTIC_ENV
+
+    if os.environ.get(SEMANTIC_ENV):
+        return None  # vectors have their own cache; the hybrid index is rebuilt from the lock
+    try:
+        lock = config.lock_path.read_bytes()
+    except OSError:
+        return None
+    parts: list[bytes | str] = [lock, json.dumps(sorted(config.servers))]
+    if principal is not None:
+        rules = config.policy.principal(principal)
+        parts += [principal, rules.model_dump_json() if rules is not None else "refused"]
+    return parts
+
+
+def cached_search(config: Config, principal: str | None) -> CachedSearch:
+    """The index of what ``principal`` may use, from the cache if the lock and policy are unchanged."""
+    import codemode
+    from codemode.search._catalog_cache import CachedRow, CachedSearch, cache_key
+
+    parts = _cache_parts(config, principal)
+    key = cache_key(parts, [Path(codemode.__file__).parent / "stubs"]) if parts is not None else None
+    if key is not None:
+        found = CachedSearch.load(key)
+        if found is not None:
+            return found
+    index, results = principal_view(config, load_tree(config), principal).search_snapshot()
+    rows = {
+        module: CachedRow(r.server, r.tool, r.module, r.path, r.import_line, r.text)
+        for module, r in results.items()
+    }
+    built = CachedSearch(index, rows)
+    if key is not None:
+        built.save(key)
+    return built
 
 
 @click.command()
@@ -81,6 +133,8 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
 
     Only approved tools appear (see 'codemode pin'); read from codemode.lock unless --live.
     """
+    from codemode.stubs import TreePathError
+
     config = load(config_path)
     view = principal_view(config, load_tree(config, live), principal)
     try:
@@ -128,17 +182,34 @@ def search(
 ) -> None:
     """Find tools for a task, in plain words ("close a ticket", "customer email").
 
-    Searches the approved tools in codemode.lock (no server is started) unless --live.
+    Searches the approved tools in codemode.lock (no server is started) unless --live. The index
+    is cached (in $XDG_CACHE_HOME/codemode/search) until the lock or the policy changes.
     """
     config = load(config_path)
-    view = principal_view(config, load_tree(config, live), principal)
-    results = view.search(query, k=k, detail=detail)
+    results: list[dict[str, Any]]
+    if live or detail == "full":  # full detail renders the stubs, so the cache would save nothing
+        view = principal_view(config, load_tree(config, live), principal)
+        results = [dataclasses.asdict(r) for r in view.search(query, k=k, detail=detail)]
+    else:
+        results = [
+            {
+                "server": row.server,
+                "tool": row.tool,
+                "module": row.module,
+                "path": row.path,
+                "import_line": row.import_line,
+                "score": score,
+                "detail": detail,
+                "text": row.module if detail == "name" else row.summary,
+            }
+            for row, score in cached_search(config, principal).search(query, k)
+        ]
     if as_json:
-        print_json([dataclasses.asdict(r) for r in results])
+        print_json(results)
         return
     if not results:
         stdout.print("no matching tools", highlight=False)
     for result in results:
-        stdout.print(result.text, highlight=False, markup=False)
+        stdout.print(result["text"], highlight=False, markup=False)
         if detail == "full":
             stdout.print("")

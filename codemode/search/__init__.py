@@ -1,8 +1,12 @@
 """Tool search: rank the tools of every connected server for a natural-language query.
 
-A field-weighted BM25 index (BM25F) over tool names, titles, descriptions, server names and
-parameter names/descriptions, with identifier-aware tokenisation, a light stemmer and a small
-synonym table for common tool verbs and nouns. Pure stdlib, deterministic, built in one pass.
+A field-weighted BM25 index (BM25F) over tool names, titles, descriptions, server names,
+parameter names/descriptions and output fields, with identifier-aware tokenisation, a light
+stemmer and a small synonym table for common tool verbs and nouns. Pure stdlib, deterministic,
+built in one pass.
+
+With the ``semantic`` extra installed, ``ToolIndex.build(docs, embedder=load_embedder())`` also ranks by
+the cosine of static word embeddings shipped in a wheel (no download), fused with BM25.
 
 >>> doc = SearchDocument("crm/get_customer", "crm", "get_customer", None, "Fetch one customer.")
 >>> index = ToolIndex.build([doc])
@@ -12,5 +16,6 @@ synonym table for common tool verbs and nouns. Pure stdlib, deterministic, built
 
 from codemode.search._index import ToolIndex
 from codemode.search._model import SearchDocument, SearchHit
+from codemode.search._semantic import EmbeddingCache, load_embedder
 
-__all__ = ["SearchDocument", "SearchHit", "ToolIndex"]
+__all__ = ["EmbeddingCache", "SearchDocument", "SearchHit", "ToolIndex", "load_embedder"]

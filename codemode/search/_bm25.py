@@ -103,6 +103,18 @@ class BM25FIndex:
     def __len__(self) -> int:
         return self._n_docs
 
+    def state(self) -> tuple[int, dict[str, _Postings]]:
+        """Everything the index holds, as plain tuples and dicts (see :meth:`from_state`)."""
+        return self._n_docs, self._postings
+
+    @classmethod
+    def from_state(cls, state: tuple[int, dict[str, _Postings]]) -> BM25FIndex:
+        n_docs, postings = state
+        for docs, values in postings.values():
+            if len(docs) != len(values) or any(not 0 <= d < n_docs for d in docs[:1] + docs[-1:]):
+                raise ValueError("inconsistent BM25 postings")
+        return cls(n_docs, postings)
+
     def has_term(self, term: str) -> bool:
         return term in self._postings
 

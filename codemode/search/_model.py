@@ -23,6 +23,8 @@ class SearchDocument:
     description: str
     parameters: tuple[tuple[str, str], ...] = ()
     """``(parameter name, parameter description)`` pairs."""
+    outputs: tuple[tuple[str, str], ...] = ()
+    """``(field name, field description)`` pairs of the output schema's top-level properties."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from codemode.stubs._render_prompts import render_prompts
 from codemode.stubs._render_resources import render_resources
 from codemode.stubs._render_tool import render_tool, tool_summary
 from codemode.stubs._schema_document import as_map, description_of
+from codemode.stubs._tree_search import ViewIndexes
 
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
 
@@ -152,20 +153,22 @@ class _Server:
 
 
 class _Shared:
-    """What all views of one rendering share: the rendered modules and the search index."""
+    """What all views of one rendering share: the rendered modules and the search indexes."""
 
     def __init__(self, servers: tuple[_Server, ...], lock: threading.Lock) -> None:
         self.servers = servers
         self.tool_count = sum(len(s.tools) for s in servers)
         self.lock = lock
-        self._index: ToolIndex | None = None
-        self._index_lock = threading.Lock()
+        self._indexes = ViewIndexes()
 
-    def index(self) -> ToolIndex:
-        with self._index_lock:
-            if self._index is None:
-                self._index = ToolIndex.build([_search_document(t) for s in self.servers for t in s.tools])
-            return self._index
+    def index(self, visible: frozenset[str] | None = None) -> ToolIndex:
+        """The index of the tools whose modules are in ``visible`` (None: every tool)."""
+
+        def documents() -> list[SearchDocument]:
+            tools = (t for s in self.servers for t in s.tools)
+            return [_search_document(t) for t in tools if visible is None or t.module in visible]
+
+        return self._indexes.get(visible, documents)
 
 
 @functools.cache
@@ -180,6 +183,7 @@ def _search_document(tool: _Tool) -> SearchDocument:
     props = as_map(spec.input_schema.get("properties")) or {}
     # The index caps every text it reads (parameter descriptions included).
     parameters = tuple((str(key), description_of(sub)) for key, sub in props.items())
+    outputs = as_map((spec.output_schema or {}).get("properties")) or {}
     return SearchDocument(
         key=tool.module,
         server=spec.server,
@@ -187,6 +191,7 @@ def _search_document(tool: _Tool) -> SearchDocument:
         title=spec.title,
         description=spec.description or "",
         parameters=parameters,
+        outputs=tuple((str(key), description_of(sub)) for key, sub in outputs.items()),
     )
 
 
@@ -422,33 +427,34 @@ class VirtualTree:
             raise ValueError(f"detail must be one of {sorted(_DETAIL_LEVELS)}, not {detail!r}")
         if k <= 0:
             return []
-        hidden = self._shared.tool_count - len(self._tools)
-        # Over-fetch by the number of hidden tools so hidden hits cannot crowd out visible ones.
-        hits = self._shared.index().search(query, k + hidden)
+        hits = self._shared.index(self._visible_modules()).search(query, k)
         results: list[SearchResult] = []
         for hit in hits:
             tool = self._tools.get(hit.key)
             if tool is None:
                 continue
-            results.append(
-                SearchResult(
-                    server=tool.spec.server,
-                    tool=tool.spec.name,
-                    module=tool.module,
-                    path=tool.path,
-                    import_line=f"from servers.{tool.server_ident} import {tool.ident}",
-                    score=hit.score,
-                    detail=detail,
-                    text=_detail_text(tool, detail),
-                )
-            )
+            results.append(_result(tool, hit.score, detail))
             if len(results) == k:
                 break
         return results
 
+    def search_snapshot(self) -> tuple[ToolIndex, dict[str, SearchResult]]:
+        """This view's index and, per index key, the tool's result at ``summary`` detail (score 0).
+
+        What a search cache needs to answer ``name`` and ``summary`` searches without this tree.
+        """
+        index = self._shared.index(self._visible_modules())
+        return index, {tool.module: _result(tool, 0.0, "summary") for tool in self._tools.values()}
+
     def build_index(self) -> None:
-        """Build the search index now instead of on the first search."""
-        self._shared.index()
+        """Build this view's search index now instead of on the first search."""
+        self._shared.index(self._visible_modules())
+
+    def _visible_modules(self) -> frozenset[str] | None:
+        """The key of this view's index: None when nothing is hidden (the unrestricted index)."""
+        if len(self._tools) == self._shared.tool_count:
+            return None
+        return frozenset(self._tools)
 
     # -- export ---------------------------------------------------------------------------------
 
@@ -535,6 +541,19 @@ def _normalize(path: str) -> str:
     if ".." in parts:
         raise TreePathError(path, "'..' is not allowed in tree paths")
     return "/".join(parts)
+
+
+def _result(tool: _Tool, score: float, detail: DetailLevel) -> SearchResult:
+    return SearchResult(
+        server=tool.spec.server,
+        tool=tool.spec.name,
+        module=tool.module,
+        path=tool.path,
+        import_line=f"from servers.{tool.server_ident} import {tool.ident}",
+        score=score,
+        detail=detail,
+        text=_detail_text(tool, detail),
+    )
 
 
 def _detail_text(tool: _Tool, detail: DetailLevel) -> str:

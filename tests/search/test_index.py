@@ -189,3 +189,13 @@ def test_documents_and_hits_are_immutable_values() -> None:
         "crm/get_customer", "Fetch one customer record by id.", params=(("customer_id", "Customer id"),)
     )
     assert not hasattr(hit, "__dict__")
+
+
+def test_output_fields_are_searchable_but_weigh_less_than_the_description() -> None:
+    returns_iban = SearchDocument(
+        "bank/get_account", "bank", "get_account", None, "Fetch an account.", outputs=(("iban", "The IBAN"),)
+    )
+    describes_iban = SearchDocument("bank/validate", "bank", "validate", None, "Check that an IBAN is valid.")
+    plain = SearchDocument("bank/list_accounts", "bank", "list_accounts", None, "List accounts.")
+    index = ToolIndex.build([plain, returns_iban, describes_iban])
+    assert keys(index.search("iban", k=5)) == ["bank/validate", "bank/get_account"]

@@ -1,0 +1,286 @@
+"""The optional semantic signal: a static word-embedding model whose weights ship inside a wheel.
+
+Install it with the ``semantic`` extra (``wordllama``): its wheel carries the ``l2_supercat`` token
+embedding table (32,000 x 256, 16 MB) and its tokenizer, so nothing is downloaded at run time. A text's
+vector is the mean of its tokens' vectors, normalised; relevance is the cosine with the query's vector.
+
+The package's own loader is not used: it looks for its bundled tokenizer in the wrong folder and then
+tries the network, and importing it reconfigures the root logger. Only its two data files are read
+(located without importing the package), with ``tokenizers`` and ``numpy``.
+
+This module imports numpy and tokenizers only inside functions, so ``codemode.search`` works (BM25
+alone) when the extra is missing; :func:`load_embedder` then returns None.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Vectors = NDArray[np.float32]
+
+__all__ = [
+    "SEMANTIC_ENV",
+    "Embedder",
+    "EmbeddingCache",
+    "SemanticIndex",
+    "StaticEmbedder",
+    "load_embedder",
+    "semantic_text",
+]
+
+SEMANTIC_ENV = "CODEMODE_SEARCH_SEMANTIC"
+"""Set to ``1`` to rank the stub tree's search with the semantic extra (when installed)."""
+MODEL_PACKAGE = "wordllama"
+_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
+_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_TENSOR = "embedding.weight"
+_SAFETENSOR_DTYPES = {"F16": "<f2", "F32": "<f4"}
+# Enough of a description to place the tool; the tail of long descriptions is mostly parameter detail.
+_MAX_TEXT_CHARS = 1_500
+_MAX_QUERY_CHARS = 1_000
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[_\-./:]+")
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors; ``model_id`` names the model (part of every cache key)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def _words(identifier: str) -> str:
+    """``getHTTPResponse`` / ``get_http-response`` -> ``get HTTP Response`` (what the tokenizer knows)."""
+    return _SEPARATORS.sub(" ", _CAMEL.sub(" ", identifier)).strip()
+
+
+def semantic_text(name: str, title: str | None, description: str, parameters: Sequence[str]) -> str:
+    """The text embedded for one tool: its words, not its identifiers, and the head of its description.
+
+    The server name is left to BM25: in a mean of token vectors it only blurs what the tool does.
+    """
+    parts = [_words(name), title or "", description, " ".join(_words(p) for p in parameters)]
+    return " . ".join(part for part in parts if part)[:_MAX_TEXT_CHARS]
+
+
+def _read_safetensor(path: Path, name: str) -> Vectors:
+    """One float32 tensor from a ``.safetensors`` file (8-byte header size, JSON header, raw data)."""
+    import numpy as np
+
+    with path.open("rb") as f:
+        header_size = int.from_bytes(f.read(8), "little")
+        header: dict[str, dict[str, object]] = json.loads(f.read(header_size))
+    entry = header[name]
+    dtype = _SAFETENSOR_DTYPES.get(str(entry["dtype"]))
+    if dtype is None:
+        raise ValueError(f"{path.name}: {name} is {entry['dtype']}, expected F16 or F32")
+    shape = entry["shape"]
+    offsets = entry["data_offsets"]
+    if not isinstance(shape, list) or not isinstance(offsets, list):
+        raise ValueError(f"{path.name}: malformed header for {name}")
+    rows, cols = (int(x) for x in shape)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    start = 8 + header_size + int(offsets[0])  # pyright: ignore[reportUnknownArgumentType]
+    data = np.fromfile(path, dtype=dtype, count=rows * cols, offset=start)
+    return data.reshape(rows, cols).astype(np.float32, copy=False)
+
+
+class StaticEmbedder:
+    """Mean-pooled static token embeddings (thread-safe: the tokenizer is used under a lock)."""
+
+    def __init__(self, table: Vectors, tokenizer: object, model_id: str) -> None:
+        self._table = table
+        self._tokenizer = tokenizer
+        self._model_id = model_id
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @classmethod
+    def from_package(cls) -> StaticEmbedder:
+        """Load the model shipped in the ``wordllama`` wheel; :class:`ImportError` if it is missing."""
+        spec = importlib.util.find_spec(MODEL_PACKAGE)  # finds the folder without running its __init__
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(f"the semantic extra is not installed (no {MODEL_PACKAGE} package)")
+        root = Path(next(iter(spec.submodule_search_locations)))
+        weights, tokenizer_file = root.joinpath(*_WEIGHTS), root.joinpath(*_TOKENIZER)
+        if not weights.is_file() or not tokenizer_file.is_file():
+            raise ImportError(f"{MODEL_PACKAGE} is installed without its bundled model files")
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        digest = hashlib.sha256(f"{weights.stat().st_size}:{tokenizer_file.stat().st_size}".encode())
+        return cls(
+            _read_safetensor(weights, _TENSOR),
+            tokenizer,
+            f"{MODEL_PACKAGE}/l2_supercat_256/{digest.hexdigest()[:12]}",
+        )
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        tokenizer = self._tokenizer
+        assert isinstance(tokenizer, Tokenizer)
+        with self._lock:
+            if len(texts) == 1:  # a query: encode_batch would wake a thread pool for one text
+                encodings = [tokenizer.encode(texts[0], add_special_tokens=False)]
+            else:
+                encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        table = self._table
+        out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for row, encoding in enumerate(encodings):
+            ids = encoding.ids
+            if ids:
+                out[row] = table[np.asarray(ids, dtype=np.int64)].mean(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0.0] = 1.0
+        return out / norms
+
+
+@functools.cache
+def load_embedder() -> Embedder | None:
+    """The bundled static model, loaded once per process; None when the ``semantic`` extra is missing."""
+    try:
+        return StaticEmbedder.from_package()
+    except ImportError:
+        return None
+
+
+class EmbeddingCache:
+    """Tool vectors keyed by ``(model id, sha256 of the embedded text)``, optionally kept in a file.
+
+    The embedded text is derived from the tool's name, description and input schema, so its hash is the
+    schema hash that matters here: a tool whose definition did not change is never embedded again, and
+    a tool whose definition changed can never be served a stale vector.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+        self._vectors: dict[str, Vectors] = {}
+        self._lock = threading.Lock()
+        self._dirty = False
+        if path is not None and path.is_file():
+            self._load(path)
+
+    @staticmethod
+    def key(model_id: str, text: str) -> str:
+        return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def vectors(self, embedder: Embedder, texts: Sequence[str]) -> Vectors:
+        """One unit vector per text, embedding only the texts not seen before."""
+        import numpy as np
+
+        keys = [self.key(embedder.model_id, text) for text in texts]
+        with self._lock:
+            missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors}
+        if missing:
+            fresh = embedder.embed(list(missing.values()))
+            with self._lock:
+                for k, vector in zip(missing, fresh, strict=True):
+                    self._vectors[k] = vector
+                self._dirty = True
+        with self._lock:
+            if not keys:
+                return np.zeros((0, 0), dtype=np.float32)
+            return np.stack([self._vectors[k] for k in keys])
+
+    def save(self) -> None:
+        """Write the cache to its file (atomically) if it has a file and changed."""
+        import numpy as np
+
+        path = self._path
+        if path is None or not self._dirty:
+            return
+        with self._lock:
+            keys = sorted(self._vectors)
+            matrix = np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+            self._dirty = False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as f:
+            np.savez(f, keys=np.asarray(keys), vectors=matrix)
+        tmp.replace(path)
+
+    def _load(self, path: Path) -> None:
+        import numpy as np
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                keys = [str(k) for k in data["keys"]]
+                matrix = data["vectors"].astype(np.float32, copy=False)
+        except (OSError, ValueError, KeyError):
+            return  # a damaged cache is only a slower start
+        if len(keys) == len(matrix):
+            self._vectors = dict(zip(keys, matrix, strict=True))
+
+
+class SemanticIndex:
+    """Document vectors plus the fusion of their cosine with BM25 scores."""
+
+    __slots__ = ("_embedder", "_matrix")
+
+    def __init__(self, embedder: Embedder, matrix: Vectors) -> None:
+        self._embedder = embedder
+        self._matrix = matrix
+
+    @classmethod
+    def build(
+        cls, embedder: Embedder, texts: Sequence[str], cache: EmbeddingCache | None = None
+    ) -> SemanticIndex:
+        matrix = (cache if cache is not None else EmbeddingCache()).vectors(embedder, texts)
+        return cls(embedder, matrix)
+
+    def fuse(
+        self, query: str, bm25: Mapping[int, float], boost: Mapping[int, float], weight: float, k: int
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best documents by ``(1 - weight) * bm25 / max(bm25) + weight * cosine + boost``.
+
+        BM25 is scaled by its best score so the weight means the same for every query. Documents BM25
+        did not match still compete on the cosine alone, which is what rescues paraphrases. Ties keep
+        document order.
+        """
+        import numpy as np
+
+        n = len(self._matrix)
+        if n == 0:
+            return []
+        query_vector = self._embedder.embed([query[:_MAX_QUERY_CHARS]])[0]
+        fused = (self._matrix @ query_vector) * weight
+        if bm25:
+            top = max(bm25.values())
+            if top > 0:
+                ids = np.fromiter(bm25.keys(), dtype=np.int64, count=len(bm25))
+                values = np.fromiter(bm25.values(), dtype=np.float64, count=len(bm25))
+                fused[ids] += (1.0 - weight) * values / top
+        for i, extra in boost.items():
+            fused[i] += extra
+        if k < n:
+            # Everything scoring at least the k-th best (ties included), then an exact sort of those few.
+            kth = np.partition(fused, n - k)[n - k]
+            candidates = np.flatnonzero(fused >= kth)
+        else:
+            candidates = np.arange(n)
+        order = sorted(candidates.tolist(), key=lambda i: (-float(fused[i]), i))[:k]
+        return [(int(i), float(fused[i])) for i in order]
