@@ -44,6 +44,12 @@ def batch_actors() -> list[psutil.Process]:
     return found
 
 
+def drifting_server(env: str) -> str:
+    """The drifting test server's config section, with ``env`` as its environment (TOML)."""
+    command = f'command = "{sys.executable}"\nargs = ["{os.path.abspath(DRIFTING)}"]\n'
+    return f"[servers.drifting]\n{command}env = {{ {env} }}\n"
+
+
 def test_the_cluster_lives_on_loopback_only(make_cluster: MakeCluster) -> None:
     assert [name for _, name in socket.if_nameindex()] == ["lo"], "only lo in this namespace"
     cluster = make_cluster()
@@ -90,8 +96,7 @@ def test_a_node_whose_tools_drifted_refuses_to_run_items(
     make_cluster: MakeCluster, make_ray_workspace: MakeRayWorkspace
 ) -> None:
     # The driver pinned the base tools; the second node's server lists a changed 'echo'.
-    server = f'[servers.drifting]\ncommand = "{sys.executable}"\nargs = ["{os.path.abspath(DRIFTING)}"]\n'
-    server += 'env = { FIXTURE_VARIANT = "${NODE_VARIANT}" }\n'
+    server = drifting_server('FIXTURE_VARIANT = "${NODE_VARIANT}"')
     ws = make_ray_workspace(servers=server, sync_env={"NODE_VARIANT": "base"})
     os.environ["NODE_VARIANT"] = "base"
     cluster = make_cluster(extra_node_env={"NODE_VARIANT": "description"})
@@ -105,8 +110,7 @@ def test_a_node_whose_tools_drifted_refuses_to_run_items(
 def test_a_secret_missing_on_the_nodes_is_a_clear_error_naming_the_node(
     make_cluster: MakeCluster, make_ray_workspace: MakeRayWorkspace
 ) -> None:
-    server = f'[servers.drifting]\ncommand = "{sys.executable}"\nargs = ["{os.path.abspath(DRIFTING)}"]\n'
-    server += 'env = { TOKEN = "${ONLY_ON_THE_DRIVER}" }\n'
+    server = drifting_server('TOKEN = "${ONLY_ON_THE_DRIVER}"')
     ws = make_ray_workspace(servers=server, sync_env={"ONLY_ON_THE_DRIVER": "s3cr3t-value"})
     cluster = make_cluster()
     started = time.monotonic()
