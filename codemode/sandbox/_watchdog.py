@@ -37,7 +37,11 @@ class Sample:
 
 def _find(members: Members) -> list[psutil.Process]:
     if members.uid is not None:
-        return [psutil.Process(pid) for pid in _pids_of_uid(members.uid) if psutil.pid_exists(pid)]
+        found: list[psutil.Process] = []
+        for pid in _pids_of_uid(members.uid):
+            with contextlib.suppress(psutil.Error):  # it may have exited since the scan
+                found.append(psutil.Process(pid))
+        return found
     try:
         leader = psutil.Process(members.leader)
         procs = [leader, *leader.children(recursive=True)]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 import psutil
+import pytest
 
+from codemode.sandbox import _watchdog as watchdog
 from codemode.sandbox._watchdog import Members, kill_members, sample
 
 # A leader in its own session that starts a child and a grandchild that leaves the tree by a
@@ -46,3 +49,13 @@ def test_the_tree_and_its_session_are_found_and_killed_without_a_private_uid() -
     finally:
         leader.kill()
         leader.wait(timeout=10)
+
+
+def test_a_process_that_exits_between_the_scan_and_the_sample_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exited = subprocess.Popen(["true"])
+    exited.wait()  # reaped: its pid names no process now
+    monkeypatch.setattr(watchdog, "_pids_of_uid", lambda uid: [exited.pid, os.getpid()])
+    found = sample(Members(leader=os.getpid(), uid=12345))
+    assert found.pids == (os.getpid(),)
