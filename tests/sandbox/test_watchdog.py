@@ -56,6 +56,10 @@ def test_a_process_that_exits_between_the_scan_and_the_sample_is_left_out(
 ) -> None:
     exited = subprocess.Popen(["true"])
     exited.wait()  # reaped: its pid names no process now
-    monkeypatch.setattr(watchdog, "_pids_of_uid", lambda uid: [exited.pid, os.getpid()])
+
+    def scanned(uid: int) -> list[int]:
+        return [exited.pid, os.getpid()]
+
+    monkeypatch.setattr(watchdog, "_pids_of_uid", scanned)
     found = sample(Members(leader=os.getpid(), uid=12345))
     assert found.pids == (os.getpid(),)
