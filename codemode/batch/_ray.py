@@ -78,9 +78,7 @@ class RayWorker:
         try:
             return await ref
         except (errors.RayActorError, errors.ActorUnavailableError) as exc:
-            raise WorkerLost(
-                f"its worker was lost mid-item ({type(exc).__name__}); the item ran again"
-            ) from None
+            raise WorkerLost(f"its worker was lost mid-item ({type(exc).__name__})") from None
         except errors.RayTaskError as exc:
             cause = exc.cause
             if isinstance(cause, BatchError | StoreError):  # a refusal; the ledger out of reach

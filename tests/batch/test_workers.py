@@ -49,7 +49,7 @@ class FlakyWorker:
     async def run(self, item: StoredItem, attempt: int) -> ItemResult:
         self.calls.append((item.key, attempt))
         if len(self.calls) == 1:
-            raise WorkerLost("its worker was lost mid-item (ActorDiedError); the item runs again")
+            raise WorkerLost("its worker was lost mid-item (ActorDiedError)")
         return ItemResult(item.key, item.line, "done", attempt, f"run_{item.key}", result=item.data["id"])
 
 
@@ -81,7 +81,7 @@ async def test_an_item_whose_worker_was_lost_runs_again_and_the_job_completes(tm
 async def test_a_worker_lost_on_every_attempt_fails_its_item_with_the_reason(tmp_path: Path) -> None:
     class AlwaysLost:
         async def run(self, item: StoredItem, attempt: int) -> ItemResult:
-            raise WorkerLost("its worker was lost mid-item (ActorDiedError); the item runs again")
+            raise WorkerLost("its worker was lost mid-item (ActorDiedError)")
 
     options = BatchOptions(job_id="doomed", key="id", concurrency=1, max_attempts=2)
     results = await collect(run_on_workers([AlwaysLost()], job_of(tmp_path, options), options))
