@@ -13,7 +13,7 @@ from typing import Any
 import mcp_types
 
 from codemode.broker import ApprovalAnswer, ApprovalRequest
-from codemode.catalog import ToolSpec
+from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost
 from codemode.ledger import ApprovalConsumed, ApprovalRecord, Ledger
@@ -25,6 +25,7 @@ class HostCatalog:
     def __init__(self, host: McpHost, config: Config) -> None:
         self._host = host
         self._config = config
+        self._versions: dict[str, tuple[ServerCatalog | None, str | None]] = {}
 
     def live_tool(self, server: str, tool: str) -> ToolSpec | None:
         connection = self._host.connections.get(server)
@@ -45,9 +46,18 @@ class HostCatalog:
 
     def server_version(self, server: str) -> str | None:
         connection = self._host.connections.get(server)
-        info = connection.status().server_info if connection is not None else None
-        version = info.get("version") if info else None
-        return str(version) if version is not None else None
+        if connection is None:
+            return None
+        # Asked on every call: read once per listing (a reconnect or relist brings a new catalog).
+        catalog = connection.catalog
+        cached = self._versions.get(server)
+        if cached is not None and cached[0] is catalog:
+            return cached[1]
+        info = connection.status().server_info
+        found = info.get("version") if info else None
+        version = str(found) if found is not None else None
+        self._versions[server] = (catalog, version)
+        return version
 
 
 class HostBackend:

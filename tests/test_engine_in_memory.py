@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 
 def crm_server() -> MCPServer:
-    app = MCPServer("crm")
+    app = MCPServer("crm", version="1.4.2")
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def get_customer(customer_id: str) -> dict[str, str]:
@@ -71,10 +71,11 @@ async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path
         assert isinstance(write, CallDenied) and write.gate == "consent"
     ledger = open_ledger(config.ledger_path, create=False)
     try:
-        calls = [(c.tool, str(c.state)) for c in ledger.list_calls(newest_first=False)]
+        calls = [(c.tool, str(c.state), c.tool_version) for c in ledger.list_calls(newest_first=False)]
     finally:
         ledger.close()
-    assert calls == [("get_customer", "succeeded"), ("delete_customer", "denied")]
+    # The record names the server's own version (serverInfo.version) beside the tool.
+    assert calls == [("get_customer", "succeeded", "1.4.2"), ("delete_customer", "denied", "1.4.2")]
 
 
 def test_a_transport_for_a_server_that_is_not_configured_is_an_error(tmp_path: Path) -> None:
