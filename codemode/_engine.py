@@ -196,6 +196,11 @@ class CodeMode:
     def backend(self) -> str:
         return self._require()[2].backend.name
 
+    @property
+    def warm_sandboxes(self) -> int:
+        """Warm sandboxes ready to take a run now (0 when the engine is not running)."""
+        return self._sandboxes.warm_ready if self._sandboxes is not None else 0
+
     def tree_for(self, principal: str | None = None) -> VirtualTree:
         """The stub tree as ``principal`` may see it (default: the configured default principal)."""
         tree = self._require()[3]

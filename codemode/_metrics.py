@@ -21,7 +21,7 @@ _active: Metrics | None = None
 
 class Metrics:
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry: CollectorRegistry = CollectorRegistry()
         registry = self.registry
@@ -43,6 +43,15 @@ class Metrics:
         self.runs = Counter("codemode_runs", "Runs by final status", ["status"], registry=registry)
         self.result_bytes = Counter(
             "codemode_result_bytes", "Bytes of tool results that passed the result filter", registry=registry
+        )
+        self.sandbox_start_seconds = Histogram(
+            "codemode_sandbox_start_seconds",
+            "Time to start a sandbox until its runtime is connected, by backend",
+            ["backend"],
+            registry=registry,
+        )
+        self.warm_pool_ready = Gauge(
+            "codemode_warm_pool_ready", "Warm sandboxes ready to take a run", registry=registry
         )
 
     def call_finished(self, outcome: CallOutcome, seconds: float) -> None:

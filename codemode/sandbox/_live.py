@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from codemode._metrics import active as active_metrics
 from codemode.calls import CallHandler, ModuleProvider, RunBinding
 from codemode.config import SandboxConfig
 from codemode.errors import ChannelError
@@ -232,6 +233,7 @@ async def start_sandbox(backend: Backend, config: SandboxConfig, tg: TaskGroup) 
 
     The channel's serve loop runs in ``tg`` (the manager's task group) for the sandbox's lifetime.
     """
+    started = time.perf_counter()
     launch = backend.new_launch()
     channel = HostChannel(
         launch.channel_dir,
@@ -252,4 +254,7 @@ async def start_sandbox(backend: Backend, config: SandboxConfig, tg: TaskGroup) 
             await anyio.to_thread.run_sync(StateDir.remove, launch.root)
         raise
     tg.start_soon(channel.serve)
+    metrics = active_metrics()
+    if metrics is not None:
+        metrics.sandbox_start_seconds.labels(backend.name).observe(time.perf_counter() - started)
     return LiveSandbox(backend.name, instance, channel, config, launch.root)

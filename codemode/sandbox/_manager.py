@@ -120,6 +120,11 @@ class SandboxManager:
             raise SandboxError("the SandboxManager has not been entered")
         return self._info
 
+    @property
+    def warm_ready(self) -> int:
+        """Warm sandboxes ready to take a run now."""
+        return self._pool.ready if self._pool is not None else 0
+
     async def wait_ready(self, count: int | None = None, *, within_s: float = 60.0) -> None:
         """Wait until the warm pool holds ``count`` ready sandboxes (default: ``pool_size``)."""
         if self._pool is not None:

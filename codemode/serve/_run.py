@@ -188,7 +188,9 @@ async def serve_http(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
         if metrics:
-            app = MetricsEndpoint(app, enable_metrics(), METRICS_PATH)
+            exposed = enable_metrics()
+            exposed.warm_pool_ready.set_function(lambda: engine.warm_sandboxes)
+            app = MetricsEndpoint(app, exposed, METRICS_PATH)
         if tokens:
             app = BearerAuth(app, tokens)  # outermost: /metrics needs a token like /mcp
 

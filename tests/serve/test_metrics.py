@@ -72,6 +72,8 @@ async def test_metrics_parse_as_prometheus_text_and_match_the_ledger(fresh_works
     assert found[("codemode_broker_seconds_count", ())] == 6
     assert found[("codemode_mcp_call_seconds_count", (("server", "crm"),))] == 4
     assert found[("codemode_result_bytes_total", ())] > 0
+    assert found[("codemode_sandbox_start_seconds_count", (("backend", "process"),))] >= 1
+    assert found[("codemode_warm_pool_ready", ())] in (0, 1), "the workspace's pool holds one"
 
 
 def test_metrics_need_the_http_transport() -> None:
