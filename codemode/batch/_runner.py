@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LEDGER_PAUSE_S = (0.5, 15.0)
-"""The first and the longest pause of an item while the ledger is unreachable."""
+PAUSE_S = (0.5, 15.0)
+"""The first and the longest pause of an item while the ledger is unreachable or its worker lost."""
+MAX_WORKER_LOSSES = 6
+"""Losses of an item's worker within one attempt before that attempt fails (about 30 s of pauses)."""
 LEDGER_OUTAGE_LIMIT_S = 300.0
 """How long one item waits for the ledger before the job stops (and can be resumed)."""
 
@@ -294,15 +296,22 @@ async def _work(
 
 
 async def _run_through_outages(worker: ItemWorker, item: StoredItem, attempt: int) -> ItemResult:
-    """Run the item; while the ledger cannot be reached, pause and run it again (same attempt).
+    """Run the item; while the ledger cannot be reached, or the worker was lost and is coming
+    back (a killed Ray actor takes seconds to restart), pause and run it again, same attempt.
 
-    An outage is not the item's fault, so it costs no attempt. Running the item again is safe:
-    calls the ledger recorded replay, and one it could not record was never sent.
+    Neither is the item's fault, so neither costs an attempt. Running the item again is safe:
+    calls the ledger recorded replay, one it could not record was never sent, and one that was
+    in flight on a lost worker is ``unknown`` and not sent again.
     """
-    waited, pause = 0.0, LEDGER_PAUSE_S[0]
+    waited, pause, losses = 0.0, PAUSE_S[0], 0
     while True:
         try:
             return await worker.run(item, attempt)
+        except WorkerLost as exc:
+            losses += 1
+            if losses >= MAX_WORKER_LOSSES:
+                raise WorkerLost(f"{exc}; lost {losses} times, the last try of this attempt") from None
+            log.warning("item %s: %s; running it again in %.1f s", item.key, exc, pause)
         except StoreError as exc:
             if waited >= LEDGER_OUTAGE_LIMIT_S:
                 raise BatchError(
@@ -310,8 +319,8 @@ async def _run_through_outages(worker: ItemWorker, item: StoredItem, attempt: in
                     "Run it again with --resume once the ledger is back"
                 ) from None
             log.warning("item %s: the ledger is unreachable (%s); pausing %.1f s", item.key, exc, pause)
-            await anyio.sleep(pause)
-            waited, pause = waited + pause, min(pause * 2, LEDGER_PAUSE_S[1])
+        await anyio.sleep(pause)
+        waited, pause = waited + pause, min(pause * 2, PAUSE_S[1])
 
 
 async def run_item(
