@@ -333,24 +333,17 @@ class CodeMode:
                         tg.start_soon(_report_progress, progress, state, progress_interval_s)
                     if session_id is not None:
                         session = await self._session_for(binding, session_id)
-                        outcome = await session.run(
-                            code,
-                            binding=binding,
-                            modules=view,
-                            handler=broker,
-                            wall_time_s=wall_time_s,
-                            bindings=names,
-                            fresh=fresh_namespace,
-                        )
+                        run_in = partial(session.run, fresh=fresh_namespace)
                     else:
-                        outcome = await sandboxes.run(
-                            code,
-                            binding=binding,
-                            modules=view,
-                            handler=broker,
-                            wall_time_s=wall_time_s,
-                            bindings=names,
-                        )
+                        run_in = sandboxes.run
+                    outcome = await run_in(
+                        code,
+                        binding=binding,
+                        modules=view,
+                        handler=broker,
+                        wall_time_s=wall_time_s,
+                        bindings=names,
+                    )
                     tg.cancel_scope.cancel()
                 assert outcome is not None
                 result = self._finish(binding, outcome)
