@@ -24,6 +24,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
+from codemode.ledger import CallIntent, arguments_digest
 
 TRACER_NAME = "codemode"
 _run_spans: dict[str, Span] = {}
@@ -76,6 +77,18 @@ def note(**attributes: str | None) -> None:
     for key, value in attributes.items():
         if value is not None:
             span.set_attribute(f"codemode.{key}", value)
+
+
+def note_intent(intent: CallIntent) -> None:
+    """The ledger's view of the call on its span. The argument digest costs a canonical dump
+    and a hash, so it is computed only when the span is recorded (an SDK is installed)."""
+    if trace.get_current_span().is_recording():
+        note(
+            call_id=intent.call_id,
+            args_digest=arguments_digest(intent.arguments),
+            approval_id=intent.approval_id,
+            tool_version=intent.tool_version,
+        )
 
 
 def finish_call(span: Span, outcome: CallOutcome) -> None:

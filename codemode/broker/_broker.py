@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
-from codemode._tracing import call_span, downstream_meta, finish_call, note
+from codemode._tracing import call_span, downstream_meta, finish_call, note, note_intent
 from codemode.broker._approvals import Approver
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, CallKind, Facts
@@ -345,12 +345,7 @@ class Broker:
 
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:
         intent = self._intent(call, facts)
-        note(
-            call_id=intent.call_id,
-            args_digest=arguments_digest(intent.arguments),
-            approval_id=intent.approval_id,
-            tool_version=intent.tool_version,
-        )
+        note_intent(intent)
         for attempt in range(1, REFUSED_RETRIES + 1):
             # Reserve and mark sent in one transaction: the record exists before the request leaves.
             reservation = await reserve_waiting(
