@@ -61,6 +61,15 @@ def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
     return TokenMap(grants)
 
 
+async def respond(
+    send: Send, status: int, body: bytes, content_type: str, *headers: tuple[bytes, bytes]
+) -> None:
+    """A whole plain HTTP response, for the little this server answers outside MCP."""
+    fields = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*fields, *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerAuth:
     """ASGI middleware: every HTTP request must carry a configured bearer token.
 
@@ -77,18 +86,8 @@ class BearerAuth:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             if self.tokens.lookup(headers.get("authorization")) is None:
                 body = b'{"error": "missing or wrong bearer token"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="codemode"'),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                challenge = (b"www-authenticate", b'Bearer realm="codemode"')
+                await respond(send, 401, body, "application/json", challenge)
                 return
         await self.app(scope, receive, send)
 
@@ -105,12 +104,7 @@ class MetricsEndpoint:
             return
         allowed = scope.get("method") in ("GET", "HEAD")
         body = self.metrics.render() if allowed else b"use GET\n"
-        headers = [
-            (b"content-type", METRICS_CONTENT_TYPE.encode()),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200 if allowed else 405, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await respond(send, 200 if allowed else 405, body, METRICS_CONTENT_TYPE)
 
 
 async def _housekeeping(engine: CodeMode, server: CodemodeServer) -> None:
