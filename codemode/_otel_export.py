@@ -10,16 +10,12 @@ spans stay no-ops. An application that embeds codemode configures its own provid
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 
 from codemode.errors import ConfigError
 
-log = logging.getLogger("codemode.otel")
-
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-"""Also written in ``codemode.cli._main``, which checks them before importing anything."""
 
 
 def export_from_environment(environ: Mapping[str, str] | None = None) -> bool:
@@ -42,5 +38,7 @@ def export_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
-    log.info("exporting spans over OTLP")
+    import logging  # here, not at the top: the CLI imports this module on every start
+
+    logging.getLogger("codemode.otel").info("exporting spans over OTLP")
     return True

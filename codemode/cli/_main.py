@@ -7,9 +7,8 @@ import os
 
 import click
 
+from codemode._otel_export import ENDPOINT_VARIABLES, export_from_environment
 from codemode._version import codemode_version
-
-OTEL_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 # name -> (module, attribute, one-line help). A command's module is imported only when that
 # command runs (or its own --help is asked for): `codemode --version` and `codemode --help`
@@ -83,8 +82,7 @@ def cli() -> None:
     Tracing: with OTEL_EXPORTER_OTLP_ENDPOINT set (and pip install 'codemode[otel]'), each
     run and tool call is exported as OpenTelemetry spans.
     """
-    if any(os.environ.get(name) for name in OTEL_ENDPOINTS):  # checked before importing anything
-        from codemode._otel_export import export_from_environment
+    if any(os.environ.get(name) for name in ENDPOINT_VARIABLES):
         from codemode.cli._common import EXIT_USAGE, fail
         from codemode.errors import CodemodeError
 
