@@ -42,8 +42,9 @@ import anyio  # noqa: E402
 
 from codemode import CodeMode, config_from_mapping  # noqa: E402
 from codemode.batch import BatchOptions  # noqa: E402
-from codemode.catalog import approve, load_lock, observe, save_lock  # noqa: E402
+from codemode.catalog import save_lock  # noqa: E402
 from codemode.host import McpHost  # noqa: E402
+from codemode.testing import approved_pins  # noqa: E402
 
 CRM = ROOT / "examples" / "servers" / "crm_server.py"
 PROGRAM = (
@@ -93,10 +94,7 @@ async def one_job(backend: str, items: int, concurrency: int) -> dict[str, Any]:
             base_dir=root,
         )
         async with McpHost(config) as host:
-            lock = load_lock(config.lock_path)
-            for catalog in host.catalogs():
-                lock, _ = observe(lock, catalog)
-            save_lock(config.lock_path, approve(lock)[0])
+            save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
         source = root / "items.jsonl"
         with source.open("w", encoding="utf-8") as handle:
             for index in range(items):

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -21,15 +19,16 @@ import anyio
 from codemode import CodeMode, config_from_mapping
 from codemode.batch import BatchOptions, SqliteJobStore, prepare_job, run_job, run_on_workers
 from codemode.batch._ray import ray_workers
-from codemode.catalog import approve, load_lock, observe, save_lock
+from codemode.catalog import save_lock
 from codemode.config import Config
 from codemode.host import McpHost
+from codemode.testing import approved_pins
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.conftest import HttpServers  # noqa: E402  # the tests' server launcher
 from tests.ledger._pg import PostgresServer  # noqa: E402  # the tests' throwaway server
 
-CRM = ROOT / "examples" / "servers" / "crm_server.py"
 PROGRAM = (
     'from servers.crm import add_note\nadd_note(customer_id=INPUT["c"], text=INPUT["t"])["receipt_id"]\n'
 )
@@ -41,30 +40,15 @@ class RayBench:
         self.tmp = Path(tempfile.mkdtemp(prefix="codemode-ray-bench-"))
         self.pg = PostgresServer.start()
         os.environ[PASSWORD_ENV] = quote(self.pg.password, safe="")  # Ray nodes inherit it
-        self.crm = subprocess.Popen(
-            [
-                sys.executable,
-                str(CRM),
-                "--transport",
-                "http",
-                "--port",
-                "0",
-                "--state-dir",
-                str(self.tmp / "crm"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.crm_url = _ready_url(self.crm)
+        self.servers = HttpServers()
+        self.crm_url = self.servers.start("crm", "--state-dir", str(self.tmp / "crm"))
         self.rows = 0
         return self
 
     def __exit__(
         self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
     ) -> None:
-        self.crm.terminate()
-        self.crm.wait(10)
+        self.servers.stop_all()
         self.pg.stop()
 
     async def _config(self) -> Config:
@@ -86,10 +70,7 @@ class RayBench:
         )
 
         async with McpHost(config) as host:
-            lock = load_lock(config.lock_path)
-            for catalog in host.catalogs():
-                lock, _ = observe(lock, catalog)
-            save_lock(config.lock_path, approve(lock)[0])
+            save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
         return config
 
     def _items(self, config: Config, count: int) -> Path:
@@ -157,22 +138,3 @@ def _row(
         "items_per_s": round(items / elapsed, 1),
         "statuses": statuses,
     }
-
-
-def _ready_url(process: subprocess.Popen[str]) -> str:
-    """The URL the server prints as ``READY <url>`` on stderr once it listens."""
-    found: list[str] = []
-    ready = threading.Event()
-
-    def watch() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if line.startswith("READY ") and not found:
-                found.append(line.split()[1])
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    if not ready.wait(30) or not found:
-        raise RuntimeError(f"the crm server did not start (exit {process.poll()})")
-    return found[0]

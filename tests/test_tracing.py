@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode, config_from_mapping
-from codemode.catalog import approve, load_lock, observe, save_lock
+from codemode.catalog import save_lock
 from codemode.host import McpHost
-from codemode.testing import in_memory_transports
+from codemode.testing import approved_pins, in_memory_transports
 
 pytestmark = pytest.mark.anyio
 
@@ -64,10 +64,7 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
     )
     transports = in_memory_transports({"crm": traced_crm(seen)})
     async with McpHost(config, transports=transports) as host:
-        lock = load_lock(config.lock_path)
-        for catalog in host.catalogs():
-            lock, _ = observe(lock, catalog)
-        save_lock(config.lock_path, approve(lock)[0])
+        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
     program = (
         "from servers.crm import get_customer, delete_customer\n"
         f"get_customer(customer_id={SECRET_ARGUMENT!r})\n"
