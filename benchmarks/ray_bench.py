@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import quote
 
 import anyio
 
@@ -39,7 +38,7 @@ class RayBench:
     def __enter__(self) -> RayBench:
         self.tmp = Path(tempfile.mkdtemp(prefix="codemode-ray-bench-"))
         self.pg = PostgresServer.start()
-        os.environ[PASSWORD_ENV] = quote(self.pg.password, safe="")  # Ray nodes inherit it
+        os.environ[PASSWORD_ENV] = self.pg.password_in_url  # Ray nodes inherit it
         self.servers = HttpServers()
         self.crm_url = self.servers.start("crm", "--state-dir", str(self.tmp / "crm"))
         self.rows = 0
@@ -56,9 +55,7 @@ class RayBench:
         self.rows += 1
         root = self.tmp / f"row{self.rows}"
         root.mkdir()
-        ledger = self.pg.url(self.pg.new_database()).replace(
-            quote(self.pg.password, safe=""), "${" + PASSWORD_ENV + "}"
-        )
+        ledger = self.pg.url_with_reference(self.pg.new_database(), PASSWORD_ENV)
         config = config_from_mapping(
             {
                 "servers": {"crm": {"url": self.crm_url, "trusted": True}},

@@ -14,6 +14,8 @@ from typing import Any, cast
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport] - imported early: a late import at session end trips a CPython 3.11.7 ast bug
 import pytest
 
+from tests.ledger._pg import PostgresServer, shared_server
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_SERVERS = REPO / "examples" / "servers"
 FIXTURE_SERVERS = REPO / "tests" / "fixtures" / "servers"
@@ -189,3 +191,13 @@ def http_servers() -> Iterator[HttpServers]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server (tests/ledger/_pg.py), one per session, for every module."""
+    with shared_server() as server:
+        yield server

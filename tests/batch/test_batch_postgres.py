@@ -9,15 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from tests.ledger._pg import PostgresServer, shared_server
+from tests.ledger._pg import PostgresServer
 
 from .conftest import MakeWorkspace
 from .test_batch_e2e import batch_args, settle_unknown_notes, wait_for
@@ -27,30 +26,24 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 PASSWORD_ENV = "CODEMODE_TEST_PG_PASSWORD"
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    with shared_server() as server:
-        yield server
-
-
 @contextlib.contextmanager
-def outage(pg: PostgresServer, database: str) -> Generator[None]:
+def outage(server: PostgresServer, database: str) -> Generator[None]:
     """The database refuses new connections (and its open ones are killed) inside the block."""
     allow = sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}")
-    pg.admin().execute(allow.format(sql.Identifier(database), sql.SQL("false")))
+    server.admin().execute(allow.format(sql.Identifier(database), sql.SQL("false")))
     try:
         yield
     finally:
-        pg.admin().execute(allow.format(sql.Identifier(database), sql.SQL("true")))
+        server.admin().execute(allow.format(sql.Identifier(database), sql.SQL("true")))
 
 
 def test_dropped_database_connections_pause_items_and_lose_nothing(
-    make_workspace: MakeWorkspace, pg: PostgresServer
+    make_workspace: MakeWorkspace, postgres_server: PostgresServer
 ) -> None:
-    database = pg.new_database()
-    url = pg.url(database).replace(quote(pg.password, safe=""), "${" + PASSWORD_ENV + "}")
+    database = postgres_server.new_database()
+    url = postgres_server.url_with_reference(database, PASSWORD_ENV)
     ws = make_workspace(crm_fault="slow=0.02", extra=f"\n[ledger]\nurl = {json.dumps(url)}\n")
-    ws.env[PASSWORD_ENV] = quote(pg.password, safe="")
+    ws.env[PASSWORD_ENV] = postgres_server.password_in_url
     process = ws.popen(*batch_args(ws, 60, "outage", "--concurrency", "2", "--json"))
     done = lambda: sum(s == "done" for s in ws.item_states("outage").values())  # noqa: E731
     killed = 0
@@ -59,8 +52,8 @@ def test_dropped_database_connections_pause_items_and_lose_nothing(
         assert process.poll() is None, (
             "the job goes on through the outage: " + process.communicate()[1][-3000:]
         )
-        with outage(pg, database):
-            killed += pg.terminate_connections(database)
+        with outage(postgres_server, database):
+            killed += postgres_server.terminate_connections(database)
             time.sleep(2.0)
     stdout, stderr = process.communicate(timeout=600)
     assert killed >= 3, "the job's connections were dropped while it ran"
@@ -75,7 +68,7 @@ def test_dropped_database_connections_pause_items_and_lose_nothing(
     writes = ws.crm_writes()
     assert len(writes) == len(set(writes)) == 60, "one write per item, none twice, none lost"
     # Every item reported done has its write recorded as completed in the ledger.
-    with psycopg.connect(pg.url(database)) as conn:
+    with psycopg.connect(postgres_server.url(database)) as conn:
         completed = conn.execute(
             "SELECT count(*) FROM calls WHERE tool = 'add_note' "
             "AND state IN ('succeeded', 'reconciled_succeeded')"

@@ -198,6 +198,16 @@ class PostgresServer:
         """The URL a broker would use: the test role, its password, TCP on 127.0.0.1."""
         return f"{scheme}://{ROLE}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{dbname}"
 
+    def url_with_reference(self, dbname: str, variable: str) -> str:
+        """:meth:`url` with ``${variable}`` in place of the password, as a codemode.toml holds it;
+        set the variable to :attr:`password_in_url`."""
+        return self.url(dbname).replace(self.password_in_url, "${" + variable + "}")
+
+    @property
+    def password_in_url(self) -> str:
+        """The password as the URL carries it (percent-encoded)."""
+        return quote(self.password, safe="")
+
     def new_database(self) -> str:
         """A new, empty database owned by :data:`ROLE`; its name."""
         from psycopg import sql

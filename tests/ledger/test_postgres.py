@@ -30,20 +30,13 @@ from codemode.ledger import (
 )
 from codemode.ledger._owner import new_owner
 from codemode.ledger._postgres_store import PostgresStore
-from tests.ledger._pg import ROLE, PostgresServer, shared_server
+from tests.ledger._pg import ROLE, PostgresServer
 from tests.ledger._rows import call_row, event
 
 pytestmark = pytest.mark.postgres
 
 OpenStore = Callable[..., PostgresStore]
 Intent = Callable[..., CallIntent]
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """The session's throwaway server, shared with the contract suite."""
-    with shared_server() as server:
-        yield server
 
 
 @pytest.fixture

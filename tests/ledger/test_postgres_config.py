@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -20,7 +18,7 @@ from codemode.catalog import approve, load_lock, observe, save_lock
 from codemode.cli._main import cli
 from codemode.errors import MissingSecretError
 from codemode.host import McpHost
-from tests.ledger._pg import ROLE, PostgresServer, shared_server
+from tests.ledger._pg import PostgresServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.anyio]
 
@@ -28,17 +26,11 @@ CRM = Path(__file__).resolve().parents[2] / "examples" / "servers" / "crm_server
 PASSWORD_VAR = "CODEMODE_TEST_LEDGER_PASSWORD"
 
 
-@pytest.fixture(scope="module")
-def postgres_server() -> Iterator[PostgresServer]:
-    with shared_server() as server:
-        yield server
-
-
 @pytest.fixture
 def config_path(postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     database = postgres_server.new_database()
-    url = f"postgresql://{ROLE}:${{{PASSWORD_VAR}}}@127.0.0.1:{postgres_server.port}/{database}"
-    monkeypatch.setenv(PASSWORD_VAR, quote(postgres_server.password, safe=""))
+    url = postgres_server.url_with_reference(database, PASSWORD_VAR)
+    monkeypatch.setenv(PASSWORD_VAR, postgres_server.password_in_url)
     path = tmp_path / "codemode.toml"
     path.write_text(
         f"[servers.crm]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(CRM))}]\n"

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote
 
 import pytest
 
@@ -28,14 +27,10 @@ PASSWORD_ENV = "CODEMODE_TEST_PG_PASSWORD"
 
 
 @pytest.fixture(scope="session")
-def pg() -> Iterator[PostgresServer]:
-    server = PostgresServer.start()
+def pg(postgres_server: PostgresServer) -> PostgresServer:
     # The nodes resolve the ledger URL's ${...} from their own environment, inherited from here.
-    os.environ[PASSWORD_ENV] = quote(server.password, safe="")
-    try:
-        yield server
-    finally:
-        server.stop()
+    os.environ[PASSWORD_ENV] = postgres_server.password_in_url
+    return postgres_server
 
 
 class RayCluster:
@@ -99,7 +94,7 @@ def make_ray_workspace(tmp_path: Path, pg: PostgresServer, http_servers: HttpSer
         root = tmp_path / f"ws-{len(list(tmp_path.iterdir()))}"
         root.mkdir()
         url = http_servers.start("crm", "--state-dir", str(root / "crm-state"))
-        ledger = pg.url(pg.new_database()).replace(quote(pg.password, safe=""), "${" + PASSWORD_ENV + "}")
+        ledger = pg.url_with_reference(pg.new_database(), PASSWORD_ENV)
         (root / "codemode.toml").write_text(
             f'[servers.crm]\nurl = "{url}"\ntrusted = true\n\n{servers}\n'
             '[sandbox]\nbackend = "process"\npool_size = 1\n\n'

@@ -17,7 +17,7 @@ import pytest
 
 from codemode.ledger import LedgerStore, SqliteStore, StoreLedger
 from codemode.ledger._owner import new_owner
-from tests.ledger._pg import PostgresServer, shared_server
+from tests.ledger._pg import PostgresServer
 
 OpenClient = Callable[[], LedgerStore]
 CREATED_AT = "2026-01-01T00:00:00.000000Z"
@@ -52,13 +52,6 @@ STORE_MAKERS: list[StoreMaker] = [
     StoreMaker("sqlite", _sqlite),
     StoreMaker("postgres", _postgres, marks=(pytest.mark.postgres,)),
 ]
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A throwaway PostgreSQL server, shared with every other module of the session."""
-    with shared_server() as server:
-        yield server
 
 
 @pytest.fixture(params=[pytest.param(maker, id=maker.name, marks=maker.marks) for maker in STORE_MAKERS])
