@@ -47,6 +47,7 @@ from codemode.calls import (
 from codemode.errors import ChannelError, SandboxError
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._framing import ChannelClosed, FrameReader, encode
+from codemode.sandbox._unix_listener import UnixListener
 
 __all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext"]
 
@@ -201,7 +202,7 @@ class HostChannel:
         self.max_frame_bytes = max_frame_bytes
         self._owner = owner
         self._secret = secrets.token_urlsafe(32)
-        self._listener: anyio.abc.SocketListener | None = None
+        self._listener: UnixListener | None = None
         self._stream: SocketStream | None = None
         self._reader: FrameReader | None = None
         self._send_lock = anyio.Lock()
@@ -222,9 +223,7 @@ class HostChannel:
 
     async def listen(self) -> None:
         _prepare_dir(self.directory, self._owner)
-        self._listener = await anyio.create_unix_listener(
-            self.socket_path, mode=0o600 if self._owner else 0o666
-        )
+        self._listener = UnixListener.bind(self.socket_path, mode=0o600 if self._owner else 0o666)
         secret_path = self.directory / SECRET_NAME
         fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400 if self._owner else 0o444)
         with os.fdopen(fd, "w", encoding="ascii") as handle:
