@@ -258,6 +258,7 @@ class CodeMode:
         session_id: str | None,
         idempotency_scope: str | None = None,
         read_only: bool = False,
+        trace_id: str | None = None,
     ) -> RunBinding:
         policy = self.config.policy
         who = principal or policy.default_principal
@@ -271,7 +272,7 @@ class CodeMode:
             run_id="run_" + secrets.token_hex(8),
             principal=who,
             tenant=where,
-            trace_id=secrets.token_hex(16),
+            trace_id=trace_id or secrets.token_hex(16),
             session_id=session_id,
             expires_at=time.time() + policy.budget.wall_time_s + 60,
             idempotency_scope=idempotency_scope,
@@ -314,9 +315,11 @@ class CodeMode:
         the run's span a child of the caller's trace.
         """
         _, broker, sandboxes, _ = self._require()
-        binding = self._bind(principal, tenant, session_id, idempotency_scope, read_only)
 
-        with run_span(binding, traceparent=traceparent) as span:
+        def bind(trace_id: str) -> RunBinding:
+            return self._bind(principal, tenant, session_id, idempotency_scope, read_only, trace_id)
+
+        with run_span(bind, traceparent=traceparent) as (span, binding):
             names = dict(bindings or {})
             if inputs is not None:
                 names["INPUT"] = inputs

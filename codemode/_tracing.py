@@ -17,11 +17,12 @@ convention describes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Mapping
+import secrets
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode, format_trace_id
 
 from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
 from codemode.ledger import CallIntent, arguments_digest
@@ -36,19 +37,31 @@ def tracer() -> trace.Tracer:
 
 
 @contextlib.contextmanager
-def run_span(binding: RunBinding, *, traceparent: str | None = None) -> Generator[Span]:
-    """The span of one run, current inside the block, and the parent of its call spans."""
+def run_span(
+    bind: Callable[[str], RunBinding], *, traceparent: str | None = None
+) -> Generator[tuple[Span, RunBinding]]:
+    """The span of one run, current inside the block, and the parent of its call spans.
+
+    ``bind(trace_id)`` makes the run's binding once the span exists, so that the ledger records
+    the run under its W3C trace id: the one an operator's tracing system shows, whether the
+    trace is the caller's (``traceparent``) or began here. With no SDK and no caller the span
+    is invalid, and the id is a fresh random one in the same format.
+    """
     parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
-    attributes = {
-        "codemode.run_id": binding.run_id,
-        "codemode.trace_id": binding.trace_id,
-        "codemode.principal": binding.principal,
-        "codemode.tenant": binding.tenant,
-    }
-    with tracer().start_as_current_span("codemode.run", context=parent, attributes=attributes) as span:
+    with tracer().start_as_current_span("codemode.run", context=parent) as span:
+        context = span.get_span_context()
+        binding = bind(format_trace_id(context.trace_id) if context.is_valid else secrets.token_hex(16))
+        span.set_attributes(
+            {
+                "codemode.run_id": binding.run_id,
+                "codemode.trace_id": binding.trace_id,
+                "codemode.principal": binding.principal,
+                "codemode.tenant": binding.tenant,
+            }
+        )
         _run_spans[binding.run_id] = span
         try:
-            yield span
+            yield span, binding
         finally:
             _run_spans.pop(binding.run_id, None)
 

@@ -16,8 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode, config_from_mapping
+from codemode._tracing import run_span
+from codemode.calls import RunBinding
 from codemode.catalog import save_lock
 from codemode.host import McpHost
+from codemode.ledger import open_ledger
 from codemode.testing import approved_pins, in_memory_transports
 
 pytestmark = pytest.mark.anyio
@@ -108,3 +111,35 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
         assert traceparent is not None
         _, trace_id, span_id, _ = traceparent.split("-")
         assert trace_id == TRACE_ID and span_id in read_span_ids
+    # The ledger files the run and its calls under the same W3C trace id: a row leads to the trace.
+    ledger = open_ledger(config.ledger_path, create=False)
+    try:
+        run_record = ledger.get_run(result.run_id)
+        assert run_record is not None and run_record.trace_id == TRACE_ID
+        assert {c.trace_id for c in ledger.list_calls(run_id=result.run_id)} == {TRACE_ID}
+    finally:
+        ledger.close()
+
+
+def test_without_a_caller_the_ledger_files_the_run_under_the_trace_that_began_here() -> None:
+    EXPORTER.clear()
+    with run_span(lambda trace_id: _binding(trace_id)) as (span, binding):
+        assert span.is_recording()
+    [run] = EXPORTER.get_finished_spans()
+    assert run.context is not None and binding.trace_id == format(run.context.trace_id, "032x")
+
+
+def test_with_no_sdk_the_trace_id_is_the_callers_or_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("codemode._tracing.tracer", trace.NoOpTracer)
+    with run_span(_binding, traceparent=f"00-{TRACE_ID}-{PARENT_SPAN}-01") as (_, binding):
+        assert binding.trace_id == TRACE_ID
+    fresh: set[str] = set()
+    for _ in range(2):
+        with run_span(_binding) as (span, binding):
+            assert not span.get_span_context().is_valid
+            fresh.add(binding.trace_id)
+    assert len(fresh) == 2 and all(len(t) == 32 and int(t, 16) for t in fresh)
+
+
+def _binding(trace_id: str) -> RunBinding:
+    return RunBinding(run_id="run_t", principal="agent", tenant="default", trace_id=trace_id, expires_at=0)

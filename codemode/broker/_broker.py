@@ -446,14 +446,22 @@ class Broker:
             finally:
                 with run.lock:
                     run.in_flight -= 1
-        stored, _ = self._storage_filter.tool_result(result)
+        stored, report = self._storage_filter.tool_result(result)
         receipt = find_receipt(result)
         note(receipt=receipt)
-        await self._record(
-            call_id,
-            partial(ledger.complete, call_id, stored, receipt=receipt, durable=self._durable(call, facts)),
-        )
-        return self._per_run(call, stored)
+        try:
+            # Filtered for the run before the record, so that the record holds the whole report.
+            return self._per_run(call, stored, report)
+        finally:
+            complete = partial(
+                ledger.complete,
+                call_id,
+                stored,
+                receipt=receipt,
+                durable=self._durable(call, facts),
+                filtered=dataclasses.asdict(report),
+            )
+            await self._record(call_id, complete)
 
     async def _record(self, call_id: str, write: Callable[[], object]) -> None:
         """Write to the ledger even if the run is being cancelled: the record must not be lost.
@@ -469,11 +477,12 @@ class Broker:
             self.ledger.release(call_id)
             raise
 
-    def _per_run(self, call: Call, outcome: CallOutcome) -> CallOutcome:
+    def _per_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
         """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed
-        results alike) and count the bytes against the result budget."""
+        results alike) and count the bytes against the result budget. What it changes is added
+        to ``report``."""
         run = call.run
-        report = FilterReport()
+        report = FilterReport() if report is None else report
         result_filter = ResultFilter(self._per_run_policy, run.vault)
         if isinstance(outcome, ToolResult):
             outcome = outcome.model_copy(

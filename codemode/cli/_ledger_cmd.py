@@ -38,7 +38,7 @@ from codemode.ledger import (
     VerifyReport,
     open_ledger,
 )
-from codemode.ledger._evidence import run_evidence, single_call_evidence
+from codemode.ledger._evidence import filter_summary, run_evidence, single_call_evidence
 
 _STATE_STYLE: dict[str, str] = {
     "reserved": "cyan",
@@ -237,6 +237,7 @@ def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
         ("outcome", call.outcome_kind),
         ("result", None if call.result is None else str(call.result)[:500]),
         ("result size", None if call.result_bytes is None else f"{call.result_bytes} bytes"),
+        ("result filter", None if call.filter_report is None else filter_summary(call.filter_report)),
         ("receipt", call.receipt),
         ("evidence", call.evidence),
         ("resolved by", call.resolved_by),

@@ -7,9 +7,11 @@ so the states it accepts are exactly the ones the state machine (and ``verify``)
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from codemode.calls import CallFailed, ToolResult
+from codemode.catalog._hashing import canonical_json
 from codemode.ledger._context import LedgerContext, stored_text
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
 from codemode.ledger._events import emit
@@ -79,7 +81,13 @@ def extend_lease(ctx: LedgerContext, call_id: str, lease_s: float) -> CallRecord
 
 
 def complete(
-    ctx: LedgerContext, call_id: str, outcome: Completion, *, receipt: str | None, durable: bool
+    ctx: LedgerContext,
+    call_id: str,
+    outcome: Completion,
+    *,
+    receipt: str | None,
+    durable: bool,
+    filtered: Mapping[str, int | bool] | None = None,
 ) -> CallRecord:
     if isinstance(outcome, CallFailed) and outcome.outcome_unknown:
         return mark_unknown(ctx, call_id, outcome.reason)
@@ -91,6 +99,7 @@ def complete(
         fields |= {
             "state": state,
             "receipt": receipt,
+            "filter_json": None if filtered is None else canonical_json(dict(filtered)).decode(),
             "completed_at": stamp,
             "lease_expires_at": None,
             "updated_at": stamp,

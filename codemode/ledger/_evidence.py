@@ -137,8 +137,8 @@ def _trace(call: CallRecord, run: RunRecord | None) -> EvidenceLink:
             f"the run's trace id is {run.trace_id}",
             trace_id=call.trace_id,
         )
-    # A caller's request id is optional; the run's own trace id already ties the call to its run.
-    note = "codemode's own id for the run; no request id or traceparent is recorded"
+    # The run's W3C trace id: the caller's trace when its request carried a traceparent.
+    note = "the W3C trace id of the run: look it up in your tracing system"
     return _link("trace", "ok", call.trace_id, note, trace_id=call.trace_id)
 
 
@@ -286,8 +286,28 @@ def _filtering(call: CallRecord) -> EvidenceLink:
         return _link("filtering", "n/a", None, "no result from the server went through the filter", **record)
     stored = "truncated at the ledger's cap" if call.result_truncated else "stored whole"
     value = f"{call.result_digest}, {call.result_bytes} bytes, {stored}"
-    # The broker filters every answer but drops the report (secrets, PII, blocks, injection).
-    return _link("filtering", "missing", value, "what the result filter changed is not recorded", **record)
+    report = call.filter_report
+    if report is None:  # written before the broker recorded its filter report
+        note = "what the result filter changed is not recorded"
+        return _link("filtering", "missing", value, note, **record)
+    return _link("filtering", "ok", f"{value}; {filter_summary(report)}", filter_report=report, **record)
+
+
+def filter_summary(report: dict[str, Any]) -> str:
+    """What the result filter changed, in one line (``ledger show`` prints it too)."""
+    counted = [
+        f"{report.get(key, 0)} {label}"
+        for key, label in (
+            ("secrets_redacted", "secrets redacted"),
+            ("pii_tokenized", "PII values tokenised"),
+            ("blocks_dropped", "content blocks dropped"),
+        )
+    ]
+    if report.get("truncated"):
+        counted.append("truncated to the size limit")
+    if report.get("injection_suspected"):
+        counted.append("instruction-like text flagged")
+    return ", ".join(counted)
 
 
 def _outcome(call: CallRecord) -> EvidenceLink:

@@ -168,7 +168,13 @@ class StoreLedger:
         return _calls.extend_lease(self._ctx, call_id, lease_s)
 
     def complete(
-        self, call_id: str, outcome: Completion, *, receipt: str | None = None, durable: bool = True
+        self,
+        call_id: str,
+        outcome: Completion,
+        *,
+        receipt: str | None = None,
+        durable: bool = True,
+        filtered: Mapping[str, int | bool] | None = None,
     ) -> CallRecord:
         """Record the server's answer: ``ToolResult`` → succeeded; ``ToolError`` or a definite
         ``CallFailed`` (e.g. a client error the server rejected) → failed. Both are replayed to
@@ -177,8 +183,11 @@ class StoreLedger:
         A ``CallFailed`` with ``outcome_unknown=True`` is recorded as :meth:`mark_unknown`.
         Accepted for a ``sent`` call, and for an ``unknown`` one (a late answer settles it).
         ``durable=False`` skips the fsync of this commit: only for calls without side effects.
+        ``filtered`` is the result filter's report on the answer (counts and flags only).
         """
-        return _calls.complete(self._ctx, call_id, outcome, receipt=receipt, durable=durable)
+        return _calls.complete(
+            self._ctx, call_id, outcome, receipt=receipt, durable=durable, filtered=filtered
+        )
 
     def mark_refused(self, call_id: str, reason: str, *, retry_after_s: float | None = None) -> CallRecord:
         """The server refused *before executing* (429/503, or it was not reachable at all).

@@ -138,6 +138,9 @@ class CallRecord(_Value):
     result_digest: str | None
     result_bytes: int | None
     result_truncated: bool
+    filter_report: dict[str, Any] | None
+    """What the broker's result filter changed in the answer (counts and flags, never the
+    values), as the broker reported it on completion; None when not recorded."""
     receipt: str | None
     retry_after: datetime | None
     evidence: str | None

@@ -12,7 +12,7 @@ from typing import LiteralString
 
 from psycopg import sql
 
-from codemode.ledger._schema import COLUMNS, Table
+from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, Table
 from codemode.ledger._states import CALL_STATES, KEY_HOLDING
 
 # TEXT is compared and sorted byte by byte (COLLATE "C"), as SQLite's BINARY collation does:
@@ -109,3 +109,17 @@ DDL: tuple[Statement, ...] = (
     ).format(_HOLDING),
     _index("runs_started", "runs", ("started_at",)),
 )
+
+
+def added_columns(table: Table, present: set[str]) -> list[Statement]:
+    """``ALTER TABLE`` statements for the columns of :data:`ADDED_COLUMNS` that ``table`` lacks.
+
+    Checked against the catalog first rather than with ``ADD COLUMN IF NOT EXISTS``, which
+    takes the table's exclusive lock on every open even when there is nothing to add."""
+    return [
+        sql.SQL("ALTER TABLE {} ADD COLUMN {}").format(
+            sql.Identifier(table), _column(name, COLUMNS[table][name])
+        )
+        for name in ADDED_COLUMNS.get(table, ())
+        if name not in present
+    ]

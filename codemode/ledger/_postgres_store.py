@@ -49,9 +49,9 @@ from psycopg.pq import TransactionStatus
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._commit_signal import CommitSignal
-from codemode.ledger._postgres_ddl import DDL
+from codemode.ledger._postgres_ddl import DDL, added_columns
 from codemode.ledger._postgres_tx import Connection, PostgresTransaction
-from codemode.ledger._schema import SCHEMA_VERSION
+from codemode.ledger._schema import COLUMNS, SCHEMA_VERSION
 from codemode.ledger._sqlite_store import Synchronous
 from codemode.ledger._store_protocol import StoreError
 
@@ -323,6 +323,23 @@ class PostgresStore:
                     f"ledger {self._location} has schema version {meta['schema_version']}; this codemode "
                     f"reads version {SCHEMA_VERSION}. Use the codemode version that wrote it."
                 )
+            else:
+                self._add_columns(tx)
+
+    def _add_columns(self, tx: PostgresTransaction) -> None:
+        for table in COLUMNS:
+            present = {
+                str(r["column_name"])
+                for r in tx.fetch(
+                    sql.SQL(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_schema = current_schema() AND table_name = %s"
+                    ),
+                    (table,),
+                )
+            }
+            for statement in added_columns(table, present):
+                tx.fetch(statement)
 
     def _create_schema(self, tx: PostgresTransaction, created_at: Callable[[], str] | None) -> None:
         try:

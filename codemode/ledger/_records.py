@@ -50,6 +50,7 @@ def call_record(row: Row) -> CallRecord:
         result_digest=cast("str | None", row["result_digest"]),
         result_bytes=cast("int | None", row["result_bytes"]),
         result_truncated=bool(row["result_truncated"]),
+        filter_report=_json_or_none(row["filter_json"]),
         receipt=cast("str | None", row["receipt"]),
         retry_after=opt_time(row["retry_after"]),
         evidence=cast("str | None", row["evidence"]),

@@ -63,6 +63,7 @@ CALL_COLUMNS: dict[str, str] = {
     "result_digest": "TEXT",
     "result_bytes": "INTEGER",
     "result_truncated": "INTEGER NOT NULL",
+    "filter_json": "TEXT",
     "receipt": "TEXT",
     "retry_after": "TEXT",
     "evidence": "TEXT",
@@ -93,3 +94,11 @@ COLUMNS: dict[Table, dict[str, str]] = {
     "approvals": APPROVAL_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
+
+ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter_json")}
+"""Nullable columns that schema version 1 gained after ledgers were first written with it.
+
+A store adds the ones that an older file or database lacks when it opens it. No event written
+before held them, so re-deriving those rows gives NULL, which is what the added column holds:
+``verify`` stays exact, and the version need not change for an addition that loses nothing.
+"""

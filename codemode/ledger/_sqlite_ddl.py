@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codemode.ledger._schema import COLUMNS, Table
+from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, Table
 from codemode.ledger._states import CALL_STATES, KEY_HOLDING
 
 # States whose row holds its idempotency key, in CALL_STATES order.
@@ -52,3 +52,12 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS calls_key ON calls (idem_key, attempt)",
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
 )
+
+
+def added_columns(table: Table, present: set[str]) -> list[str]:
+    """``ALTER TABLE`` statements for the columns of :data:`ADDED_COLUMNS` that ``table`` lacks."""
+    return [
+        f"ALTER TABLE {table} ADD COLUMN {name} {COLUMNS[table][name]}"
+        for name in ADDED_COLUMNS.get(table, ())
+        if name not in present
+    ]

@@ -36,7 +36,7 @@ from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
-from codemode.ledger._sqlite_ddl import DDL
+from codemode.ledger._sqlite_ddl import DDL, added_columns
 from codemode.ledger._store_protocol import ApprovalQuery, CallQuery, EventRow, StoreError
 
 Synchronous = Literal["full", "normal"]
@@ -406,6 +406,11 @@ class SqliteStore:
                     f"ledger {self._location} has schema version {meta['schema_version']}; this codemode "
                     f"reads version {SCHEMA_VERSION}. Use the codemode version that wrote it."
                 )
+            else:
+                for table in COLUMNS:
+                    present = {str(r["name"]) for r in tx.execute(f"PRAGMA table_info({table})")}
+                    for statement in added_columns(table, present):
+                        tx.execute(statement)
 
     def close(self) -> None:
         with self._lock:

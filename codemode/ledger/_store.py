@@ -47,7 +47,13 @@ class Ledger(Protocol):
     def mark_sent(self, call_id: str, *, lease_s: float | None = None) -> CallRecord: ...
     def extend_lease(self, call_id: str, lease_s: float) -> CallRecord: ...
     def complete(
-        self, call_id: str, outcome: Completion, *, receipt: str | None = None, durable: bool = True
+        self,
+        call_id: str,
+        outcome: Completion,
+        *,
+        receipt: str | None = None,
+        durable: bool = True,
+        filtered: Mapping[str, int | bool] | None = None,
     ) -> CallRecord: ...
     def mark_refused(
         self, call_id: str, reason: str, *, retry_after_s: float | None = None

@@ -194,3 +194,7 @@ async def test_secrets_in_a_result_are_redacted_before_the_program_sees_them() -
     outcome = await broker.call_tool(binding, request(tools, "credentials"))
     assert isinstance(outcome, ToolResult)
     assert "wJalr" not in repr(outcome) and "AKIAIOSFODNN7EXAMPLE" not in repr(outcome)
+    # The ledger records what the filter did (counts, never the values): the evidence of filtering.
+    [record] = broker.ledger.list_calls(run_id=binding.run_id)
+    assert record.filter_report is not None and record.filter_report["secrets_redacted"] >= 2
+    assert "wJalr" not in repr(record)

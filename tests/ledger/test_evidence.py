@@ -66,17 +66,32 @@ def _approve(store: SqliteLedger, call_id: str, arguments: dict[str, Any] | None
     return approval.approval_id
 
 
+FILTERED = {
+    "truncated": False,
+    "secrets_redacted": 1,
+    "pii_tokenized": 2,
+    "blocks_dropped": 0,
+    "injection_suspected": False,
+}
+"""A result filter's report, as the broker hands it to the ledger."""
+
+
 def _run_call(
-    store: SqliteLedger, intent: CallIntent, result: ToolResult, receipt: str | None = None
+    store: SqliteLedger,
+    intent: CallIntent,
+    result: ToolResult,
+    receipt: str | None = None,
+    filtered: dict[str, int | bool] | None = FILTERED,
 ) -> None:
     reserved = store.reserve(intent, send=True)
     assert isinstance(reserved, Fresh)
-    store.complete(reserved.call_id, result, receipt=receipt)
+    store.complete(reserved.call_id, result, receipt=receipt, filtered=filtered)
 
 
 @pytest.fixture
 def filled(config: Path, intent: Intent, binding: RunBinding) -> Path:
-    """run-1: a clean read, an approved write with a receipt, a denial, a write with links missing."""
+    """run-1: a clean read, an approved write with a receipt, a denial, a write with links missing
+    (recorded as by a codemode that kept neither pins, tool versions nor filter reports)."""
     with open_ledger(config.parent / "codemode.db") as store:
         store.begin_run(binding, "sha256:code")
         read = intent(0, key=None, tool="get_customer", arguments={"customer_id": 42}, tool_version="1.4.0")
@@ -88,7 +103,7 @@ def filled(config: Path, intent: Intent, binding: RunBinding) -> Path:
         store.mark_denied(denied, gate="consent", reason=f"needs approval; password={PASSWORD}")
         # Made without an approved pin (no schema hash), no tool version, and no receipt came back.
         bare = intent(3, key="note-2", schema_hash="", arguments={"customer_id": 43, "text": "x"})
-        _run_call(store, bare, ToolResult(structured={"ok": True}))
+        _run_call(store, bare, ToolResult(structured={"ok": True}), filtered=None)
         store.finish_run(binding.run_id, "ok", {"calls": 4})
     return config
 
@@ -127,15 +142,18 @@ def test_a_clean_read(filled: Path) -> None:
         "arguments": "ok",
         "approval": "none",
         "receipt": "none",
-        # The broker drops its filter report, so no call can show what filtering did.
-        "filtering": "missing",
+        "filtering": "ok",
         "outcome": "ok",
     }
-    assert read["gaps"] == ["filtering"]
+    assert read["gaps"] == []
+    assert read["complete"] is True
     assert read["links"]["tool"]["value"] == "crm/get_customer version 1.4.0"
     assert read["links"]["identity"]["record"] == {"principal": "alice", "tenant": "acme"}
     assert read["links"]["arguments"]["value"] == arguments_digest({"customer_id": 42})
-    assert read["links"]["filtering"]["record"]["result_digest"].startswith("sha256:")
+    filtering = read["links"]["filtering"]
+    assert filtering["record"]["result_digest"].startswith("sha256:")
+    assert filtering["record"]["filter_report"] == FILTERED
+    assert "1 secrets redacted, 2 PII values tokenised, 0 content blocks dropped" in filtering["value"]
 
 
 def test_an_approved_write_with_a_receipt(filled: Path) -> None:
@@ -148,7 +166,7 @@ def test_an_approved_write_with_a_receipt(filled: Path) -> None:
     assert approval["record"]["args_digest"] == write["links"]["arguments"]["record"]["args_digest"]
     assert write["links"]["receipt"]["value"] == "note-7"
     assert write["links"]["outcome"]["value"] == "succeeded"
-    assert write["gaps"] == ["filtering"]
+    assert write["gaps"] == []
 
 
 def test_a_denied_call_ends_at_its_gate_and_hides_secrets(filled: Path) -> None:
@@ -187,7 +205,7 @@ def test_the_table_marks_gaps_and_keeps_the_call_order(filled: Path) -> None:
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert text.startswith("run run-1  ok  alice@acme  trace trace-1")
-    assert "4 calls; 3 with gaps" in text
+    assert "4 calls; 1 with gaps" in text
     positions = [text.index(f"run-1/{seq}  crm/") for seq in range(4)]
     assert positions == sorted(positions)
     bare = text[positions[3] :]

@@ -310,3 +310,19 @@ def test_without_psycopg_a_postgres_url_asks_for_the_extra(monkeypatch: pytest.M
     monkeypatch.delitem(sys.modules, "codemode.ledger._postgres_store")
     with pytest.raises(LedgerError, match=r"pip install 'codemode\[postgres\]'"):
         open_ledger("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_a_ledger_from_before_a_column_was_added_gains_it_on_open(
+    url: str, clock: Any, intent: Intent, binding: RunBinding
+) -> None:
+    with open_ledger(url, clock=clock) as ledger:
+        ledger.begin_run(binding, "sha256:code")
+    with psycopg.connect(url, autocommit=True) as conn:  # as an earlier codemode created it
+        conn.execute("ALTER TABLE calls DROP COLUMN tool_version, DROP COLUMN filter_json")
+    with open_ledger(url, clock=clock, create=False) as ledger:
+        fresh = ledger.reserve(intent(0, key="k", tool_version="2.0"))
+        assert isinstance(fresh, Fresh)
+        ledger.mark_sent(fresh.call_id)
+        done = ledger.complete(fresh.call_id, ToolResult(), filtered={"secrets_redacted": 1})
+        assert done.tool_version == "2.0" and done.filter_report == {"secrets_redacted": 1}
+        assert ledger.verify().ok

@@ -46,7 +46,12 @@ def old_file(tmp_path: Path) -> Path:
     path = tmp_path / "codemode.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.executescript(DUMP.read_text(encoding="utf-8"))
+        assert "filter_json" not in _columns(conn, "calls"), "the dump is of a file older than the column"
     return path
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
 def _open(path: Path, *, recover: bool = True) -> SqliteLedger:
@@ -97,7 +102,12 @@ def test_recovery_reconcile_and_new_calls_extend_the_old_chain(old_file: Path) -
         )
         assert isinstance(retry, Fresh) and retry.attempt == 2
         ledger.mark_sent(retry.call_id)
-        ledger.complete(retry.call_id, ToolResult(structured={"note_id": 6}))
+        # The file predates filter reports: opening it added the column, and the new call fills it.
+        report_in = {"secrets_redacted": 0, "pii_tokenized": 1}
+        done = ledger.complete(retry.call_id, ToolResult(structured={"note_id": 6}), filtered=report_in)
+        assert done.filter_report == report_in
+        old_call = ledger.get_call("run-1/1")
+        assert old_call is not None and old_call.filter_report is None
 
         replay = ledger.reserve(
             _intent(1, "k1", arguments={"customer_id": 42, "text": "note 1", "tags": ["a", "b"]})

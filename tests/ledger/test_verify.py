@@ -14,6 +14,7 @@ from codemode.calls import ToolError, ToolResult
 from codemode.errors import LedgerError
 from codemode.ledger import ApprovalRecord, CallIntent, Fresh, SqliteLedger, open_ledger
 from codemode.ledger._chain import event_hash
+from codemode.ledger._schema import CALL_COLUMNS
 
 Intent = Callable[..., CallIntent]
 
@@ -173,14 +174,9 @@ def test_deleted_runs_and_approvals_are_found(populated: SqliteLedger, db_path: 
 
 
 def test_an_added_row_is_found(populated: SqliteLedger, db_path: Path) -> None:
-    tamper(
-        db_path,
-        "INSERT INTO calls SELECT 'run-1/99', run_id, attempt, trace_id, principal, tenant, server, tool, "
-        "schema_hash, tool_version, NULL, args_digest, args_json, resource_scope, approval_id, state, gate, "
-        "reason, replay_of, owner, lease_expires_at, created_at, sent_at, completed_at, outcome_kind, "
-        "result_json, result_digest, result_bytes, result_truncated, receipt, retry_after, evidence, "
-        "resolved_by, updated_at FROM calls WHERE call_id = 'run-1/0'",
-    )
+    copied = {"call_id": "'run-1/99'", "idem_key": "NULL"}  # a copy of run-1/0 under a new id
+    names, values = ", ".join(CALL_COLUMNS), ", ".join(copied.get(name, name) for name in CALL_COLUMNS)
+    tamper(db_path, f"INSERT INTO calls ({names}) SELECT {values} FROM calls WHERE call_id = 'run-1/0'")
     assert problems(db_path) == [("row_extra", "calls/run-1/99")]
 
 
