@@ -26,12 +26,16 @@ _EXPORTS = {
     "Approver": "codemode.broker._approvals",
     "BatchOptions": "codemode.batch",
     "CallbackApprover": "codemode.broker._approvals",
+    "CallbackElicitor": "codemode.broker._inputs",
     "CatalogError": "codemode.errors",
     "ChannelError": "codemode.errors",
     "CodeMode": "codemode._engine",
     "CodemodeError": "codemode.errors",
     "Config": "codemode.config",
     "ConfigError": "codemode.errors",
+    "ElicitationAnswer": "codemode.broker._inputs",
+    "ElicitationRequest": "codemode.broker._inputs",
+    "Elicitor": "codemode.broker._inputs",
     "ItemResult": "codemode.batch",
     "LedgerError": "codemode.errors",
     "MissingSecretError": "codemode.errors",
@@ -50,6 +54,7 @@ _EXPORTS = {
     "ServerUnavailableError": "codemode.errors",
     "StubRenderError": "codemode.errors",
     "TerminalApprover": "codemode.broker._approvals",
+    "TerminalElicitor": "codemode.broker._terminal_form",
     "ToolFormat": "codemode._tools",
     "ToolReply": "codemode._tools",
     "VirtualTree": "codemode.stubs",
@@ -73,6 +78,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.broker._approvals import Approver as Approver
     from codemode.broker._approvals import CallbackApprover as CallbackApprover
     from codemode.broker._approvals import TerminalApprover as TerminalApprover
+    from codemode.broker._inputs import CallbackElicitor as CallbackElicitor
+    from codemode.broker._inputs import ElicitationAnswer as ElicitationAnswer
+    from codemode.broker._inputs import ElicitationRequest as ElicitationRequest
+    from codemode.broker._inputs import Elicitor as Elicitor
+    from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
     from codemode.config import Config as Config
     from codemode.config import config_from_mapping as config_from_mapping
     from codemode.config import load_config as load_config

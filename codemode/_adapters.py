@@ -15,7 +15,7 @@ import mcp_types
 from codemode.broker import ApprovalAnswer, ApprovalRequest
 from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import Config
-from codemode.host import ConnectionState, McpHost
+from codemode.host import ConnectionState, InputHandler, McpHost
 from codemode.ledger import ApprovalConsumed, ApprovalRecord, Ledger
 
 
@@ -67,9 +67,15 @@ class HostBackend:
         self._host = host
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        inputs: InputHandler | None = None,
     ) -> mcp_types.CallToolResult:
-        return await self._host.call_tool(server, tool, arguments, meta=meta)
+        return await self._host.call_tool(server, tool, arguments, meta=meta, inputs=inputs)
 
     async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
         return await self._host.connection(server).read_resource(uri)

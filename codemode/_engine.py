@@ -33,7 +33,7 @@ from codemode._run_result import RunErrorInfo, RunResult
 from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode._tracing import run_span
-from codemode.broker import Approver, Broker, FilterReport
+from codemode.broker import Approver, Broker, Elicitor, FilterReport
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
 from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
@@ -60,6 +60,7 @@ class CodeMode:
         *,
         approver: Approver | None = None,
         backend: BackendChoice | None = None,
+        elicitor: Elicitor | None = None,
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
         measure_tokens: bool = False,
@@ -72,6 +73,8 @@ class CodeMode:
             config = config.with_origin(config.source, config.base_dir)
         self.config = config
         self.approver = approver
+        self.elicitor = elicitor
+        """The person who answers servers' requests for input during tool calls (none: refused)."""
         self._environ = os.environ if environ is None else environ
         self._ledger = ledger
         self._owns_ledger = ledger is None
@@ -288,6 +291,7 @@ class CodeMode:
         session_id: str | None = None,
         wall_time_s: float | None = None,
         approver: Approver | None = None,
+        elicitor: Elicitor | None = None,
         progress: ProgressCallback | None = None,
         progress_interval_s: float = 1.0,
         inputs: JsonValue = None,
@@ -305,7 +309,8 @@ class CodeMode:
         see ``[serve] session_idle_s`` and ``max_sessions``). Another principal using the same id
         gets a different session. Without it every run gets a fresh sandbox.
 
-        ``approver`` answers this run's approval requests (default: the engine's approver).
+        ``approver`` answers this run's approval requests (default: the engine's approver), and
+        ``elicitor`` its servers' requests for input (default: the engine's elicitor).
         ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs.
         ``inputs`` is bound to the name ``INPUT`` in the program (a batch item), and ``bindings``
         to their names; ``fresh_namespace`` starts a session run from an empty namespace. With
@@ -327,7 +332,9 @@ class CodeMode:
             assert ledger is not None
             digest = hashlib.sha256(code.encode()).hexdigest()
             await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
-            state = broker.open_run(binding, approver=approver, limits=limits)
+            state = broker.open_run(
+                binding, approver=approver, limits=limits, elicitor=elicitor or self.elicitor
+            )
             view = self.tree_for(binding.principal)
             outcome: RunOutcome | None = None
             try:

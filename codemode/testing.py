@@ -34,7 +34,7 @@ from codemode.calls import RunBinding
 from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe, tool_hash
 from codemode.config import PolicyConfig
 from codemode.errors import ServerUnavailableError
-from codemode.host import TransportFactory
+from codemode.host import InputHandler, TransportFactory
 from codemode.ledger import Ledger, open_ledger
 
 __all__ = [
@@ -133,8 +133,15 @@ class FakeTools:
     # -- ToolBackend ---------------------------------------------------------------------------
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        inputs: InputHandler | None = None,
     ) -> mcp_types.CallToolResult:
+        """A fake tool answers at once; it never asks for input (``inputs`` is unused)."""
         found = self._tools.get((server, tool))
         if found is None:
             raise ServerUnavailableError(server, "fake", f"no tool {tool!r} in the fake server")

@@ -19,15 +19,20 @@ _EXPORTS = {
     "Approver": "codemode.broker._approvals",
     "Broker": "codemode.broker._broker",
     "CallbackApprover": "codemode.broker._approvals",
+    "CallbackElicitor": "codemode.broker._inputs",
     "CatalogView": "codemode.broker.gates",
     "Decision": "codemode.broker._decisions",
     "Deny": "codemode.broker._decisions",
+    "ElicitationAnswer": "codemode.broker._inputs",
+    "ElicitationRequest": "codemode.broker._inputs",
+    "Elicitor": "codemode.broker._inputs",
     "FilterReport": "codemode.broker._results",
     "NeedsApproval": "codemode.broker._decisions",
     "PiiVault": "codemode.broker._pii",
     "ResultFilter": "codemode.broker._results",
     "RunSummary": "codemode.broker._broker",
     "TerminalApprover": "codemode.broker._approvals",
+    "TerminalElicitor": "codemode.broker._terminal_form",
     "ToolBackend": "codemode.broker._broker",
     "redact_secrets": "codemode._redaction",
     "terminal_available": "codemode.broker._terminal",
@@ -49,9 +54,14 @@ if TYPE_CHECKING:
     from codemode.broker._decisions import Decision as Decision
     from codemode.broker._decisions import Deny as Deny
     from codemode.broker._decisions import NeedsApproval as NeedsApproval
+    from codemode.broker._inputs import CallbackElicitor as CallbackElicitor
+    from codemode.broker._inputs import ElicitationAnswer as ElicitationAnswer
+    from codemode.broker._inputs import ElicitationRequest as ElicitationRequest
+    from codemode.broker._inputs import Elicitor as Elicitor
     from codemode.broker._pii import PiiVault as PiiVault
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
     from codemode.broker._terminal import terminal_available as terminal_available
+    from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
     from codemode.broker.gates import ApprovalStore as ApprovalStore
     from codemode.broker.gates import CatalogView as CatalogView

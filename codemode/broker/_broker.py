@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -30,8 +30,10 @@ from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
 from codemode._tracing import call_span, downstream_meta, finish_call, note, note_intent
 from codemode.broker._approvals import Approver
+from codemode.broker._call_inputs import CallInputs
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, CallKind, Facts
+from codemode.broker._inputs import Elicitor
 from codemode.broker._pii import PiiVault, map_strings
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter
@@ -102,7 +104,13 @@ class ToolBackend(Protocol):
     """Sends requests to servers (the MCP host implements it)."""
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        inputs: CallInputs | None = None,
     ) -> mcp_types.CallToolResult: ...
 
     async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult: ...
@@ -177,13 +185,20 @@ class Broker:
     # -- runs --------------------------------------------------------------------------------
 
     def open_run(
-        self, binding: RunBinding, *, approver: Approver | None = None, limits: RunLimits | None = None
+        self,
+        binding: RunBinding,
+        *,
+        approver: Approver | None = None,
+        limits: RunLimits | None = None,
+        elicitor: Elicitor | None = None,
     ) -> RunState:
-        """Start tracking a run; ``approver`` overrides the broker's approver for this run only."""
+        """Start tracking a run; ``approver`` overrides the broker's approver for this run only;
+        ``elicitor`` is the person who answers its servers' requests for input (none: refused)."""
         state = RunState(
             binding=binding,
             concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
             approver=approver,
+            elicitor=elicitor,
             limits=limits or RunLimits(),
         )
         self._runs[binding.run_id] = state
@@ -402,11 +417,20 @@ class Broker:
                 run.peak_in_flight = max(run.peak_in_flight, run.in_flight)
             try:
                 sent_at = time.perf_counter()
+                inputs = CallInputs(
+                    call_id=call_id,
+                    binding=call.binding,
+                    server=call.server,
+                    tool=call.name,
+                    elicitor=run.elicitor,
+                    record=partial(self._record_input, call_id),
+                )
                 result = await self.backend.call_tool(
                     call.server,
                     call.name,
                     dict(call.arguments),
                     meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
+                    inputs=inputs,
                 )
                 metrics = active_metrics()
                 if metrics is not None:
@@ -476,6 +500,9 @@ class Broker:
         except StoreError:
             self.ledger.release(call_id)
             raise
+
+    async def _record_input(self, call_id: str, answer: Mapping[str, Any]) -> None:
+        await self._record(call_id, partial(self.ledger.record_input, call_id, answer))
 
     def _per_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
         """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed

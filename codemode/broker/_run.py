@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from codemode.broker._approvals import Approver
+from codemode.broker._inputs import Elicitor
 from codemode.broker._pii import PiiVault
 from codemode.calls import RunBinding
 
@@ -41,6 +42,8 @@ class RunState:
     concurrency: anyio.Semaphore | None = None
     approver: Approver | None = None
     """Who approves this run's risky calls (e.g. the MCP client that asked for the run)."""
+    elicitor: Elicitor | None = None
+    """The person who answers this run's servers' requests for input (never the program)."""
     denials_recorded: Counter[str] = field(default_factory=lambda: Counter[str]())
     """Denials written to the ledger, per ``gate:server/tool`` (a flood is recorded as a count)."""
     denials_unrecorded: Counter[str] = field(default_factory=lambda: Counter[str]())

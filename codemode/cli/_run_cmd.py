@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from codemode._engine import CodeMode, RunResult
-from codemode.broker import Approver, TerminalApprover, terminal_available
+from codemode.broker import Approver, Elicitor, TerminalApprover, TerminalElicitor, terminal_available
 from codemode.broker._risk import tool_risk
 from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
@@ -68,6 +68,7 @@ async def _run(
     principal: str | None,
     tenant: str | None,
     approver: Approver | None,
+    elicitor: Elicitor | None,
     quiet: bool,
     wall_time: float | None = None,
     memory: int | None = None,
@@ -77,7 +78,7 @@ async def _run(
     async with contextlib.AsyncExitStack() as stack:
         with progress("connecting to servers and starting a sandbox…", not quiet):
             engine = await stack.enter_async_context(
-                CodeMode(one_sandbox(config, memory), approver=approver, backend=backend)
+                CodeMode(one_sandbox(config, memory), approver=approver, elicitor=elicitor, backend=backend)
             )
         if not quiet:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
@@ -122,7 +123,11 @@ def _print_human(result: RunResult) -> None:
 )
 @click.option("--principal", help="Run as this principal [default: policy.default_principal].")
 @click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
-@click.option("--no-input", is_flag=True, help="Never prompt for approvals; calls that need one are denied.")
+@click.option(
+    "--no-input",
+    is_flag=True,
+    help="Never prompt: calls that need approval are denied, servers' requests for input refused.",
+)
 @click.option(
     "--wall-time",
     type=click.FloatRange(min=0.1),
@@ -151,17 +156,20 @@ def run(
 
     The program imports the stubs it needs (from servers.crm import get_customer) and ends with
     an expression, or calls codemode.result(value); otherwise its printed output is the result.
-    Calls that need approval are asked on this terminal (unless --no-input).
+    Calls that need approval, and servers that ask for input during a call (elicitation), are
+    asked on this terminal (unless --no-input: then they are denied and declined).
 
     \b
     Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
     code = program.read()
-    approver: Approver | None = None if no_input or not terminal_available() else TerminalApprover()
+    asking = not no_input and terminal_available()
+    approver: Approver | None = TerminalApprover() if asking else None
+    elicitor: Elicitor | None = TerminalElicitor() if asking else None
     quiet = as_json or not sys.stderr.isatty()
     result = run_until_signalled(
-        _run, code, config_path, backend, principal, tenant, approver, quiet, wall_time, memory
+        _run, code, config_path, backend, principal, tenant, approver, elicitor, quiet, wall_time, memory
     )
     if as_json:
         print_json(result.to_json())

@@ -49,6 +49,22 @@ class _ServerCommon(_Section):
     """The most of one message from the server that is read into memory. A longer tool result is
     cut here and arrives ``ok`` with a truncation marker; any other longer message fails its
     request only. The policy's ``max_tool_result_bytes`` then cuts results further."""
+    elicitation: Literal["relay", "deny"] = "relay"
+    """When the server asks for input during a tool call (MCP elicitation): ``relay`` asks the
+    person behind the run (the terminal of ``codemode run``, the Python API's ``elicitor``),
+    never the program; with nobody to ask the request is declined. ``deny`` declines every
+    request and tells the server that the host cannot elicit at all."""
+    roots: list[str] = Field(default_factory=list)
+    """Absolute directories offered to the server as its roots (hints only: the policy's path
+    scopes stay the enforcement). Empty: the host offers no roots."""
+
+    @field_validator("roots")
+    @classmethod
+    def _absolute_roots(cls, value: list[str]) -> list[str]:
+        for root in value:
+            if not os.path.isabs(root):
+                raise ValueError(f"root {root!r} is not an absolute path; write it as /full/path")
+        return value
 
 
 class StdioServerConfig(_ServerCommon):

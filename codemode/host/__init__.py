@@ -2,11 +2,13 @@
 
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._host import McpHost
+from codemode.host._inputs import InputHandler
 from codemode.host._status import ConnectionState, ServerStatus
 
 __all__ = [
     "SDK_VERSION",
     "ConnectionState",
+    "InputHandler",
     "McpHost",
     "ServerConnection",
     "ServerStatus",

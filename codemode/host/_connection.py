@@ -18,6 +18,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -56,6 +57,7 @@ from codemode.errors import (
 from codemode.host._errors import describe_exception, root_cause
 from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, call_marker, new_http_client
+from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
@@ -74,9 +76,16 @@ RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Backoff between reconnection attempts of a failed server."""
 
 _CLIENT_ERRORS = frozenset(
-    {mcp_types.INVALID_PARAMS, mcp_types.METHOD_NOT_FOUND, mcp_types.INVALID_REQUEST, mcp_types.PARSE_ERROR}
+    {
+        mcp_types.INVALID_PARAMS,
+        mcp_types.METHOD_NOT_FOUND,
+        mcp_types.INVALID_REQUEST,
+        mcp_types.PARSE_ERROR,
+        mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+    }
 )
-"""JSON-RPC errors that mean the request was rejected as invalid, before anything ran."""
+"""JSON-RPC errors that mean the request was rejected before anything ran (invalid, or it needs
+a client capability the host does not declare, such as elicitation with ``elicitation = "deny"``)."""
 
 _PageT = TypeVar("_PageT")
 _ItemT = TypeVar("_ItemT")
@@ -144,6 +153,7 @@ class ServerConnection:
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
         self._http_refusals: dict[str, tuple[int, float | None]] = {}
         self._cut_results: CutResults = {}
+        self._inputs = InputRouter(config)
         # Announced list changes vs. the ones a completed re-listing has covered: between the
         # two, the catalog may describe tools the server no longer offers as listed.
         self._announced = 0
@@ -215,6 +225,7 @@ class ServerConnection:
             "message_handler": self._on_message,
             # The catalog must reflect the server now; list-changed drift detection depends on it.
             "cache": None,
+            **self._inputs.client_callbacks(),
         }
         if self._transport is not None:
             return Client(self._transport(), **common)
@@ -493,9 +504,17 @@ class ServerConnection:
         return client
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        inputs: InputHandler | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool once, and say precisely what happened when it did not work.
+
+        ``inputs`` answers the server's requests for input during this call (see
+        :mod:`codemode.host._inputs`); without it such requests are refused.
 
         Raises:
             ServerUnavailableError: not connected; nothing was sent.
@@ -508,16 +527,29 @@ class ServerConnection:
         client = self._require_client()
         marker = uuid.uuid4().hex
         call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), CALL_MARKER: marker})
-        try:
+
+        async def send(
+            responses: mcp_types.InputResponses | None = None, state: str | None = None
+        ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
             # session.call_tool, not Client.call_tool: the latter silently re-lists and resends
             # when a 2026-07-28 server reports that the tool's schema changed; codemode must see
             # that change and stop, not adopt it.
-            answer = await client.session.call_tool(
+            return await client.session.call_tool(
                 name,
                 arguments,
                 meta=call_meta,
                 allow_input_required=True,
+                input_responses=responses,
+                request_state=state,
             )
+
+        try:
+            with self._inputs.tracking(marker, inputs):
+                answer = await send()
+                if isinstance(answer, mcp_types.InputRequiredResult):
+                    answer = await drive_input_rounds(answer, partial(self._inputs.answer, inputs), send)
+        except InputRoundsExceeded as exc:
+            raise ServerRejectedError(self.name, name, 0, f"{exc}; the call did not complete") from exc
         except MCPError as exc:
             raise self._classify(name, exc, self._http_refusals.pop(marker, None)) from exc
         except TimeoutError as exc:
@@ -540,17 +572,7 @@ class ServerConnection:
         finally:
             self._http_refusals.pop(marker, None)
             self._cut_results.pop(marker, None)
-        if isinstance(answer, mcp_types.InputRequiredResult):
-            # The server wants elicitation/sampling/roots answered first; codemode's host does not
-            # relay such requests, and the server has not completed the call.
-            raise ServerRejectedError(
-                self.name,
-                name,
-                0,
-                "the server asked for more input (elicitation or sampling) before running the tool; "
-                "codemode does not relay such requests, and the call did not complete",
-            )
-        return answer
+        return cast(mcp_types.CallToolResult, answer)
 
     def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
         if refusal is not None:

@@ -20,6 +20,7 @@ from codemode.catalog import ServerCatalog
 from codemode.config import Config
 from codemode.errors import CatalogError
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
+from codemode.host._inputs import InputHandler
 from codemode.host._status import ConnectionState, ServerStatus
 
 CatalogChangeListener = Callable[[ServerCatalog], Awaitable[None]]
@@ -121,6 +122,12 @@ class McpHost:
         return await self.connection(server).refresh_catalog()
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        inputs: InputHandler | None = None,
     ) -> mcp_types.CallToolResult:
-        return await self.connection(server).call_tool(tool, arguments, meta=meta)
+        return await self.connection(server).call_tool(tool, arguments, meta=meta, inputs=inputs)

@@ -6,6 +6,7 @@ so the states it accepts are exactly the ones the state machine (and ``verify``)
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -107,6 +108,16 @@ def complete(
         if row["state"] == "unknown":
             fields["resolved_by"] = "late answer"
         new = emit(ctx, tx, "call_completed", call_id, fields, current=row)
+    return call_record(new)
+
+
+def record_input(ctx: LedgerContext, call_id: str, answer: Mapping[str, Any]) -> CallRecord:
+    with ctx.write() as tx:
+        row = _require(tx, call_id, "call_input_answered", "record an input answer for")
+        answers: list[Any] = json.loads(str(row["inputs_json"])) if row["inputs_json"] else []
+        answers.append({**answer, "at": to_text(ctx.now())})
+        fields = {"inputs_json": canonical_json(answers).decode(), "updated_at": to_text(ctx.now())}
+        new = emit(ctx, tx, "call_input_answered", call_id, fields, current=row)
     return call_record(new)
 
 

@@ -189,6 +189,12 @@ class StoreLedger:
             self._ctx, call_id, outcome, receipt=receipt, durable=durable, filtered=filtered
         )
 
+    def record_input(self, call_id: str, answer: Mapping[str, Any]) -> CallRecord:
+        """Record how the host answered the server's request for input during a sent call
+        (``answer``: kind, action, who answered, a digest of the content; stamped with the time).
+        The call's state does not change."""
+        return _calls.record_input(self._ctx, call_id, answer)
+
     def mark_refused(self, call_id: str, reason: str, *, retry_after_s: float | None = None) -> CallRecord:
         """The server refused *before executing* (429/503, or it was not reachable at all).
 

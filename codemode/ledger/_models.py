@@ -139,6 +139,9 @@ class CallRecord(_Value):
     result_bytes: int | None
     result_truncated: bool
     filter_report: dict[str, Any] | None
+    inputs: list[dict[str, Any]]
+    """The server's requests for input during the call and how each was answered: who answered,
+    when, the action, and a digest of the content (never the content itself)."""
     """What the broker's result filter changed in the answer (counts and flags, never the
     values), as the broker reported it on completion; None when not recorded."""
     receipt: str | None

@@ -51,6 +51,7 @@ def call_record(row: Row) -> CallRecord:
         result_bytes=cast("int | None", row["result_bytes"]),
         result_truncated=bool(row["result_truncated"]),
         filter_report=_json_or_none(row["filter_json"]),
+        inputs=_json_or_none(row["inputs_json"]) or [],
         receipt=cast("str | None", row["receipt"]),
         retry_after=opt_time(row["retry_after"]),
         evidence=cast("str | None", row["evidence"]),

@@ -64,6 +64,7 @@ CALL_COLUMNS: dict[str, str] = {
     "result_bytes": "INTEGER",
     "result_truncated": "INTEGER NOT NULL",
     "filter_json": "TEXT",
+    "inputs_json": "TEXT",
     "receipt": "TEXT",
     "retry_after": "TEXT",
     "evidence": "TEXT",
@@ -95,7 +96,7 @@ COLUMNS: dict[Table, dict[str, str]] = {
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
-ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter_json")}
+ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter_json", "inputs_json")}
 """Nullable columns that schema version 1 gained after ledgers were first written with it.
 
 A store adds the ones that an older file or database lacks when it opens it. No event written

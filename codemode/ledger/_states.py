@@ -69,6 +69,8 @@ CALL_EVENTS: dict[str, CallEvent] = {
     "call_replayed": _event({NEW}, {"replayed"}),
     "call_sent": _event({"reserved"}, {"sent"}),
     "lease_extended": _event(IN_FLIGHT, None),
+    # The server asked for input during the call (elicitation) and the host answered it.
+    "call_input_answered": _event({"sent"}, None),
     "call_completed": _event({"sent", "unknown"}, {"succeeded", "failed"}),
     # 429/503 or an unreachable server: refused before or after the request left, never run.
     "call_refused": _event(IN_FLIGHT, {"refused"}),

@@ -77,6 +77,7 @@ PATHS: dict[str, list[tuple[str, Step]]] = {
 OPERATIONS: dict[str, Step] = {
     "call_sent": lambda lg, c: lg.mark_sent(c),
     "lease_extended": lambda lg, c: lg.extend_lease(c, 30),
+    "call_input_answered": lambda lg, c: lg.record_input(c, {"kind": "elicitation", "action": "decline"}),
     "call_completed": lambda lg, c: lg.complete(c, ToolResult()),
     "call_refused": lambda lg, c: lg.mark_refused(c, "429"),
     "call_unknown": lambda lg, c: lg.mark_unknown(c, "timeout"),

@@ -1,0 +1,162 @@
+"""Requests from a server to the host during a tool call: elicitation, roots and sampling.
+
+Which call a request belongs to decides who may answer it, so the two protocol eras differ:
+
+* **2026-07-28.** The server answers the call itself with an ``InputRequiredResult``. The host
+  fulfils its input requests for that very call and sends the call again with the responses and
+  the request state echoed byte for byte (:func:`drive_input_rounds`). The attribution is exact.
+* **2025-11-25.** The server sends ``elicitation/create`` as a request of its own while the call
+  is open, and nothing on the wire ties it to the call. It goes to the call in flight on this
+  connection when there is exactly one. With none, or several (two runs, or one run's parallel
+  calls), it is declined: a guess could let one run's person confirm another run's action.
+
+What each request gets:
+
+==================  =====================================================================
+request             answer
+==================  =====================================================================
+elicitation         ``elicitation = "relay"``: the call's :class:`InputHandler` (the broker
+                    asks the run's person, never the program); ``"deny"``: declined, and the
+                    capability is not even declared
+roots               the server's configured ``roots`` (not declared when there are none)
+sampling            refused: the host relays no model completions
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Generator
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import mcp_types
+from mcp.client.session import ClientRequestContext
+from pydantic import FileUrl
+
+from codemode.config import ServerConfig
+
+__all__ = ["MAX_INPUT_ROUNDS", "InputHandler", "InputRoundsExceeded", "InputRouter", "drive_input_rounds"]
+
+MAX_INPUT_ROUNDS = 8
+"""Rounds of ``InputRequiredResult`` one call may take before the host gives up on it."""
+_STATE_ONLY_DELAYS_S = (0.05, 0.1, 0.2, 0.25)
+"""Pauses before re-sending when the server returned only request state (it is still working)."""
+
+NOBODY_TO_ASK = (
+    "the request for input cannot be tied to one tool call (none, or several, are in flight on "
+    "this connection), so nobody may answer it"
+)
+SAMPLING_REFUSED = "codemode's host does not relay sampling requests (model completions)"
+
+
+class InputRoundsExceeded(Exception):
+    """The server kept asking for input past :data:`MAX_INPUT_ROUNDS` rounds."""
+
+
+class InputHandler(Protocol):
+    """Answers the input requests of one tool call (the broker makes one per call)."""
+
+    async def elicit(
+        self, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData: ...
+
+
+class InputRouter:
+    """One connection's answers to its server's requests, and the calls they can belong to."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._config = config
+        self._in_flight: dict[str, InputHandler | None] = {}
+
+    def client_callbacks(self) -> dict[str, Any]:
+        """The SDK client's callbacks: only those the config allows, so that only those
+        capabilities are declared to the server."""
+        callbacks: dict[str, Any] = {}
+        if self._config.elicitation == "relay":
+            callbacks["elicitation_callback"] = self._on_elicit
+        if self._config.roots:
+            callbacks["list_roots_callback"] = self._on_list_roots
+        return callbacks
+
+    @contextlib.contextmanager
+    def tracking(self, marker: str, handler: InputHandler | None) -> Generator[None]:
+        """While a call is in flight: the handler its server's legacy requests may go to."""
+        self._in_flight[marker] = handler
+        try:
+            yield
+        finally:
+            self._in_flight.pop(marker, None)
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        handlers = list(self._in_flight.values())
+        if len(handlers) != 1 or handlers[0] is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
+        return await handlers[0].elicit(params)
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
+        return self.roots()
+
+    def roots(self) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(
+            roots=[
+                mcp_types.Root(uri=FileUrl(Path(root).as_uri()), name=Path(root).name or root)
+                for root in self._config.roots
+            ]
+        )
+
+    async def answer(
+        self, handler: InputHandler | None, request: mcp_types.InputRequest
+    ) -> mcp_types.InputResponse | mcp_types.ErrorData:
+        """One input request embedded in an ``InputRequiredResult`` of the call ``handler`` serves."""
+        if isinstance(request, mcp_types.ElicitRequest):
+            if self._config.elicitation == "deny":
+                return mcp_types.ElicitResult(action="decline")
+            if handler is None:
+                return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
+            return await handler.elicit(request.params)
+        if isinstance(request, mcp_types.ListRootsRequest):
+            if not self._config.roots:
+                return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="no roots are configured")
+            return self.roots()
+        return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=SAMPLING_REFUSED)
+
+
+Retry = Callable[[mcp_types.InputResponses | None, str | None], Awaitable[Any]]
+Answer = Callable[[mcp_types.InputRequest], Awaitable[mcp_types.InputResponse | mcp_types.ErrorData]]
+
+
+async def drive_input_rounds(first: mcp_types.InputRequiredResult, answer: Answer, retry: Retry) -> Any:
+    """Fulfil ``InputRequiredResult`` rounds until the server gives the call's real result.
+
+    Each round's input requests are answered in order (a person answers one at a time); the
+    request state goes back exactly as it came, never read. A refused request (``ErrorData``)
+    ends the call: the server did not get what it needs to complete it.
+
+    Raises:
+        InputRoundsExceeded: more than :data:`MAX_INPUT_ROUNDS` rounds.
+        mcp.shared.exceptions.MCPError: an input request was refused.
+    """
+    from mcp.shared.exceptions import MCPError
+
+    current: Any = first
+    waits = 0
+    for _ in range(MAX_INPUT_ROUNDS):
+        responses: mcp_types.InputResponses | None = None
+        if current.input_requests:
+            responses = {}
+            for key, request in current.input_requests.items():
+                response = await answer(request)
+                if isinstance(response, mcp_types.ErrorData):
+                    raise MCPError.from_error_data(response)
+                responses[key] = response
+        else:
+            await anyio.sleep(_STATE_ONLY_DELAYS_S[min(waits, len(_STATE_ONLY_DELAYS_S) - 1)])
+            waits += 1
+        current = await retry(responses, current.request_state)
+        if not isinstance(current, mcp_types.InputRequiredResult):
+            return current
+    raise InputRoundsExceeded(f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds")
