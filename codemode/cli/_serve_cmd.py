@@ -30,6 +30,12 @@ from codemode.cli._signals import run_until_signalled
     is_flag=True,
     help="With --transport http: also answer GET /metrics in Prometheus text format (needs the otel extra).",
 )
+@click.option(
+    "--console",
+    is_flag=True,
+    help="With --transport http: also serve the operator console at /console (runs, evidence, "
+    'approvals, servers, ledger verify) to tokens with roles = ["operator"].',
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
 @handle_errors
 def serve(
@@ -38,6 +44,7 @@ def serve(
     host: str | None,
     port: int | None,
     metrics: bool,
+    console: bool,
     verbose: bool,
 ) -> None:
     """Serve the run_code tool (plus search_tools, list_files, read_file) over MCP.
@@ -50,14 +57,22 @@ def serve(
     Over HTTP, Host and Origin are checked against DNS rebinding, and bearer tokens from
     [serve.tokens] map callers to principals (required when binding beyond 127.0.0.1). Calls that
     need approval are asked through the client (elicitation, or input-required on 2026-07-28).
+
+    With --console, operators (tokens with roles = ["operator"]) open http://127.0.0.1:8765/console
+    in a browser: runs and their evidence, approvals waiting (approve or deny), servers and pin
+    drift, and 'ledger verify'. Approval requests then wait for an operator there too.
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     if metrics and transport != "http":
         fail("--metrics needs --transport http (an HTTP endpoint to answer on)", code=EXIT_USAGE)
+    if console and transport != "http":
+        fail("--console needs --transport http (a browser opens it over HTTP)", code=EXIT_USAGE)
     config = load(config_path)
     from codemode.serve import serve_http, serve_stdio
 
     if transport == "stdio":
         run_until_signalled(serve_stdio, config)
     else:
-        run_until_signalled(lambda: serve_http(config, host=host, port=port, metrics=metrics))
+        run_until_signalled(
+            lambda: serve_http(config, host=host, port=port, metrics=metrics, console=console)
+        )

@@ -6,6 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from codemode.config._secrets import check_references
 
+ROLES = ("operator",)
+"""Roles a bearer token may carry; ``operator`` may open ``codemode serve --console``."""
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -18,6 +21,19 @@ class TokenGrant(_Section):
     """Write it as a ``${ENV_VAR}`` reference; it is resolved when the server starts."""
     principal: str
     tenant: str | None = None
+    roles: list[str] = Field(default_factory=lambda: [])
+    """What else the holder may do besides calling tools: ``operator`` opens the operator console."""
+
+    @field_validator("roles")
+    @classmethod
+    def _known_roles(cls, value: list[str]) -> list[str]:
+        unknown = [role for role in value if role not in ROLES]
+        if unknown:
+            raise ValueError(
+                f"unknown role {unknown[0]!r}: the roles codemode knows are {', '.join(ROLES)} "
+                '(e.g. roles = ["operator"])'
+            )
+        return value
 
     @field_validator("token")
     @classmethod

@@ -33,6 +33,7 @@ from codemode._tools import (
     server_index_line,
 )
 from codemode._version import codemode_version
+from codemode.broker import Approver
 from codemode.serve._consent import (
     ElicitationApprover,
     InputRequiredApprover,
@@ -41,14 +42,24 @@ from codemode.serve._consent import (
     deliver,
     input_request,
 )
+from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
 log = logging.getLogger("codemode.serve")
+
+
+OPERATOR = "operator"
+"""The role that may open the operator console (``[serve.tokens.<name>] roles``)."""
 
 
 @dataclass(frozen=True)
 class Identity:
     principal: str | None
     tenant: str | None
+    roles: frozenset[str] = frozenset()
+
+    @property
+    def is_operator(self) -> bool:
+        return OPERATOR in self.roles
 
 
 class TokenMap:
@@ -59,6 +70,9 @@ class TokenMap:
 
     def __bool__(self) -> bool:
         return bool(self._grants)
+
+    def identities(self) -> list[Identity]:
+        return list(self._grants.values())
 
     def lookup(self, authorization: str | None) -> Identity | None:
         if not authorization or not authorization.lower().startswith("bearer "):
@@ -86,10 +100,19 @@ def _error(text: str) -> mcp_types.CallToolResult:
 class CodemodeServer:
     """Builds the MCP server around an entered ``CodeMode`` and a task group for background runs."""
 
-    def __init__(self, engine: CodeMode, *, default: Identity, tokens: TokenMap | None = None) -> None:
+    def __init__(
+        self,
+        engine: CodeMode,
+        *,
+        default: Identity,
+        tokens: TokenMap | None = None,
+        desk: ApprovalDesk | None = None,
+    ) -> None:
         self.engine = engine
         self.default = default
         self.tokens = tokens or TokenMap({})
+        self.desk = desk
+        """With the operator console on: where runs' approval requests wait for an operator too."""
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
         self.mcp = self._build()
@@ -108,6 +131,13 @@ class CodemodeServer:
                 raise PermissionError("missing or wrong bearer token")
             return found
         return self.default
+
+    def _approver(self, client: Approver, client_can_elicit: bool) -> Approver:
+        """The client's approver, or with the console on, the desk that also asks the client."""
+        if self.desk is None:
+            return client
+        # A client that cannot be asked would answer "no" at once and win the race: leave it out.
+        return DeskApprover(self.desk, client if client_can_elicit else None)
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -138,7 +168,7 @@ class CodemodeServer:
                 principal=who.principal,
                 tenant=who.tenant,
                 session_id=session_id,
-                approver=ElicitationApprover(ctx),
+                approver=self._approver(ElicitationApprover(ctx), can_elicit(ctx)),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
                 traceparent=traceparent_of(ctx),
@@ -202,10 +232,8 @@ class CodemodeServer:
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
             pending = self.pending.create(principal, tenant)
-            caps = ctx.client_capabilities
-            approver = InputRequiredApprover(
-                pending, client_can_elicit=caps is not None and caps.elicitation is not None
-            )
+            elicits = can_elicit(ctx)
+            approver = self._approver(InputRequiredApprover(pending, client_can_elicit=elicits), elicits)
             # Progress goes to the request that started the run (best effort once it has returned).
             self._tg.start_soon(
                 self._background_run,
@@ -225,7 +253,7 @@ class CodemodeServer:
         who: Identity,
         code: str,
         session_id: str | None,
-        approver: InputRequiredApprover,
+        approver: Approver,
         progress: ProgressCallback,
         traceparent: str | None,
     ) -> None:
@@ -267,6 +295,11 @@ class CodemodeServer:
             return _call_result(event)
         pending.waiting = event
         return mcp_types.InputRequiredResult(input_requests=input_request(event), request_state=pending.token)
+
+
+def can_elicit(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.elicitation is not None
 
 
 def traceparent_of(ctx: Context) -> str | None:

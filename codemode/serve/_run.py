@@ -23,6 +23,7 @@ from codemode.broker import Approver
 from codemode.config import Config, MissingSecretError, resolve_references
 from codemode.errors import ConfigError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
+from codemode.serve.console._desk import ApprovalDesk
 
 if TYPE_CHECKING:
     import uvicorn
@@ -32,6 +33,8 @@ log = logging.getLogger("codemode.serve")
 HOUSEKEEPING_INTERVAL_S = 5.0
 PENDING_RUN_TTL_S = 900.0
 METRICS_PATH = "/metrics"
+CONSOLE_PATH = "/console"
+CONSOLE_MAX_BODY = 64 * 1024
 SHUTDOWN_GRACE_S = 5
 """How long open HTTP requests may take to finish once the server is told to stop."""
 
@@ -57,7 +60,7 @@ def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
             ) from None
         if len(token) < 16:
             raise ConfigError(config.source, [(f"serve.tokens.{name}.token", "use at least 16 characters")])
-        grants[token] = Identity(grant.principal, grant.tenant)
+        grants[token] = Identity(grant.principal, grant.tenant, frozenset(grant.roles))
     return TokenMap(grants)
 
 
@@ -107,6 +110,53 @@ class MetricsEndpoint:
         await respond(send, 200 if allowed else 405, body, METRICS_CONTENT_TYPE)
 
 
+class PathSplit:
+    """ASGI: requests under ``prefix`` go to ``branch``; everything else (lifespan too) to ``app``.
+
+    The console sits beside the bearer middleware, not behind it: it authenticates by itself
+    (a browser sends a session cookie, not a bearer header) and only lets operators in.
+    """
+
+    def __init__(self, app: ASGIApp, branch: ASGIApp, prefix: str) -> None:
+        self.app, self.branch, self.prefix = app, branch, prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and (path == self.prefix or path.startswith(self.prefix + "/")):
+            await self.branch(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def transport_security(config: Config, host: str, port: int) -> TransportSecuritySettings:
+    # DNS-rebinding protection: the Host header must name this server, and browsers may call it
+    # only from this server's own origin or configured origins (MCP clients send no Origin at
+    # all). A rebinding page always carries its own, foreign origin; this server's own origin
+    # (same scheme, loopback name, same port) is same-origin by definition. The console's pages
+    # are served from that origin, so its own forms and scripts pass and a foreign page's do not.
+    hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
+    own_origins = {f"http://{h if ':' not in h or h.startswith('[') else f'[{h}]'}:{port}" for h in hosts}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(f"{h}:*" for h in hosts),
+        allowed_origins=sorted(own_origins) + list(config.serve.allowed_origins),
+    )
+
+
+def require_operator_token(config: Config, tokens: TokenMap) -> None:
+    if not any(identity.is_operator for identity in tokens.identities()):
+        raise ConfigError(
+            config.source,
+            [
+                (
+                    "serve.tokens",
+                    "--console needs at least one token whose [serve.tokens.<name>] table has "
+                    'roles = ["operator"]: only operators may open the console',
+                )
+            ],
+        )
+
+
 async def _housekeeping(engine: CodeMode, server: CodemodeServer) -> None:
     while True:
         await anyio.sleep(HOUSEKEEPING_INTERVAL_S)
@@ -135,11 +185,14 @@ async def serve_http(
     environ: Mapping[str, str] | None = None,
     ready: anyio.Event | None = None,
     metrics: bool = False,
+    console: bool = False,
 ) -> None:
     """Serve until cancelled. Prints ``READY <url>`` on stderr once listening.
 
     With ``metrics``, ``GET /metrics`` answers in Prometheus text format (behind the same bearer
-    tokens, Host check and loopback default as the MCP endpoint)."""
+    tokens, Host check and loopback default as the MCP endpoint). With ``console``, the operator
+    console answers under ``/console`` (operators only; see :mod:`codemode.serve.console`), and
+    runs' approval requests wait there for an operator as well as going to the client."""
     import uvicorn
 
     host = host or config.serve.host
@@ -155,8 +208,13 @@ async def serve_http(
                 )
             ],
         )
-    async with CodeMode(config) as engine, anyio.create_task_group() as tg:
-        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens)
+    if console:
+        require_operator_token(config, tokens)
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(CodeMode(config))
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        desk = ApprovalDesk() if console else None
+        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -165,19 +223,7 @@ async def serve_http(
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
         url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}{config.serve.path}"
-        # DNS-rebinding protection: the Host header must name this server, and browsers may call it
-        # only from this server's own origin or configured origins (MCP clients send no Origin at
-        # all). A rebinding page always carries its own, foreign origin; this server's own origin
-        # (same scheme, loopback name, same port) is same-origin by definition, and it serves no pages.
-        hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
-        own_origins = {
-            f"http://{h if ':' not in h or h.startswith('[') else f'[{h}]'}:{bound_port}" for h in hosts
-        }
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=sorted(f"{h}:*" for h in hosts),
-            allowed_origins=sorted(own_origins) + list(config.serve.allowed_origins),
-        )
+        security = transport_security(config, host, bound_port)
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
@@ -186,12 +232,20 @@ async def serve_http(
             exposed.warm_pool_ready.set_function(lambda: engine.warm_sandboxes)
             app = MetricsEndpoint(app, exposed, METRICS_PATH)
         if tokens:
-            app = BearerAuth(app, tokens)  # outermost: /metrics needs a token like /mcp
+            app = BearerAuth(app, tokens)  # /metrics needs a token like /mcp
+        if desk is not None:
+            console_app = await _console_app(stack, config, environ, engine, desk, tokens, security)
+            app = PathSplit(app, console_app, CONSOLE_PATH)
+        console_url = url.removesuffix(config.serve.path) + CONSOLE_PATH
 
         class _Server(uvicorn.Server):
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
                 await super().startup(sockets=sockets)
                 print(f"READY {url}", file=sys.stderr, flush=True)
+                if desk is not None:
+                    print(
+                        f"console: {console_url} (log in with an operator token)", file=sys.stderr, flush=True
+                    )
                 if ready is not None:
                     ready.set()
 
@@ -208,6 +262,31 @@ async def serve_http(
         )
         await _serve_until_cancelled(uv, sock)
         tg.cancel_scope.cancel()
+
+
+async def _console_app(
+    stack: contextlib.AsyncExitStack,
+    config: Config,
+    environ: Mapping[str, str] | None,
+    engine: CodeMode,
+    desk: ApprovalDesk,
+    tokens: TokenMap,
+    security: TransportSecuritySettings,
+) -> ASGIApp:
+    from mcp.server.transport_security import RequestBodyLimitMiddleware
+
+    from codemode.ledger import open_ledger
+    from codemode.serve.console._app import Console
+    from codemode.serve.console._auth import Sessions
+
+    # A connection of its own, read-mostly: never ``recover`` (that would settle the live
+    # engine's in-flight calls as if their process had died).
+    location = config.ledger_location(os.environ if environ is None else environ)
+    ledger = await anyio.to_thread.run_sync(lambda: open_ledger(location, create=False, recover=False))
+    stack.callback(ledger.close)
+    console = Console(ledger, engine, desk, Sessions(tokens), security, ledger.location, CONSOLE_PATH)
+    # Its forms are a few short fields: a large body is never a console request.
+    return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)
 
 
 async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket) -> None:

@@ -15,7 +15,11 @@ from click.testing import CliRunner
 
 from codemode.cli._main import cli
 
-TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"}
+TOKENS = {
+    "alice": "alice-token-0123456789abcdef",
+    "bob": "bob-token-0123456789abcdef",
+    "ops": "ops-token-0123456789abcdef",
+}
 
 
 def make_workspace(directory: Path, extra: str = "") -> Path:
@@ -46,6 +50,18 @@ tenant = "acme"
 """
 
 
+OPERATOR_TOML = """
+[policy.principals.ops]
+tenants = ["acme"]
+[serve.tokens.ops]
+token = "${CODEMODE_TEST_OPS}"
+principal = "ops"
+tenant = "acme"
+roles = ["operator"]
+"""
+"""An operator token on top of :data:`TOKENS_TOML` (for ``--console``)."""
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("serve"), TOKENS_TOML)
@@ -58,8 +74,13 @@ def plain_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextlib.contextmanager
 def serving_http(workspace: Path, *args: str) -> Generator[str]:
-    """`codemode serve --transport http` on a free port, with alice's and bob's tokens; its URL."""
-    env = {**os.environ, "CODEMODE_TEST_ALICE": TOKENS["alice"], "CODEMODE_TEST_BOB": TOKENS["bob"]}
+    """`codemode serve --transport http` on a free port, with alice's, bob's and ops's tokens; its URL."""
+    env = {
+        **os.environ,
+        "CODEMODE_TEST_ALICE": TOKENS["alice"],
+        "CODEMODE_TEST_BOB": TOKENS["bob"],
+        "CODEMODE_TEST_OPS": TOKENS["ops"],
+    }
     command = [sys.executable, "-m", "codemode.cli", "serve", "--transport", "http", "--port", "0"]
     process = subprocess.Popen(
         [*command, *args, "--config", str(workspace)],
@@ -100,3 +121,16 @@ def http_server(workspace: Path) -> Iterator[str]:
     """`codemode serve --transport http` on the shared workspace."""
     with serving_http(workspace) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def console_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace of its own per module: its ledger holds only that module's runs."""
+    return make_workspace(tmp_path_factory.mktemp("console"), TOKENS_TOML + OPERATOR_TOML)
+
+
+@pytest.fixture(scope="module")
+def console_url(console_workspace: Path) -> Iterator[str]:
+    """The console of a running ``codemode serve --console`` (its MCP endpoint is beside it)."""
+    with serving_http(console_workspace, "--console") as url:
+        yield url.removesuffix("/mcp") + "/console"

@@ -1,0 +1,225 @@
+"""The console's HTTP handlers: checks first (Host/Origin, operator, CSRF), then one page each.
+
+Mounted by ``codemode serve --transport http --console`` under ``/console``, beside (not
+behind) the MCP endpoint's bearer middleware: the console authenticates by itself, since a
+browser sends a cookie where an MCP client sends a bearer header.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import anyio
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from codemode.ledger import Ledger
+from codemode.serve.console._auth import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    AuthError,
+    Session,
+    Sessions,
+    check_csrf,
+    check_login_nonce,
+)
+from codemode.serve.console._data import EngineView, FilterError, RunFilter, list_runs, run_detail, servers
+from codemode.serve.console._data import verify as verify_ledger
+from codemode.serve.console._desk import ApprovalDesk, DeskError
+from codemode.serve.console._render import SECURITY_HEADERS, page, static
+
+PREFIX = "/console"
+POLL_INTERVAL_MS = 1500
+"""How often an open page asks for fresh approvals and runs (plain polling: no stream to hold)."""
+
+Handler = Callable[[Request, Session], Awaitable[Response]]
+
+
+@dataclass
+class Console:
+    """Everything a console request needs; :meth:`app` is the ASGI application to mount."""
+
+    ledger: Ledger
+    engine: EngineView
+    desk: ApprovalDesk
+    sessions: Sessions
+    security: TransportSecuritySettings
+    location: str
+    """Where the ledger is, as ``ledger verify`` names it."""
+    prefix: str = PREFIX
+
+    def app(self) -> Starlette:
+        p = self.prefix
+        routes = [
+            Route(p, self._guard(self.index)),
+            Route(f"{p}/", self._guard(self.index)),
+            Route(f"{p}/live", self._guard(self.live)),
+            Route(p + "/runs/{run_id}", self._guard(self.run)),
+            Route(p + "/runs/{run_id}/live", self._guard(self.run_live)),
+            Route(f"{p}/servers", self._guard(self.servers)),
+            Route(f"{p}/verify", self._guard(self.verify)),
+            Route(f"{p}/approvals", self._guard(self.approve, post=True), methods=["POST"]),
+            Route(f"{p}/logout", self._guard(self.logout, post=True), methods=["POST"]),
+            Route(f"{p}/login", self._login, methods=["GET", "POST"]),
+            Route(p + "/static/{name}", self._static),
+        ]
+        return Starlette(routes=routes)
+
+    # -- checks ------------------------------------------------------------------------------
+
+    async def _origin_refusal(self, request: Request) -> Response | None:
+        # The MCP endpoint's own DNS-rebinding check: Host must name this server, a browser's
+        # Origin must be this server's. Forms post urlencoded, so its JSON-only rule stays off.
+        refused = await TransportSecurityMiddleware(self.security).validate_request(request, is_post=False)
+        if refused is None:
+            return None
+        reason = "Host" if refused.status_code == 421 else "Origin"
+        message = (
+            f"refused: the request's {reason} header does not name this codemode server (a page of "
+            "another site, or a DNS-rebinding attempt). Open the console at the address codemode serve "
+            "printed; add other browser origins to [serve] allowed_origins if you really need them."
+        )
+        return self._error(message, refused.status_code)
+
+    def _error(self, message: str, status: int) -> Response:
+        return page("error.html", {"message": message, "status": status, "prefix": self.prefix}, status)
+
+    def _guard(self, handler: Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
+        async def guarded(request: Request) -> Response:
+            refused = await self._origin_refusal(request)
+            if refused is not None:
+                return refused
+            try:
+                session = self.sessions.current(request.headers, request.cookies)
+                if session is None:
+                    if post:
+                        raise AuthError(401, "log in to the console first (/console/login).")
+                    return RedirectResponse(f"{self.prefix}/login", 303, headers=SECURITY_HEADERS)
+                if post:
+                    form = await request.form()
+                    field = form.get(CSRF_FIELD)
+                    check_csrf(
+                        session,
+                        request.headers.get(CSRF_HEADER) or (field if isinstance(field, str) else None),
+                    )
+                return await handler(request, session)
+            except AuthError as exc:
+                return self._error(str(exc), exc.status)
+            except DeskError as exc:
+                return self._error(str(exc), exc.status)
+            except FilterError as exc:
+                return self._error(f"{exc}. Fix the filter and search again.", 400)
+
+        return guarded
+
+    # -- pages -------------------------------------------------------------------------------
+
+    def _base(self, session: Session) -> dict[str, object]:
+        return {
+            "prefix": self.prefix,
+            "operator": session.operator,
+            "csrf_field": CSRF_FIELD,
+            "csrf": session.csrf,
+            "poll_ms": POLL_INTERVAL_MS,
+        }
+
+    async def _index_context(self, request: Request, session: Session) -> dict[str, object]:
+        run_filter = RunFilter.parse(request.query_params)
+        found = await anyio.to_thread.run_sync(list_runs, self.ledger, run_filter)
+        query = run_filter.query()
+        return {
+            **self._base(session),
+            "filter": query,
+            "query": urlencode(query),
+            "found": found,
+            "pending": self.desk.pending(),
+            "waiting": self.desk.waiting_runs(),
+        }
+
+    async def index(self, request: Request, session: Session) -> Response:
+        context = await self._index_context(request, session)
+        answered = request.query_params.get("answered")
+        decision = request.query_params.get("decision")
+        notice = None
+        if answered and decision in ("approved", "denied"):
+            notice = f"You {decision} call {answered}."
+        return page("index.html", {**context, "notice": notice})
+
+    async def live(self, request: Request, session: Session) -> Response:
+        return page("_live.html", await self._index_context(request, session))
+
+    async def _run_context(self, run_id: str, session: Session) -> dict[str, object]:
+        evidence = await anyio.to_thread.run_sync(run_detail, self.ledger, run_id)
+        if evidence is None:
+            raise AuthError(404, f"the ledger has no run {run_id!r}: pick a run from the list.")
+        pending = [t for t in self.desk.pending() if t.run_id == run_id]
+        return {**self._base(session), "evidence": evidence, "run_id": run_id, "pending": pending}
+
+    async def run(self, request: Request, session: Session) -> Response:
+        return page("run.html", await self._run_context(request.path_params["run_id"], session))
+
+    async def run_live(self, request: Request, session: Session) -> Response:
+        return page("_run_live.html", await self._run_context(request.path_params["run_id"], session))
+
+    async def servers(self, request: Request, session: Session) -> Response:
+        return page("servers.html", {**self._base(session), "rows": servers(self.engine)})
+
+    async def verify(self, request: Request, session: Session) -> Response:
+        report = await anyio.to_thread.run_sync(verify_ledger, self.ledger)
+        return page("verify.html", {**self._base(session), "report": report, "location": self.location})
+
+    # -- changes -----------------------------------------------------------------------------
+
+    async def approve(self, request: Request, session: Session) -> Response:
+        form = await request.form()
+        call_id, digest, decision = (str(form.get(k) or "") for k in ("call_id", "args_digest", "decision"))
+        if decision not in ("approve", "deny") or not call_id or not digest:
+            raise AuthError(400, "an answer needs call_id, args_digest and decision=approve|deny.")
+        ticket = self.desk.answer(call_id, digest, approve=decision == "approve", operator=session.operator)
+        done = {
+            "answered": ticket.request.call_id,
+            "decision": "approved" if decision == "approve" else "denied",
+        }
+        back = str(form.get("back") or "")
+        # Only a path of this console, never a URL a form could point elsewhere.
+        target = back if back.startswith(f"{self.prefix}/runs/") else self.prefix
+        separator = "&" if "?" in target else "?"
+        return RedirectResponse(f"{target}{separator}{urlencode(done)}", 303, headers=SECURITY_HEADERS)
+
+    async def logout(self, request: Request, session: Session) -> Response:
+        self.sessions.logout(session)
+        response = RedirectResponse(f"{self.prefix}/login", 303, headers=SECURITY_HEADERS)
+        response.delete_cookie(SESSION_COOKIE, path=self.prefix)
+        return response
+
+    async def _login(self, request: Request) -> Response:
+        refused = await self._origin_refusal(request)
+        if refused is not None:
+            return refused
+        if request.method == "GET":
+            nonce = secrets.token_urlsafe(24)
+            response = page("login.html", {"prefix": self.prefix, "nonce": nonce})
+            response.set_cookie(LOGIN_COOKIE, nonce, path=self.prefix, httponly=True, samesite="strict")
+            return response
+        form = await request.form()
+        token, nonce = (form.get("token"), form.get("nonce"))
+        try:
+            check_login_nonce(request.cookies.get(LOGIN_COOKIE), nonce if isinstance(nonce, str) else None)
+            session = self.sessions.login(token if isinstance(token, str) else "")
+        except AuthError as exc:
+            return self._error(str(exc), exc.status)
+        response = RedirectResponse(self.prefix, 303, headers=SECURITY_HEADERS)
+        response.set_cookie(SESSION_COOKIE, session.key, path=self.prefix, httponly=True, samesite="strict")
+        response.delete_cookie(LOGIN_COOKIE, path=self.prefix)
+        return response
+
+    async def _static(self, request: Request) -> Response:
+        return static(request.path_params["name"])

@@ -1,0 +1,146 @@
+"""What the console shows, read from the ledger and the engine (blocking: call from a thread).
+
+Nothing here decides anything: runs and calls come from the ledger as stored, each call's
+evidence chain from :mod:`codemode.ledger._evidence` (the same chain as ``codemode ledger show
+--evidence``), the check from the ledger's own ``verify``, servers and pin drift from the
+engine (as ``codemode servers`` and ``CodeMode.drift`` report them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from codemode.host import ServerStatus
+from codemode.ledger import Ledger, RunRecord, VerifyReport
+from codemode.ledger._evidence import RunEvidence, run_evidence
+
+SCAN_RUNS = 5_000
+"""The newest runs a filter looks through (the ledger lists runs newest first, unfiltered)."""
+MAX_SHOWN = 500
+KNOWN_STATUSES = ("running", "ok", "error", "interrupted")
+
+
+class FilterError(ValueError):
+    """A filter value the console cannot read; the message says which and how to write it."""
+
+
+class EngineView(Protocol):
+    """The part of :class:`~codemode.CodeMode` the console reads."""
+
+    def statuses(self) -> list[ServerStatus]: ...
+
+    def drift(self) -> list[str]: ...
+
+
+def _moment(name: str, text: str) -> datetime | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise FilterError(
+            f"{name}: {text!r} is not a date and time; write it as YYYY-MM-DDTHH:MM (UTC)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    principal: str = ""
+    tenant: str = ""
+    status: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 100
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> RunFilter:
+        limit_text = query.get("limit", "").strip() or "100"
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_SHOWN:
+            raise FilterError(f"limit: {limit_text!r} is not a whole number from 1 to {MAX_SHOWN}")
+        return cls(
+            principal=query.get("principal", "").strip(),
+            tenant=query.get("tenant", "").strip(),
+            status=query.get("status", "").strip(),
+            since=_moment("since", query.get("since", "")),
+            until=_moment("until", query.get("until", "")),
+            limit=int(limit_text),
+        )
+
+    def matches(self, run: RunRecord) -> bool:
+        return (
+            (not self.principal or run.principal == self.principal)
+            and (not self.tenant or run.tenant == self.tenant)
+            and (not self.status or run.status == self.status)
+            and (self.since is None or run.started_at >= self.since)
+            and (self.until is None or run.started_at <= self.until)
+        )
+
+    def query(self) -> dict[str, str]:
+        """The filter as form values (the page fills its inputs and its poll URL from them)."""
+
+        def local(moment: datetime | None) -> str:
+            return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+
+        values = {
+            "principal": self.principal,
+            "tenant": self.tenant,
+            "status": self.status,
+            "since": local(self.since),
+            "until": local(self.until),
+        }
+        if self.limit != 100:
+            values["limit"] = str(self.limit)
+        return {k: v for k, v in values.items() if v}
+
+
+@dataclass(frozen=True)
+class RunList:
+    runs: list[RunRecord]
+    scanned: int
+    principals: list[str] = field(default_factory=lambda: [])
+    tenants: list[str] = field(default_factory=lambda: [])
+    statuses: list[str] = field(default_factory=lambda: [])
+
+
+def list_runs(ledger: Ledger, run_filter: RunFilter) -> RunList:
+    """The newest runs that match, and every principal, tenant and status seen (for the pickers)."""
+    scanned = ledger.list_runs(limit=SCAN_RUNS)
+    matching = [run for run in scanned if run_filter.matches(run)][: run_filter.limit]
+    return RunList(
+        runs=matching,
+        scanned=len(scanned),
+        principals=sorted({r.principal for r in scanned}),
+        tenants=sorted({r.tenant for r in scanned}),
+        statuses=sorted({*KNOWN_STATUSES, *(r.status for r in scanned)}),
+    )
+
+
+def run_detail(ledger: Ledger, run_id: str) -> RunEvidence | None:
+    """The run with every call's evidence chain; None when the ledger has no such run."""
+    run = ledger.get_run(run_id)
+    return None if run is None else run_evidence(ledger, run)
+
+
+def verify(ledger: Ledger) -> VerifyReport:
+    return ledger.verify()
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    status: ServerStatus
+    drift: list[str]
+
+
+def servers(engine: EngineView) -> list[ServerRow]:
+    """Every configured server with its state, and the pinned tools that drifted on it."""
+    drift = engine.drift()
+    rows: list[ServerRow] = []
+    for status in engine.statuses():
+        mine = [entry for entry in drift if entry.startswith(f"{status.name}/")]
+        rows.append(ServerRow(status, mine))
+    return rows

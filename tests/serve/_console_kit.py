@@ -1,0 +1,102 @@
+"""A console on a real ledger and a stand-in engine, driven in-process over ASGI (no sockets)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from codemode.broker import ApprovalRequest
+from codemode.config import config_from_mapping
+from codemode.host import ConnectionState, ServerStatus
+from codemode.ledger import SqliteLedger, open_ledger
+from codemode.serve._app import Identity, TokenMap
+from codemode.serve._run import transport_security
+from codemode.serve.console._app import Console
+from codemode.serve.console._auth import Sessions
+from codemode.serve.console._desk import ApprovalDesk
+
+ORIGIN = "http://127.0.0.1:8765"
+OPERATOR_TOKEN = "ops-token-0123456789abcdef"
+ALICE_TOKEN = "alice-token-0123456789abcdef"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+ALICE = {"Authorization": f"Bearer {ALICE_TOKEN}"}
+
+
+@dataclass
+class FakeEngine:
+    """What the console reads of a running engine: server states and pin drift."""
+
+    drifted: list[str] = field(default_factory=lambda: ["crm/add_note (changed)"])
+
+    def statuses(self) -> list[ServerStatus]:
+        return [
+            ServerStatus(
+                name="crm", transport="stdio", target="crm", state=ConnectionState.READY, sdk_version="x"
+            ),
+            ServerStatus(
+                name="docs",
+                transport="http",
+                target="http://127.0.0.1:1/mcp",
+                state=ConnectionState.FAILED,
+                sdk_version="x",
+                error="connection refused",
+            ),
+        ]
+
+    def drift(self) -> list[str]:
+        return list(self.drifted)
+
+
+@dataclass
+class Kit:
+    client: httpx.AsyncClient
+    console: Console
+    desk: ApprovalDesk
+    ledger: SqliteLedger
+
+
+@asynccontextmanager
+async def console_kit(tmp_path: Path) -> AsyncGenerator[Kit]:
+    ledger = open_ledger(tmp_path / "codemode.db")
+    tokens = TokenMap(
+        {
+            OPERATOR_TOKEN: Identity("ops", "acme", frozenset({"operator"})),
+            ALICE_TOKEN: Identity("alice", "acme"),
+        }
+    )
+    desk = ApprovalDesk()
+    security = transport_security(config_from_mapping({}), "127.0.0.1", 8765)
+    console = Console(ledger, FakeEngine(), desk, Sessions(tokens), security, ledger.location)
+    transport = httpx.ASGITransport(app=console.app())
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+            yield Kit(client, console, desk, ledger)
+    finally:
+        ledger.close()
+
+
+def request_for(call_id: str = "run_0123456789abcdef/0", *, ttl: float = 300.0) -> ApprovalRequest:
+    return ApprovalRequest(
+        call_id=call_id,
+        principal="alice",
+        tenant="acme",
+        server="crm",
+        tool="add_note",
+        risk="medium",
+        why="crm/add_note is medium risk (it may write)",
+        arguments_summary='{"customer_id": "CUST-0001", "text": "hello"}',
+        args_digest="sha256:" + "ab" * 32,
+        expires_at=time.time() + ttl,
+    )
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found is not None, "the page carries no CSRF token"
+    return found.group(1)

@@ -1,0 +1,68 @@
+"""The ``operator`` role in ``[serve.tokens]`` and the checks ``--console`` makes before it starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli._main import cli
+from codemode.config import config_from_mapping
+from codemode.errors import ConfigError
+from codemode.serve._run import require_operator_token, token_map
+
+TOKEN = {"token": "${OPS_TOKEN}", "principal": "ops"}
+ENV = {"OPS_TOKEN": "ops-token-0123456789abcdef"}
+
+
+def test_a_token_may_carry_the_operator_role() -> None:
+    config = config_from_mapping({"serve": {"tokens": {"ops": {**TOKEN, "roles": ["operator"]}}}})
+    assert config.serve.tokens["ops"].roles == ["operator"]
+    [identity] = token_map(config, ENV).identities()
+    assert identity.is_operator and identity.principal == "ops"
+    require_operator_token(config, token_map(config, ENV))  # an operator exists: no error
+
+
+def test_without_roles_a_token_is_no_operator() -> None:
+    config = config_from_mapping({"serve": {"tokens": {"ops": TOKEN}}})
+    [identity] = token_map(config, ENV).identities()
+    assert not identity.is_operator
+
+
+@pytest.mark.parametrize(
+    ("roles", "message"),
+    [
+        (["oprator"], "unknown role 'oprator': the roles codemode knows are operator"),
+        ("operator", "valid list"),
+        ([1], "valid string"),
+    ],
+)
+def test_a_malformed_role_is_a_config_error_naming_the_key(roles: object, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        config_from_mapping({"serve": {"tokens": {"ops": {**TOKEN, "roles": roles}}}}, source="codemode.toml")
+    text = str(error.value)
+    assert "serve.tokens.ops.roles" in text and message in text, text
+
+
+def test_the_console_needs_an_operator_token() -> None:
+    config = config_from_mapping({"serve": {"tokens": {"alice": {**TOKEN, "principal": "alice"}}}})
+    with pytest.raises(ConfigError) as error:
+        require_operator_token(config, token_map(config, ENV))
+    assert 'roles = ["operator"]' in str(error.value) and "serve.tokens" in str(error.value)
+
+
+def test_serve_console_without_an_operator_fails_before_starting(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    config.write_text('[serve.tokens.alice]\ntoken = "${OPS_TOKEN}"\nprincipal = "alice"\n')
+    result = CliRunner().invoke(
+        cli, ["serve", "--transport", "http", "--console", "--config", str(config)], env=ENV
+    )
+    assert result.exit_code != 0
+    assert 'roles = ["operator"]' in result.output
+
+
+def test_the_console_needs_the_http_transport() -> None:
+    result = CliRunner().invoke(cli, ["serve", "--console"])
+    assert result.exit_code == 2
+    assert "--console needs --transport http" in result.output
