@@ -15,7 +15,9 @@ Everything goes through codemode, the way a user would use it:
    (what ``codemode sync`` + ``codemode pin --approve`` do);
 3. ``CodeMode`` connects again and runs a *program in the sandbox* that imports the generated
    stubs (``from servers.conformance import <tool>``) and calls the tools the scenario expects;
-   every call passes the broker and leaves codemode through the host's MCP client.
+   every call passes the broker and leaves codemode through the host's MCP client. A server's
+   request for input during a call goes to the adapter's stand-in for a person, which accepts
+   each form as offered (codemode fills in its defaults).
 
 Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
 1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).
@@ -179,6 +181,19 @@ def _schema_round_trip(tools: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(echo[0].name, {"schema": focal[0].input_schema})]
 
 
+def _accepts_as_offered() -> Any:
+    """The adapter's stand-in for the person behind the run: it accepts every form as offered,
+    leaving each field empty, so codemode fills in the form's defaults (and refuses a form with a
+    required field that has none)."""
+    from codemode import CallbackElicitor, ElicitationAnswer, ElicitationRequest
+
+    async def accept(request: ElicitationRequest) -> ElicitationAnswer:
+        log(f"elicitation from {request.server}/{request.tool}: {request.message!r}; accepting as offered")
+        return ElicitationAnswer("accept", {}, answered_by="conformance-adapter")
+
+    return CallbackElicitor(accept, name="conformance-adapter")
+
+
 async def main(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
@@ -194,7 +209,7 @@ async def main(url: str) -> int:
     with tempfile.TemporaryDirectory(prefix="codemode-conformance-") as tmp:
         config = load_config(write_config(Path(tmp), url, protocol_version))
         await sync_and_approve(config)
-        async with CodeMode(config) as engine:
+        async with CodeMode(config, elicitor=_accepts_as_offered()) as engine:
             tree = engine.tree
             tools = tree.tools()
             modules = {
