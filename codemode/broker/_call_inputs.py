@@ -81,7 +81,9 @@ class CallInputs:
             "message": params.message,
         }
         if isinstance(params, mcp_types.ElicitRequestURLParams):
-            return ElicitationRequest(**common, mode="url", url=params.url)
+            return ElicitationRequest(
+                **common, mode="url", url=params.url, elicitation_id=params.elicitation_id
+            )
         return ElicitationRequest(**common, mode="form", schema=params.requested_schema)
 
     async def _note(

@@ -55,6 +55,8 @@ class ElicitationRequest:
     """The requested schema (form mode)."""
     url: str | None = None
     """The page the server asks the person to open (url mode). codemode opens nothing itself."""
+    elicitation_id: str | None = None
+    """The server's id for a URL request (it may later report the interaction complete)."""
 
     @property
     def url_host(self) -> str:

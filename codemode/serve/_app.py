@@ -33,10 +33,12 @@ from codemode._tools import (
     server_index_line,
 )
 from codemode._version import codemode_version
-from codemode.broker import Approver
+from codemode.broker import Approver, Elicitor
 from codemode.serve._consent import (
+    ClientElicitor,
     ElicitationApprover,
     InputRequiredApprover,
+    InputRequiredElicitor,
     PendingRun,
     PendingRuns,
     deliver,
@@ -169,6 +171,7 @@ class CodemodeServer:
                 tenant=who.tenant,
                 session_id=session_id,
                 approver=self._approver(ElicitationApprover(ctx), can_elicit(ctx)),
+                elicitor=ClientElicitor(ctx),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
                 traceparent=traceparent_of(ctx),
@@ -234,6 +237,7 @@ class CodemodeServer:
             pending = self.pending.create(principal, tenant)
             elicits = can_elicit(ctx)
             approver = self._approver(InputRequiredApprover(pending, client_can_elicit=elicits), elicits)
+            elicitor = InputRequiredElicitor(pending, client_can_elicit=elicits)
             # Progress goes to the request that started the run (best effort once it has returned).
             self._tg.start_soon(
                 self._background_run,
@@ -241,7 +245,7 @@ class CodemodeServer:
                 who,
                 code,
                 session_id,
-                approver,
+                (approver, elicitor),
                 self._progress(ctx),
                 traceparent_of(ctx),
             )
@@ -253,7 +257,7 @@ class CodemodeServer:
         who: Identity,
         code: str,
         session_id: str | None,
-        approver: Approver,
+        askers: tuple[Approver, Elicitor],
         progress: ProgressCallback,
         traceparent: str | None,
     ) -> None:
@@ -264,7 +268,8 @@ class CodemodeServer:
                     principal=who.principal,
                     tenant=who.tenant,
                     session_id=session_id,
-                    approver=approver,
+                    approver=askers[0],
+                    elicitor=askers[1],
                     progress=progress,
                     progress_interval_s=self.engine.config.serve.progress_interval_s,
                     traceparent=traceparent,

@@ -1,4 +1,8 @@
-"""Asking the MCP client for consent: elicitation (2025-11-25) or input-required (2026-07-28).
+"""Asking the MCP client: consent to a call, or a downstream server's question, relayed.
+
+Two kinds of question go to the person behind the MCP client that asked for a run: an approval
+(the consent gate needs one) and a downstream server's request for input during one of the
+run's tool calls (elicitation), which is relayed as the server asked it, naming who asks.
 
 Handshake-era clients with a back-channel get an ``elicitation/create`` request in the middle
 of the ``run_code`` call. Stateless 2026-07-28 clients have no back-channel: ``run_code``
@@ -7,14 +11,17 @@ background, and the client's retry (with ``inputResponses`` and the echoed ``req
 delivers the answer and waits for the rest of the run.
 
 Either way: decline, cancel, no answer before expiry, or a client that cannot be asked, means
-the call is denied with a reason that says which.
+the call is denied (an approval) or the request is cancelled (a relayed question), with a reason.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import anyio
 import mcp_types
@@ -22,7 +29,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.mcpserver import Context
 
 from codemode._engine import RunResult
-from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.broker import ApprovalAnswer, ApprovalRequest, ElicitationAnswer, ElicitationRequest
+
+log = logging.getLogger("codemode.serve")
 
 APPROVAL_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -51,6 +60,61 @@ def answer_from(result: mcp_types.ElicitResult | None, who: str) -> ApprovalAnsw
     if content.get("approve") is True:
         return ApprovalAnswer(True, who)
     return ApprovalAnswer(False, who, "the user did not approve")
+
+
+def relayed_message(request: ElicitationRequest) -> str:
+    return (
+        f"The server {request.server!r} asks, during its tool {request.tool} "
+        f"(call {request.call_id} of a codemode run):\n{request.message}"
+    )
+
+
+def relayed_answer(result: mcp_types.ElicitResult | None) -> ElicitationAnswer:
+    if result is None:
+        return ElicitationAnswer("cancel", answered_by="mcp-client")
+    return ElicitationAnswer(result.action, result.content, answered_by="mcp-client")
+
+
+def relayed_params(request: ElicitationRequest) -> mcp_types.ElicitRequestParams:
+    if request.mode == "url":
+        return mcp_types.ElicitRequestURLParams(
+            message=relayed_message(request),
+            url=request.url or "",
+            elicitation_id=request.elicitation_id or request.call_id,
+        )
+    return mcp_types.ElicitRequestFormParams(
+        message=relayed_message(request),
+        requested_schema=dict(request.schema),  # type: ignore[arg-type]
+    )
+
+
+class ClientElicitor:
+    """Relays a downstream server's request for input over the back-channel (handshake era)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._lock = anyio.Lock()
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        caps = self._ctx.client_capabilities
+        if caps is None or caps.elicitation is None:
+            return ElicitationAnswer("cancel", answered_by="mcp-client")
+        session, related = self._ctx.session, self._ctx.request_id
+        async with self._lock:  # one question at a time
+            try:
+                params = relayed_params(request)
+                if isinstance(params, mcp_types.ElicitRequestURLParams):
+                    result = await session.elicit_url(
+                        params.message, params.url, params.elicitation_id or "", related_request_id=related
+                    )
+                else:
+                    result = await session.elicit_form(
+                        params.message, params.requested_schema, related_request_id=related
+                    )
+            except Exception:  # the client failed to answer: nobody said yes
+                log.warning("relaying a request for input to the MCP client failed", exc_info=True)
+                return ElicitationAnswer("cancel", answered_by="mcp-client")
+        return relayed_answer(result)
 
 
 class ElicitationApprover:
@@ -82,9 +146,12 @@ class ElicitationApprover:
 
 @dataclass
 class _Question:
-    request: ApprovalRequest
+    """One question for the client of a pending run: what to ask, and how to read the answer."""
+
+    params: mcp_types.ElicitRequestParams
+    read: Callable[[mcp_types.ElicitResult | None], object]
     answer: anyio.Event = field(default_factory=anyio.Event)
-    reply: ApprovalAnswer | None = None
+    reply: object = None
 
 
 @dataclass
@@ -100,6 +167,16 @@ class PendingRun:
     created: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     """Cancels the background run when the client abandons it."""
+    asking: anyio.Lock = field(default_factory=anyio.Lock)
+    """One question at a time: the client answers the one its retry carries."""
+
+    async def ask(self, question: _Question, within_s: float) -> object:
+        """Put ``question`` to whoever waits on the run; its reply, or None if none came in time."""
+        async with self.asking:
+            await self.events_in.send(question)
+            with anyio.move_on_after(within_s):
+                await question.answer.wait()
+            return question.reply
 
 
 class InputRequiredApprover:
@@ -108,19 +185,41 @@ class InputRequiredApprover:
     def __init__(self, pending: PendingRun, *, client_can_elicit: bool) -> None:
         self._pending = pending
         self._can_elicit = client_can_elicit
-        self._lock = anyio.Lock()
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         if not self._can_elicit:
             return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
-        async with self._lock:
-            question = _Question(request)
-            await self._pending.events_in.send(question)
-            with anyio.move_on_after(max(1.0, request.expires_at - time.time())):
-                await question.answer.wait()
-            if question.reply is None:
-                return ApprovalAnswer(False, "mcp-client", "no answer before the approval expired")
-            return question.reply
+        params = mcp_types.ElicitRequestFormParams(
+            message=approval_message(request),
+            requested_schema=APPROVAL_SCHEMA,  # type: ignore[arg-type]
+        )
+        question = _Question(params, lambda result: answer_from(result, "mcp-client"))
+        reply = await self._pending.ask(question, max(1.0, request.expires_at - time.time()))
+        if reply is None:
+            return ApprovalAnswer(False, "mcp-client", "no answer before the approval expired")
+        return cast(ApprovalAnswer, reply)
+
+
+RELAY_WAIT_S = 600.0
+"""How long a relayed question waits for the client's retry before it is cancelled."""
+
+
+class InputRequiredElicitor:
+    """Relays a downstream server's request for input in the pending run's next input round."""
+
+    def __init__(self, pending: PendingRun, *, client_can_elicit: bool) -> None:
+        self._pending = pending
+        self._can_elicit = client_can_elicit
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        if not self._can_elicit:
+            return ElicitationAnswer("cancel", answered_by="mcp-client")
+        reply = await self._pending.ask(_Question(relayed_params(request), relayed_answer), RELAY_WAIT_S)
+        return (
+            ElicitationAnswer("cancel", answered_by="mcp-client")
+            if reply is None
+            else cast(ElicitationAnswer, reply)
+        )
 
 
 class PendingRuns:
@@ -158,14 +257,7 @@ class PendingRuns:
 
 
 def input_request(question: _Question) -> mcp_types.InputRequests:
-    return {
-        "approval": mcp_types.ElicitRequest(
-            params=mcp_types.ElicitRequestFormParams(
-                message=approval_message(question.request),
-                requested_schema=APPROVAL_SCHEMA,  # type: ignore[arg-type]
-            )
-        )
-    }
+    return {"question": mcp_types.ElicitRequest(params=question.params)}
 
 
 def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None:
@@ -173,8 +265,8 @@ def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None
     question = run.waiting
     if question is None:
         return
-    response = (responses or {}).get("approval")
+    response = (responses or {}).get("question")
     result = response if isinstance(response, mcp_types.ElicitResult) else None
-    question.reply = answer_from(result, "mcp-client")
+    question.reply = question.read(result)
     run.waiting = None
     question.answer.set()
