@@ -60,7 +60,7 @@ async def test_the_clients_user_answers_the_downstream_servers_question(
 ) -> None:
     asked: list[mcp_types.ElicitRequestParams] = []
 
-    async def person(_ctx: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+    async def person(context: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
         asked.append(params)
         content = {"confirm": True, "reason": f"relayed {mode}"} if action == "accept" else None
         return mcp_types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
@@ -84,9 +84,7 @@ async def test_the_clients_user_answers_the_downstream_servers_question(
         assert "not deleted: the user's answer was decline" in text
 
 
-async def test_a_client_that_cannot_be_asked_deletes_nothing(
-    relay_url: str, guarded_workspace: Path
-) -> None:
+async def test_a_client_that_cannot_be_asked_deletes_nothing(relay_url: str, guarded_workspace: Path) -> None:
     before = len(deletions(guarded_workspace))
     async with Client(http(relay_url), mode="legacy") as client:  # no elicitation capability
         result = await client.call_tool("run_code", {"code": DELETE})
