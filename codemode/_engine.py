@@ -173,6 +173,11 @@ class CodeMode:
     def _require(self) -> tuple[McpHost, Broker, SandboxManager, VirtualTree]:
         if self._host is None or self._broker is None or self._sandboxes is None or self._tree is None:
             raise SandboxError("CodeMode is not running; use it as `async with CodeMode(...)`")
+        assert self._pins is not None
+        # Another process may have approved pins meanwhile (`codemode pin --approve` beside a
+        # running serve): one stat tells, and the stubs are re-rendered only when it did.
+        if self._pins.reload_if_changed():
+            self._rebuild_tree()
         return self._host, self._broker, self._sandboxes, self._tree
 
     def statuses(self) -> list[ServerStatus]:

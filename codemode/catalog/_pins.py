@@ -4,10 +4,16 @@
 re-lists its tools (``notifications/tools/list_changed``), the host hands the new catalog to
 :meth:`Pins.record`, which writes the observation to the lock file exactly as ``codemode sync``
 would, so drift found while running shows up in ``codemode pin`` for review.
+
+Another process may write the lock file while codemode runs (``codemode pin --approve`` beside a
+``codemode serve``): :meth:`Pins.reload_if_changed` notices that by the file's identity (inode,
+size, modification time; one ``stat``) and re-reads it, so an approval takes effect at the next
+run without a restart.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,8 +34,19 @@ from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 class Pins:
     def __init__(self, lock_path: Path) -> None:
         self.path = lock_path
+        self._seen = _identity(lock_path)  # before reading: a write in between is seen next time
         self._lock = load_lock(lock_path)
         self._mutex = threading.Lock()
+
+    def reload_if_changed(self) -> bool:
+        """Re-read the lock file if it changed since this process last read or wrote it."""
+        seen = _identity(self.path)
+        if seen == self._seen:
+            return False
+        with self._mutex:  # writers replace the file atomically: this reads one whole version
+            self._lock = load_lock(self.path)
+            self._seen = seen
+        return True
 
     @property
     def lock(self) -> LockFile:
@@ -68,7 +85,7 @@ class Pins:
                 diffs.append(diff)
             if save_unchanged or updated != current:
                 save_lock(self.path, updated)
-            self._lock = updated
+            self._lock, self._seen = updated, _identity(self.path)
         return diffs
 
     def approve(self, selectors: Sequence[str | None] = (None,)) -> list[str]:
@@ -76,5 +93,13 @@ class Pins:
         with self._mutex, locked(self.path):
             updated, done = approve(load_lock(self.path), selectors)
             save_lock(self.path, updated)
-            self._lock = updated
+            self._lock, self._seen = updated, _identity(self.path)
         return done
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)

@@ -149,3 +149,18 @@ def test_pins_record_live_drift_into_the_lock_file(tmp_path: Path) -> None:
     assert status_of(load_lock(path), drifted) is ToolStatus.CHANGED
     usable = pins.usable([catalog(drifted)])
     assert usable[0].tools == ()
+
+
+def test_pins_see_an_approval_another_process_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "codemode.lock"
+    pending, _ = observe(LockFile(), catalog(tool("a")))
+    save_lock(path, pending)
+    pins = Pins(path)
+    assert pins.status(tool("a")) is ToolStatus.NEW
+    assert not pins.reload_if_changed(), "nothing changed: no re-read"
+    Pins(path).approve()  # another process: `codemode pin --approve`
+    assert pins.reload_if_changed()
+    assert pins.status(tool("a")) is ToolStatus.APPROVED
+    assert not pins.reload_if_changed()
+    pins.record(catalog(tool("a")))  # its own write is not mistaken for someone else's
+    assert not pins.reload_if_changed()
