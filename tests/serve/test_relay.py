@@ -13,13 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import mcp_types
 import pytest
-from click.testing import CliRunner
 from mcp import Client
 
-from codemode.cli._main import cli
 from tests.serve.conftest import TOKENS_TOML, make_workspace, serving_http
 from tests.serve.test_serve import http, text_of
 
@@ -93,29 +90,3 @@ async def test_a_client_that_cannot_be_asked_deletes_nothing(relay_url: str, gua
         result = await client.call_tool("run_code", {"code": DELETE})
     assert deletions(guarded_workspace)[before:] == []
     assert "not deleted: the user's answer was cancel" in text_of(result)
-
-
-def test_pins_approved_while_serving_take_effect_at_the_next_call(tmp_path: Path) -> None:
-    """``codemode pin --approve`` beside a running serve: no restart needed."""
-    workspace = make_workspace(tmp_path, TOKENS_TOML)
-    server = f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(GUARDED))}]\n"
-    workspace.write_text(
-        workspace.read_text() + f'\n[servers.guarded]\n{server}roots = ["/srv/data"]\ntrusted = true\n'
-    )
-    runner = CliRunner()
-    synced = runner.invoke(cli, ["sync", "--config", str(workspace)])
-    assert synced.exit_code == 0, synced.output  # guarded's tools are listed, and pending
-    program = "from servers.guarded import roots\nroots()['result']\n"
-
-    async def run_roots() -> str:
-        async with Client(http(url), mode="legacy") as client:
-            return text_of(await client.call_tool("run_code", {"code": program}))
-
-    with serving_http(workspace) as url:
-        before = anyio.run(run_roots)
-        approved = runner.invoke(cli, ["pin", "--approve", "guarded", "--config", str(workspace)])
-        assert approved.exit_code == 0, approved.output
-        after = anyio.run(run_roots)
-    assert "ModuleNotFoundError" in before, "not approved yet: no stub"
-    assert after.startswith("status: ok"), after
-    assert "file:///srv/data" in after
