@@ -145,19 +145,22 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("state")
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while an async fixture lives, anyio's test runner stays leased and
+# marks this thread as running asyncio (with sniffio installed), so any later synchronous
+# `anyio.run` in the worker - a CLI test, a sync fixture - would refuse to start.
+@pytest.fixture(scope="module")
 async def docs(anyio_backend: str) -> AsyncIterator[Client]:
     async with Client(stdio_server("docs")) as client:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def tickets(anyio_backend: str, shared_state_dir: Path) -> AsyncIterator[Client]:
     async with Client(stdio_server("tickets", "--state-dir", str(shared_state_dir / "tickets"))) as client:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def crm(anyio_backend: str, shared_state_dir: Path) -> AsyncIterator[Client]:
     async with Client(stdio_server("crm", "--state-dir", str(shared_state_dir / "crm"))) as client:
         yield client
