@@ -35,6 +35,7 @@ from codemode._tools import (
 from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor
 from codemode.serve._consent import (
+    BackChannel,
     ClientElicitor,
     ElicitationApprover,
     InputRequiredApprover,
@@ -165,13 +166,14 @@ class CodemodeServer:
                 return _error(str(exc))
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await self._run_modern(ctx, who, code, session_id)
+            channel = BackChannel(ctx)
             result = await self.engine.run(
                 code,
                 principal=who.principal,
                 tenant=who.tenant,
                 session_id=session_id,
-                approver=self._approver(ElicitationApprover(ctx), can_elicit(ctx)),
-                elicitor=ClientElicitor(ctx),
+                approver=self._approver(ElicitationApprover(channel), channel.available),
+                elicitor=ClientElicitor(channel),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
                 traceparent=traceparent_of(ctx),

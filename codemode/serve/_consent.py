@@ -51,6 +51,13 @@ def approval_message(request: ApprovalRequest) -> str:
     )
 
 
+def approval_params(request: ApprovalRequest) -> mcp_types.ElicitRequestFormParams:
+    return mcp_types.ElicitRequestFormParams(
+        message=approval_message(request),
+        requested_schema=APPROVAL_SCHEMA,  # type: ignore[arg-type]
+    )
+
+
 def answer_from(result: mcp_types.ElicitResult | None, who: str) -> ApprovalAnswer:
     if result is None:
         return ApprovalAnswer(False, who, "no answer")
@@ -88,58 +95,67 @@ def relayed_params(request: ElicitationRequest) -> mcp_types.ElicitRequestParams
     )
 
 
-class ClientElicitor:
-    """Relays a downstream server's request for input over the back-channel (handshake era)."""
+class BackChannel:
+    """A handshake-era connection's way back to the client (``elicitation/create``), shared by the
+    approvals and the relayed questions of one ``run_code`` request: one question at a time."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._lock = anyio.Lock()
 
-    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+    @property
+    def available(self) -> bool:
         caps = self._ctx.client_capabilities
-        if caps is None or caps.elicitation is None:
-            return ElicitationAnswer("cancel", answered_by="mcp-client")
+        return caps is not None and caps.elicitation is not None
+
+    async def ask(self, params: mcp_types.ElicitRequestParams, within_s: float) -> mcp_types.ElicitResult:
+        """The client's answer. Raises TimeoutError after ``within_s``, or the client's failure."""
         session, related = self._ctx.session, self._ctx.request_id
-        async with self._lock:  # one question at a time
-            try:
-                params = relayed_params(request)
+        async with self._lock:
+            with anyio.fail_after(within_s):
                 if isinstance(params, mcp_types.ElicitRequestURLParams):
-                    result = await session.elicit_url(
+                    return await session.elicit_url(
                         params.message, params.url, params.elicitation_id or "", related_request_id=related
                     )
-                else:
-                    result = await session.elicit_form(
-                        params.message, params.requested_schema, related_request_id=related
-                    )
-            except Exception:  # the client failed to answer: nobody said yes
-                log.warning("relaying a request for input to the MCP client failed", exc_info=True)
-                return ElicitationAnswer("cancel", answered_by="mcp-client")
+                return await session.elicit_form(
+                    params.message, params.requested_schema, related_request_id=related
+                )
+
+
+class ClientElicitor:
+    """Relays a downstream server's request for input over the back-channel (handshake era)."""
+
+    def __init__(self, channel: BackChannel) -> None:
+        self._channel = channel
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        if not self._channel.available:
+            return ElicitationAnswer("cancel", answered_by="mcp-client")
+        try:
+            result = await self._channel.ask(relayed_params(request), RELAY_WAIT_S)
+        except Exception:  # no answer in time, or the client failed to answer: nobody said yes
+            log.warning("relaying a request for input to the MCP client failed", exc_info=True)
+            return ElicitationAnswer("cancel", answered_by="mcp-client")
         return relayed_answer(result)
 
 
 class ElicitationApprover:
     """Asks over the connection's back-channel (handshake era)."""
 
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-        self._lock = anyio.Lock()
+    def __init__(self, channel: BackChannel) -> None:
+        self._channel = channel
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        caps = self._ctx.client_capabilities
-        if caps is None or caps.elicitation is None:
+        if not self._channel.available:
             return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
-        async with self._lock:  # one question at a time
-            try:
-                with anyio.fail_after(max(1.0, request.expires_at - time.time())):
-                    result = await self._ctx.session.elicit_form(
-                        approval_message(request),
-                        APPROVAL_SCHEMA,  # type: ignore[arg-type]
-                        related_request_id=self._ctx.request_id,
-                    )
-            except TimeoutError:
-                return ApprovalAnswer(False, "elicitation", "no answer before the approval expired")
-            except Exception as exc:  # the client failed to answer: fail closed
-                return ApprovalAnswer(False, "elicitation", f"the client could not be asked ({exc})")
+        try:
+            result = await self._channel.ask(
+                approval_params(request), max(1.0, request.expires_at - time.time())
+            )
+        except TimeoutError:
+            return ApprovalAnswer(False, "elicitation", "no answer before the approval expired")
+        except Exception as exc:  # the client failed to answer: fail closed
+            return ApprovalAnswer(False, "elicitation", f"the client could not be asked ({exc})")
         # The same reading of the answer as for input-required responses.
         return answer_from(result, "elicitation")
 
@@ -189,11 +205,7 @@ class InputRequiredApprover:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         if not self._can_elicit:
             return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
-        params = mcp_types.ElicitRequestFormParams(
-            message=approval_message(request),
-            requested_schema=APPROVAL_SCHEMA,  # type: ignore[arg-type]
-        )
-        question = _Question(params, lambda result: answer_from(result, "mcp-client"))
+        question = _Question(approval_params(request), lambda result: answer_from(result, "mcp-client"))
         reply = await self._pending.ask(question, max(1.0, request.expires_at - time.time()))
         if reply is None:
             return ApprovalAnswer(False, "mcp-client", "no answer before the approval expired")
