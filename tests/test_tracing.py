@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import pytest
+from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,6 +23,7 @@ from codemode.calls import RunBinding
 from codemode.catalog import save_lock
 from codemode.host import McpHost
 from codemode.ledger import open_ledger
+from codemode.serve._app import CodemodeServer, Identity
 from codemode.testing import approved_pins, in_memory_transports
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +146,46 @@ def test_with_no_sdk_the_trace_id_is_the_callers_or_a_fresh_one(monkeypatch: pyt
 
 def _binding(trace_id: str) -> RunBinding:
     return RunBinding(run_id="run_t", principal="agent", tenant="default", trace_id=trace_id, expires_at=0)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_run_code_through_serve_is_one_trace_under_the_callers_traceparent(
+    tmp_path: Path, mode: str
+) -> None:
+    """The whole path an agent takes: its MCP request's ``_meta.traceparent`` to the downstream server."""
+    seen: list[str | None] = []
+    config = config_from_mapping(
+        {
+            "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
+            "sandbox": {"backend": "process", "pool_size": 0},
+        },
+        base_dir=tmp_path,
+    )
+    transports = in_memory_transports({"crm": traced_crm(seen)})
+    async with McpHost(config, transports=transports) as host:
+        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
+    program = f"from servers.crm import get_customer\nget_customer(customer_id={SECRET_ARGUMENT!r})['name']\n"
+    EXPORTER.clear()
+    trace_id = 0
+    async with CodeMode(config, transports=transports) as engine, anyio.create_task_group() as tg:
+        server = CodemodeServer(engine, default=Identity(None, None))
+        server.attach(tg)
+        async with Client(server.mcp, mode=mode) as client:
+            # The agent's own span is current, as in an instrumented agent; its context travels in
+            # _meta (the SDK's client may put its own request span, of the same trace, in between).
+            with trace.get_tracer("agent").start_as_current_span("agent.turn") as agent:
+                carrier: dict[str, str] = {}
+                propagate.inject(carrier)
+                reply = await client.call_tool("run_code", {"code": program}, meta=cast(Any, carrier))
+            assert not reply.is_error, reply
+            trace_id = agent.get_span_context().trace_id
+        tg.cancel_scope.cancel()
+    spans = list(EXPORTER.get_finished_spans())
+    [run] = [s for s in spans if s.name == "codemode.run"]
+    [call] = [s for s in spans if s.name.startswith("codemode.tool_call")]
+    assert run.context is not None and run.context.trace_id == trace_id, "the run joins the agent's trace"
+    assert run.parent is not None and run.parent.trace_id == trace_id
+    assert call.parent is not None and call.parent.span_id == run.context.span_id
+    assert SECRET_ARGUMENT not in repr([dict(s.attributes or {}) for s in spans])
+    [downstream] = seen
+    assert downstream is not None and downstream.split("-")[1] == format(trace_id, "032x")
