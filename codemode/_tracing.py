@@ -104,6 +104,13 @@ def note_intent(intent: CallIntent) -> None:
         )
 
 
+def note_filtering(report: Mapping[str, int | bool]) -> None:
+    """What the result filter changed (counts and flags), as ``codemode.filter.*`` attributes."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes({f"codemode.filter.{key}": value for key, value in report.items()})
+
+
 def finish_call(span: Span, outcome: CallOutcome) -> None:
     """The gate decision and the outcome kind; a denial or failure marks the span as an error."""
     span.set_attribute("codemode.outcome", outcome.kind)

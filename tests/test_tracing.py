@@ -100,6 +100,7 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
         attributes = dict(read.attributes or {})
         assert attributes["codemode.decision"] == "allowed" and attributes["codemode.outcome"] == "ok"
         assert str(attributes["codemode.args_digest"]).startswith("sha256:")
+        assert attributes["codemode.filter.secrets_redacted"] == 0, "what the result filter changed"
         for key in ("codemode.call_id", "codemode.schema_hash", "codemode.principal", "codemode.tenant"):
             assert attributes[key], key
     denied_attributes = dict(denied.attributes or {})

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
-from codemode._tracing import call_span, downstream_meta, finish_call, note, note_intent
+from codemode._tracing import call_span, downstream_meta, finish_call, note, note_filtering, note_intent
 from codemode.broker._approvals import Approver
 from codemode.broker._call_inputs import CallInputs
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
@@ -477,13 +477,15 @@ class Broker:
             # Filtered for the run before the record, so that the record holds the whole report.
             return self._per_run(call, stored, report)
         finally:
+            filtered = dataclasses.asdict(report)
+            note_filtering(filtered)
             complete = partial(
                 ledger.complete,
                 call_id,
                 stored,
                 receipt=receipt,
                 durable=self._durable(call, facts),
-                filtered=dataclasses.asdict(report),
+                filtered=filtered,
             )
             await self._record(call_id, complete)
 
