@@ -100,8 +100,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _as_from_a_terminal() -> None:
+    # A command typed at a terminal starts with SIGINT handled by default; the test runner itself
+    # may have been started as a background job, which ignores SIGINT and hands that on.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_body(
-    tmp_path: Path, preexec: Callable[[], object] | None = None
+    tmp_path: Path, preexec: Callable[[], object] = _as_from_a_terminal
 ) -> tuple[subprocess.Popen[str], Path]:
     script = tmp_path / "body.py"
     script.write_text(SCRIPT)
