@@ -215,6 +215,12 @@ def _redacted_run(run: RunRecord) -> RunRecord:
     return run.model_copy(update={"summary": redact_value(run.summary)})
 
 
+def _input_line(answer: dict[str, Any]) -> str:
+    """One request for input during the call: what was answered, by whom, when (never the content)."""
+    kind, action = answer.get("kind", "input"), answer.get("action", "?")
+    return f"{kind} {action} by {answer.get('answered_by', '?')} at {answer.get('at', '?')}"
+
+
 def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
     fields: list[tuple[str, Any]] = [
         ("call", call.call_id),
@@ -238,6 +244,7 @@ def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
         ("result", None if call.result is None else str(call.result)[:500]),
         ("result size", None if call.result_bytes is None else f"{call.result_bytes} bytes"),
         ("result filter", None if call.filter_report is None else filter_summary(call.filter_report)),
+        ("input asked", "; ".join(_input_line(answer) for answer in call.inputs) or None),
         ("receipt", call.receipt),
         ("evidence", call.evidence),
         ("resolved by", call.resolved_by),

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from codemode import CallbackApprover, CallbackElicitor, CodeMode, ElicitationAnswer, ElicitationRequest
 from codemode.broker import ApprovalAnswer, ApprovalRequest
 from codemode.catalog import save_lock
+from codemode.cli._ledger_cmd import ledger as ledger_group
 from codemode.config import Config, config_from_mapping
 from codemode.host import McpHost
 from codemode.ledger import CallRecord, open_ledger
@@ -116,6 +118,11 @@ async def test_an_accepted_confirmation_lets_the_write_happen_with_the_forms_def
     assert entry["action"] == "accept" and entry["answered_by"] == "operator"
     assert entry["content_digest"].startswith("sha256:") and entry["at"]
     assert "routine cleanup" not in json.dumps(call.inputs), "the ledger keeps a digest, not the answer"
+    reader = guarded.log.with_name("reader.toml")  # `ledger show` on the same ledger file
+    reader.write_text(f'[ledger]\npath = "{guarded.config.ledger_path}"\n', encoding="utf-8")
+    shown = CliRunner().invoke(ledger_group, ["show", call.call_id, "--config", str(reader)])
+    assert shown.exit_code == 0, shown.output
+    assert "elicitation accept by operator at" in shown.output
 
 
 async def test_a_declined_confirmation_stops_the_write_and_the_program_is_told(guarded: Guarded) -> None:
