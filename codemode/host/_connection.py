@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -46,7 +45,7 @@ from codemode.catalog import (
     resource_template_from_mcp,
     tool_from_mcp,
 )
-from codemode.config import HttpServerConfig, MissingSecretError, StdioServerConfig, resolve_references
+from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import (
     OutcomeUnknownError,
     ServerConnectionError,
@@ -54,7 +53,8 @@ from codemode.errors import (
     ServerRejectedError,
     ServerUnavailableError,
 )
-from codemode.host._errors import describe_exception, root_cause
+from codemode.host._command import find_executable, resolve_setting
+from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
 from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, call_marker, new_http_client
 from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
@@ -75,44 +75,10 @@ MAX_TOOLS_PER_SERVER = 10_000
 RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Backoff between reconnection attempts of a failed server."""
 
-_CLIENT_ERRORS = frozenset(
-    {
-        mcp_types.INVALID_PARAMS,
-        mcp_types.METHOD_NOT_FOUND,
-        mcp_types.INVALID_REQUEST,
-        mcp_types.PARSE_ERROR,
-        mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-    }
-)
-"""JSON-RPC errors that mean the request was rejected before anything ran (invalid, or it needs
-a client capability the host does not declare, such as elicitation with ``elicitation = "deny"``)."""
-
 _PageT = TypeVar("_PageT")
 _ItemT = TypeVar("_ItemT")
 
 CatalogListener = Callable[[ServerCatalog], Awaitable[None]]
-
-
-def find_executable(command: str, env: Mapping[str, str], cwd: str | None) -> str | None:
-    """Resolve ``command`` the way the server's own process would (its PATH, its cwd)."""
-    if os.sep in command:
-        path = Path(cwd or ".") / command
-        # abspath, not resolve(): a venv python is a symlink whose target would lose the venv.
-        return os.path.abspath(path) if os.access(path, os.X_OK) and path.is_file() else None
-    search = env.get("PATH") or os.environ.get("PATH") or os.defpath
-    return shutil.which(command, path=search)
-
-
-def _resolve(server: str, where: str, value: str, environ: Mapping[str, str]) -> str:
-    try:
-        return resolve_references(value, environ)
-    except MissingSecretError as exc:
-        raise ServerConnectionError(
-            server,
-            where,
-            f"{where} refers to ${{{exc.variable}}}, which is not set in codemode's environment; "
-            f"export {exc.variable} before starting codemode",
-        ) from None
 
 
 TransportFactory = Callable[[], Transport | MCPServer]
@@ -230,8 +196,8 @@ class ServerConnection:
         if self._transport is not None:
             return Client(self._transport(), **common)
         if isinstance(cfg, StdioServerConfig):
-            env = {k: _resolve(self.name, f"env.{k}", v, self._environ) for k, v in cfg.env.items()}
-            command = _resolve(self.name, "command", cfg.command, self._environ)
+            env = {k: resolve_setting(self.name, f"env.{k}", v, self._environ) for k, v in cfg.env.items()}
+            command = resolve_setting(self.name, "command", cfg.command, self._environ)
             executable = find_executable(command, env, cfg.cwd)
             if executable is None:
                 raise ServerConnectionError(
@@ -239,7 +205,7 @@ class ServerConnection:
                     cfg.describe(),
                     f"command {command!r} was not found; is it installed and on PATH?",
                 )
-            args = [_resolve(self.name, "args", a, self._environ) for a in cfg.args]
+            args = [resolve_setting(self.name, "args", a, self._environ) for a in cfg.args]
             self._stderr = StderrTail()
             stack.callback(self._stderr.close)
             transport = stdio_transport(
@@ -251,8 +217,10 @@ class ServerConnection:
                 cut_results=self._cut_results,
             )
             return Client(transport, **common)
-        headers = {k: _resolve(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()}
-        url = _resolve(self.name, "url", cfg.url, self._environ)
+        headers = {
+            k: resolve_setting(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()
+        }
+        url = resolve_setting(self.name, "url", cfg.url, self._environ)
         http_client = new_http_client(headers, cfg.max_message_bytes, self._cut_results)
 
         async def on_response(response: Any) -> None:
@@ -587,7 +555,7 @@ class ServerConnection:
         if exc.code == mcp_types.REQUEST_TIMEOUT:
             timeout = self.config.call_timeout
             return OutcomeUnknownError(self.name, tool, f"no answer within call_timeout = {timeout:g} s")
-        if exc.code in _CLIENT_ERRORS:
+        if exc.code in REJECTED_BEFORE_RUNNING:
             return ServerRejectedError(self.name, tool, exc.code, str(exc))
         # An internal error may have happened half-way through executing the tool.
         return OutcomeUnknownError(self.name, tool, f"server error {exc.code}: {exc}; it may have executed")

@@ -9,10 +9,23 @@ from __future__ import annotations
 
 import errno
 
+import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import CodemodeError, ServerConnectionError
+
+REJECTED_BEFORE_RUNNING = frozenset(
+    {
+        mcp_types.INVALID_PARAMS,
+        mcp_types.METHOD_NOT_FOUND,
+        mcp_types.INVALID_REQUEST,
+        mcp_types.PARSE_ERROR,
+        mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+    }
+)
+"""JSON-RPC errors that mean the request was rejected before anything ran (invalid, or it needs
+a client capability the host does not declare, such as elicitation with ``elicitation = "deny"``)."""
 
 
 def root_cause(exc: BaseException) -> BaseException:
