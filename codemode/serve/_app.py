@@ -35,13 +35,13 @@ from codemode._tools import (
 from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor
 from codemode.serve._consent import (
+    Asker,
     BackChannel,
+    ClientApprover,
     ClientElicitor,
-    ElicitationApprover,
-    InputRequiredApprover,
-    InputRequiredElicitor,
     PendingRun,
     PendingRuns,
+    can_elicit,
     deliver,
     input_request,
 )
@@ -135,12 +135,13 @@ class CodemodeServer:
             return found
         return self.default
 
-    def _approver(self, client: Approver, client_can_elicit: bool) -> Approver:
+    def _approver(self, asker: Asker) -> Approver:
         """The client's approver, or with the console on, the desk that also asks the client."""
+        client = ClientApprover(asker)
         if self.desk is None:
             return client
         # A client that cannot be asked would answer "no" at once and win the race: leave it out.
-        return DeskApprover(self.desk, client if client_can_elicit else None)
+        return DeskApprover(self.desk, client if asker.available else None)
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -172,7 +173,7 @@ class CodemodeServer:
                 principal=who.principal,
                 tenant=who.tenant,
                 session_id=session_id,
-                approver=self._approver(ElicitationApprover(channel), channel.available),
+                approver=self._approver(channel),
                 elicitor=ClientElicitor(channel),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
@@ -236,10 +237,8 @@ class CodemodeServer:
         else:
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
-            pending = self.pending.create(principal, tenant)
-            elicits = can_elicit(ctx)
-            approver = self._approver(InputRequiredApprover(pending, client_can_elicit=elicits), elicits)
-            elicitor = InputRequiredElicitor(pending, client_can_elicit=elicits)
+            pending = self.pending.create(principal, tenant, client_can_elicit=can_elicit(ctx))
+            approver, elicitor = self._approver(pending), ClientElicitor(pending)
             # Progress goes to the request that started the run (best effort once it has returned).
             self._tg.start_soon(
                 self._background_run,
@@ -302,11 +301,6 @@ class CodemodeServer:
             return _call_result(event)
         pending.waiting = event
         return mcp_types.InputRequiredResult(input_requests=input_request(event), request_state=pending.token)
-
-
-def can_elicit(ctx: Context) -> bool:
-    caps = ctx.client_capabilities
-    return caps is not None and caps.elicitation is not None
 
 
 def traceparent_of(ctx: Context) -> str | None:

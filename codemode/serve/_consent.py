@@ -19,9 +19,8 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol
 
 import anyio
 import mcp_types
@@ -95,9 +94,38 @@ def relayed_params(request: ElicitationRequest) -> mcp_types.ElicitRequestParams
     )
 
 
+def can_elicit(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.elicitation is not None
+
+
+class Asker(Protocol):
+    """One way to put a question to the MCP client's user: the back-channel (2025-11-25) or the
+    pending run's next input round (2026-07-28)."""
+
+    @property
+    def name(self) -> str:
+        """Who answers, for the record."""
+        ...
+
+    @property
+    def available(self) -> bool:
+        """Whether the client declared that it can be asked (elicitation)."""
+        ...
+
+    async def ask(
+        self, params: mcp_types.ElicitRequestParams, within_s: float
+    ) -> mcp_types.ElicitResult | None:
+        """The client's answer (None: it replied without one). Raises TimeoutError after
+        ``within_s``, or whatever the client's failure was."""
+        ...
+
+
 class BackChannel:
     """A handshake-era connection's way back to the client (``elicitation/create``), shared by the
     approvals and the relayed questions of one ``run_code`` request: one question at a time."""
+
+    name = "elicitation"
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -105,11 +133,9 @@ class BackChannel:
 
     @property
     def available(self) -> bool:
-        caps = self._ctx.client_capabilities
-        return caps is not None and caps.elicitation is not None
+        return can_elicit(self._ctx)
 
     async def ask(self, params: mcp_types.ElicitRequestParams, within_s: float) -> mcp_types.ElicitResult:
-        """The client's answer. Raises TimeoutError after ``within_s``, or the client's failure."""
         session, related = self._ctx.session, self._ctx.request_id
         async with self._lock:
             with anyio.fail_after(within_s):
@@ -122,116 +148,87 @@ class BackChannel:
                 )
 
 
-class ClientElicitor:
-    """Relays a downstream server's request for input over the back-channel (handshake era)."""
+class ClientApprover:
+    """Asks the MCP client's user to approve a call; no answer, or a client that cannot be
+    asked, is a denial."""
 
-    def __init__(self, channel: BackChannel) -> None:
-        self._channel = channel
+    def __init__(self, asker: Asker) -> None:
+        self._asker = asker
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
+        asker = self._asker
+        if not asker.available:
+            return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
+        try:
+            result = await asker.ask(approval_params(request), max(1.0, request.expires_at - time.time()))
+        except TimeoutError:
+            return ApprovalAnswer(False, asker.name, "no answer before the approval expired")
+        except Exception as exc:  # the client failed to answer: fail closed
+            return ApprovalAnswer(False, asker.name, f"the client could not be asked ({exc})")
+        return answer_from(result, asker.name)
+
+
+RELAY_WAIT_S = 600.0
+"""How long a relayed question waits for the client's answer before it is cancelled."""
+
+
+class ClientElicitor:
+    """Relays a downstream server's request for input to the MCP client's user."""
+
+    def __init__(self, asker: Asker) -> None:
+        self._asker = asker
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
-        if not self._channel.available:
+        if not self._asker.available:
             return ElicitationAnswer("cancel", answered_by="mcp-client")
         try:
-            result = await self._channel.ask(relayed_params(request), RELAY_WAIT_S)
-        except Exception:  # no answer in time, or the client failed to answer: nobody said yes
+            result = await self._asker.ask(relayed_params(request), RELAY_WAIT_S)
+        except TimeoutError:
+            return ElicitationAnswer("cancel", answered_by="mcp-client")
+        except Exception:  # the client failed to answer: nobody said yes
             log.warning("relaying a request for input to the MCP client failed", exc_info=True)
             return ElicitationAnswer("cancel", answered_by="mcp-client")
         return relayed_answer(result)
 
 
-class ElicitationApprover:
-    """Asks over the connection's back-channel (handshake era)."""
-
-    def __init__(self, channel: BackChannel) -> None:
-        self._channel = channel
-
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        if not self._channel.available:
-            return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
-        try:
-            result = await self._channel.ask(
-                approval_params(request), max(1.0, request.expires_at - time.time())
-            )
-        except TimeoutError:
-            return ApprovalAnswer(False, "elicitation", "no answer before the approval expired")
-        except Exception as exc:  # the client failed to answer: fail closed
-            return ApprovalAnswer(False, "elicitation", f"the client could not be asked ({exc})")
-        # The same reading of the answer as for input-required responses.
-        return answer_from(result, "elicitation")
-
-
 @dataclass
 class _Question:
-    """One question for the client of a pending run: what to ask, and how to read the answer."""
+    """One question for the client of a pending run, and the answer its retry brought."""
 
     params: mcp_types.ElicitRequestParams
-    read: Callable[[mcp_types.ElicitResult | None], object]
     answer: anyio.Event = field(default_factory=anyio.Event)
-    reply: object = None
+    result: mcp_types.ElicitResult | None = None
 
 
 @dataclass
 class PendingRun:
-    """A run that outlives the request that started it, waiting for the client's answers."""
+    """A run that outlives the request that started it, waiting for the client's answers; its
+    questions ride the next input round of ``run_code`` (an :class:`Asker`)."""
 
     token: str
     principal: str
     tenant: str
     events_in: MemoryObjectSendStream[_Question | RunResult]
     events_out: MemoryObjectReceiveStream[_Question | RunResult]
+    available: bool = False
+    """Whether the client that started the run declared elicitation."""
     waiting: _Question | None = None
     created: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     """Cancels the background run when the client abandons it."""
     asking: anyio.Lock = field(default_factory=anyio.Lock)
     """One question at a time: the client answers the one its retry carries."""
+    name: str = "mcp-client"
 
-    async def ask(self, question: _Question, within_s: float) -> object:
-        """Put ``question`` to whoever waits on the run; its reply, or None if none came in time."""
+    async def ask(
+        self, params: mcp_types.ElicitRequestParams, within_s: float
+    ) -> mcp_types.ElicitResult | None:
         async with self.asking:
+            question = _Question(params)
             await self.events_in.send(question)
-            with anyio.move_on_after(within_s):
+            with anyio.fail_after(within_s):
                 await question.answer.wait()
-            return question.reply
-
-
-class InputRequiredApprover:
-    """The approver of a pending run: each question goes to whoever is waiting on the run."""
-
-    def __init__(self, pending: PendingRun, *, client_can_elicit: bool) -> None:
-        self._pending = pending
-        self._can_elicit = client_can_elicit
-
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        if not self._can_elicit:
-            return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
-        question = _Question(approval_params(request), lambda result: answer_from(result, "mcp-client"))
-        reply = await self._pending.ask(question, max(1.0, request.expires_at - time.time()))
-        if reply is None:
-            return ApprovalAnswer(False, "mcp-client", "no answer before the approval expired")
-        return cast(ApprovalAnswer, reply)
-
-
-RELAY_WAIT_S = 600.0
-"""How long a relayed question waits for the client's retry before it is cancelled."""
-
-
-class InputRequiredElicitor:
-    """Relays a downstream server's request for input in the pending run's next input round."""
-
-    def __init__(self, pending: PendingRun, *, client_can_elicit: bool) -> None:
-        self._pending = pending
-        self._can_elicit = client_can_elicit
-
-    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
-        if not self._can_elicit:
-            return ElicitationAnswer("cancel", answered_by="mcp-client")
-        reply = await self._pending.ask(_Question(relayed_params(request), relayed_answer), RELAY_WAIT_S)
-        return (
-            ElicitationAnswer("cancel", answered_by="mcp-client")
-            if reply is None
-            else cast(ElicitationAnswer, reply)
-        )
+            return question.result
 
 
 class PendingRuns:
@@ -240,9 +237,9 @@ class PendingRuns:
     def __init__(self) -> None:
         self._runs: dict[str, PendingRun] = {}
 
-    def create(self, principal: str, tenant: str) -> PendingRun:
+    def create(self, principal: str, tenant: str, *, client_can_elicit: bool) -> PendingRun:
         send, receive = anyio.create_memory_object_stream[_Question | RunResult](8)
-        run = PendingRun(secrets.token_urlsafe(24), principal, tenant, send, receive)
+        run = PendingRun(secrets.token_urlsafe(24), principal, tenant, send, receive, client_can_elicit)
         self._runs[run.token] = run
         return run
 
@@ -279,6 +276,6 @@ def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None
         return
     response = (responses or {}).get("question")
     result = response if isinstance(response, mcp_types.ElicitResult) else None
-    question.reply = question.read(result)
+    question.result = result
     run.waiting = None
     question.answer.set()
