@@ -152,7 +152,8 @@ class CodeMode:
     def _rebuild_tree(self) -> None:
         assert self._host is not None
         assert self._pins is not None
-        # The pins are current: loaded when entering, and re-read by Pins.record on each change.
+        # The pins are current: loaded when entering, re-read by Pins.record on each change and
+        # by _current_pins when another process wrote the lock file.
         self._tree = render_tree(self._pins.usable(self._host.catalogs()))
 
     async def _catalog_changed(self, catalog: ServerCatalog) -> None:
@@ -173,12 +174,16 @@ class CodeMode:
     def _require(self) -> tuple[McpHost, Broker, SandboxManager, VirtualTree]:
         if self._host is None or self._broker is None or self._sandboxes is None or self._tree is None:
             raise SandboxError("CodeMode is not running; use it as `async with CodeMode(...)`")
+        return self._host, self._broker, self._sandboxes, self._tree
+
+    def _current_pins(self) -> Pins:
+        """The pins as the lock file has them now. Another process may have approved some
+        meanwhile (`codemode pin --approve` beside a running serve): one stat tells, and the
+        stubs are re-rendered only when it did."""
         assert self._pins is not None
-        # Another process may have approved pins meanwhile (`codemode pin --approve` beside a
-        # running serve): one stat tells, and the stubs are re-rendered only when it did.
         if self._pins.reload_if_changed():
             self._rebuild_tree()
-        return self._host, self._broker, self._sandboxes, self._tree
+        return self._pins
 
     def statuses(self) -> list[ServerStatus]:
         host, *_ = self._require()
@@ -188,8 +193,7 @@ class CodeMode:
         """Tools whose live definition differs from its approved pin, or that the server no
         longer lists (``server/tool (changed)``); empty when every pinned tool is as approved."""
         host, *_ = self._require()
-        assert self._pins is not None
-        pins = self._pins
+        pins = self._current_pins()
         found: list[str] = []
         for catalog in host.catalogs():
             listed = {tool.name for tool in catalog.tools}
@@ -211,8 +215,10 @@ class CodeMode:
 
     def tree_for(self, principal: str | None = None) -> VirtualTree:
         """The stub tree as ``principal`` may see it (default: the configured default principal)."""
-        tree = self._require()[3]
-        return tree.restrict(
+        self._require()
+        self._current_pins()  # may re-render the tree
+        assert self._tree is not None
+        return self._tree.restrict(
             visible_to(self.config.policy, principal or self.config.policy.default_principal)
         )
 
@@ -399,8 +405,7 @@ class CodeMode:
         binding = self._bind(principal, tenant, None)
         ledger = self._ledger
         assert ledger is not None
-        assert self._pins is not None
-        entry = self._pins.lock.entry(server, tool)
+        entry = self._current_pins().lock.entry(server, tool)
         schema_hash = entry.approved.hash if entry is not None and entry.approved is not None else ""
         digest = hashlib.sha256(f"codemode:{purpose}:{server}/{tool}".encode()).hexdigest()
         await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
