@@ -114,9 +114,10 @@ def complete(
 def record_input(ctx: LedgerContext, call_id: str, answer: Mapping[str, Any]) -> CallRecord:
     with ctx.write() as tx:
         row = _require(tx, call_id, "call_input_answered", "record an input answer for")
+        stamp = to_text(ctx.now())
         answers: list[Any] = json.loads(str(row["inputs_json"])) if row["inputs_json"] else []
-        answers.append({**answer, "at": to_text(ctx.now())})
-        fields = {"inputs_json": canonical_json(answers).decode(), "updated_at": to_text(ctx.now())}
+        answers.append({**answer, "at": stamp})
+        fields = {"inputs_json": canonical_json(answers).decode(), "updated_at": stamp}
         new = emit(ctx, tx, "call_input_answered", call_id, fields, current=row)
     return call_record(new)
 

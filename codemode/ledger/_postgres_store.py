@@ -51,7 +51,7 @@ from codemode.ledger._chain import genesis_hash
 from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._postgres_ddl import DDL, added_columns
 from codemode.ledger._postgres_tx import Connection, PostgresTransaction
-from codemode.ledger._schema import COLUMNS, SCHEMA_VERSION
+from codemode.ledger._schema import ADDED_COLUMNS, SCHEMA_VERSION
 from codemode.ledger._sqlite_store import Synchronous
 from codemode.ledger._store_protocol import StoreError
 
@@ -327,7 +327,7 @@ class PostgresStore:
                 self._add_columns(tx)
 
     def _add_columns(self, tx: PostgresTransaction) -> None:
-        for table in COLUMNS:
+        for table in ADDED_COLUMNS:
             present = {
                 str(r["column_name"])
                 for r in tx.fetch(

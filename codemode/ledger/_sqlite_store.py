@@ -35,7 +35,7 @@ from codemode.ledger._chain import genesis_hash
 from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
-from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
+from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
 from codemode.ledger._sqlite_ddl import DDL, added_columns
 from codemode.ledger._store_protocol import ApprovalQuery, CallQuery, EventRow, StoreError
 
@@ -407,7 +407,7 @@ class SqliteStore:
                     f"reads version {SCHEMA_VERSION}. Use the codemode version that wrote it."
                 )
             else:
-                for table in COLUMNS:
+                for table in ADDED_COLUMNS:
                     present = {str(r["name"]) for r in tx.execute(f"PRAGMA table_info({table})")}
                     for statement in added_columns(table, present):
                         tx.execute(statement)
