@@ -13,7 +13,6 @@ The terminal's settings are always restored.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import termios
@@ -34,6 +33,7 @@ from codemode.broker._inputs import (
     complete_form,
     form_properties,
 )
+from codemode.broker._terminal import NoTerminal, opened_terminal
 
 _CANCEL_BYTES = (b"\x03", b"\x04")
 
@@ -56,25 +56,15 @@ class TerminalElicitor:
 
     def _ask(self, request: ElicitationRequest) -> ElicitationAnswer:
         try:
-            fd = os.open(self.tty_path, os.O_RDWR | os.O_NOCTTY)
-        except OSError:
-            return ElicitationAnswer("cancel", answered_by="terminal")
-        try:
-            if not os.isatty(fd):
-                return ElicitationAnswer("cancel", answered_by="terminal")
-            saved = termios.tcgetattr(fd)
-            try:
-                quiet = termios.tcgetattr(fd)
-                quiet[3] &= ~termios.ISIG  # Ctrl-C becomes a byte: it cancels, it does not kill
-                quiet[6][termios.VEOL] = b"\x03"  # and ends the line, so the read sees it at once
-                termios.tcsetattr(fd, termios.TCSANOW, quiet)
-                termios.tcflush(fd, termios.TCIFLUSH)  # lines typed before the question do not answer it
+            with opened_terminal(self.tty_path, _lines_without_signals) as fd:
                 return _Conversation(fd, time.monotonic() + self.timeout_s).run(request)
-            finally:
-                termios.tcsetattr(fd, termios.TCSANOW, saved)
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        except NoTerminal:
+            return ElicitationAnswer("cancel", answered_by="terminal")
+
+
+def _lines_without_signals(attributes: list[Any]) -> None:
+    attributes[3] &= ~termios.ISIG  # Ctrl-C becomes a byte: it cancels, it does not kill
+    attributes[6][termios.VEOL] = b"\x03"  # and ends the line, so the read sees it at once
 
 
 class _Conversation:
