@@ -114,19 +114,22 @@ class _Conversation:
         content: dict[str, Any] = {}
         for name, spec in properties.items():
             while True:
-                raw = self._line(_field_question(name, spec, name in required))
-                if raw.strip() == "":
-                    break  # the default (if any) is filled in below; a required field is checked there
+                raw = self._line(_field_question(name, spec, name in required)).strip()
+                if not raw:
+                    if name in required and "default" not in spec:
+                        self._say(f"    field {name!r} is required\r\n")
+                        continue
+                    break  # the default, if any, is filled in by complete_form
                 try:
-                    content[name] = check_field(name, spec, raw.strip())
+                    content[name] = check_field(name, spec, raw)
                     break
                 except FormError as exc:
                     self._say(f"    {exc}\r\n")
         try:
             return complete_form(schema, content)
-        except FormError as exc:
-            self._say(f"  {exc}: starting the form again\r\n")
-            return self._fill(schema)
+        except FormError as exc:  # e.g. a default that does not fit its own field
+            self._say(f"  the server's form cannot be completed: {exc}\r\n")
+            raise _Cancelled from None
 
     def _say(self, text: str) -> None:
         os.write(self._fd, redact_secrets(text)[0].encode("utf-8", "replace"))
