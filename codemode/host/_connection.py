@@ -511,11 +511,11 @@ class ServerConnection:
                 request_state=state,
             )
 
+        self._inputs.track(marker, inputs)
         try:
-            with self._inputs.tracking(marker, inputs):
-                answer = await send()
-                if isinstance(answer, mcp_types.InputRequiredResult):
-                    answer = await drive_input_rounds(answer, partial(self._inputs.answer, inputs), send)
+            answer = await send()
+            if isinstance(answer, mcp_types.InputRequiredResult):
+                answer = await drive_input_rounds(answer, partial(self._inputs.answer, inputs), send)
         except InputRoundsExceeded as exc:
             raise ServerRejectedError(self.name, name, 0, f"{exc}; the call did not complete") from exc
         except MCPError as exc:
@@ -538,6 +538,7 @@ class ServerConnection:
             # output schema. The call did complete: its cut result is the answer.
             answer = cut
         finally:
+            self._inputs.forget(marker)
             self._http_refusals.pop(marker, None)
             self._cut_results.pop(marker, None)
         return cast(mcp_types.CallToolResult, answer)

@@ -25,14 +25,14 @@ sampling            refused: the host relays no model completions
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 import mcp_types
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
 from pydantic import FileUrl
 
 from codemode.config import ServerConfig
@@ -69,6 +69,12 @@ class InputRouter:
     def __init__(self, config: ServerConfig) -> None:
         self._config = config
         self._in_flight: dict[str, InputHandler | None] = {}
+        self._roots = mcp_types.ListRootsResult(
+            roots=[
+                mcp_types.Root(uri=FileUrl(Path(root).as_uri()), name=Path(root).name or root)
+                for root in config.roots
+            ]
+        )
 
     def client_callbacks(self) -> dict[str, Any]:
         """The SDK client's callbacks: only those the config allows, so that only those
@@ -80,14 +86,13 @@ class InputRouter:
             callbacks["list_roots_callback"] = self._on_list_roots
         return callbacks
 
-    @contextlib.contextmanager
-    def tracking(self, marker: str, handler: InputHandler | None) -> Generator[None]:
-        """While a call is in flight: the handler its server's legacy requests may go to."""
+    def track(self, marker: str, handler: InputHandler | None) -> None:
+        """A call is in flight: its server's legacy requests may go to ``handler`` (until
+        :meth:`forget`)."""
         self._in_flight[marker] = handler
-        try:
-            yield
-        finally:
-            self._in_flight.pop(marker, None)
+
+    def forget(self, marker: str) -> None:
+        self._in_flight.pop(marker, None)
 
     async def _on_elicit(
         self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
@@ -98,15 +103,7 @@ class InputRouter:
         return await handlers[0].elicit(params)
 
     async def _on_list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
-        return self.roots()
-
-    def roots(self) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(
-            roots=[
-                mcp_types.Root(uri=FileUrl(Path(root).as_uri()), name=Path(root).name or root)
-                for root in self._config.roots
-            ]
-        )
+        return self._roots
 
     async def answer(
         self, handler: InputHandler | None, request: mcp_types.InputRequest
@@ -121,7 +118,7 @@ class InputRouter:
         if isinstance(request, mcp_types.ListRootsRequest):
             if not self._config.roots:
                 return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="no roots are configured")
-            return self.roots()
+            return self._roots
         return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=SAMPLING_REFUSED)
 
 
@@ -140,8 +137,6 @@ async def drive_input_rounds(first: mcp_types.InputRequiredResult, answer: Answe
         InputRoundsExceeded: more than :data:`MAX_INPUT_ROUNDS` rounds.
         mcp.shared.exceptions.MCPError: an input request was refused.
     """
-    from mcp.shared.exceptions import MCPError
-
     current: Any = first
     waits = 0
     for _ in range(MAX_INPUT_ROUNDS):

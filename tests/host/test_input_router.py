@@ -45,8 +45,8 @@ def router(**server: Any) -> InputRouter:
 
 async def test_a_legacy_request_goes_to_the_one_call_in_flight() -> None:
     routes, person = router(), Person()
-    with routes.tracking("m1", person):
-        answer = await routes.client_callbacks()["elicitation_callback"](None, FORM)
+    routes.track("m1", person)
+    answer = await routes.client_callbacks()["elicitation_callback"](None, FORM)
     assert isinstance(answer, mcp_types.ElicitResult) and answer.action == "accept"
     assert person.asked == ["Sure?"]
 
@@ -54,11 +54,9 @@ async def test_a_legacy_request_goes_to_the_one_call_in_flight() -> None:
 @pytest.mark.parametrize("in_flight", [0, 2])
 async def test_a_legacy_request_that_cannot_be_tied_to_one_call_is_refused(in_flight: int) -> None:
     routes, people = router(), [Person(), Person()]
-    with (
-        routes.tracking("m1", people[0]) if in_flight else _nothing(),
-        routes.tracking("m2", people[1]) if in_flight == 2 else _nothing(),
-    ):
-        answer = await routes.client_callbacks()["elicitation_callback"](None, FORM)
+    for marker, person in list(zip(("m1", "m2"), people, strict=True))[:in_flight]:
+        routes.track(marker, person)
+    answer = await routes.client_callbacks()["elicitation_callback"](None, FORM)
     assert isinstance(answer, mcp_types.ErrorData) and answer.message == NOBODY_TO_ASK
     assert people[0].asked == people[1].asked == []
 
@@ -142,11 +140,3 @@ async def test_a_refused_request_ends_the_call_without_a_retry() -> None:
             retry,
         )
     assert retried == []
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
