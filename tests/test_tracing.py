@@ -21,7 +21,8 @@ from codemode import CodeMode, config_from_mapping
 from codemode._tracing import run_span
 from codemode.calls import RunBinding
 from codemode.catalog import save_lock
-from codemode.host import McpHost
+from codemode.config import Config
+from codemode.host import McpHost, TransportFactory
 from codemode.ledger import open_ledger
 from codemode.serve._app import CodemodeServer, Identity
 from codemode.testing import approved_pins, in_memory_transports
@@ -59,8 +60,8 @@ def traced_crm(seen: list[str | None]) -> MCPServer:
     return app
 
 
-async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tmp_path: Path) -> None:
-    seen: list[str | None] = []
+async def approved_crm(tmp_path: Path, seen: list[str | None]) -> tuple[Config, dict[str, TransportFactory]]:
+    """A config whose in-memory crm (recording each call's traceparent in ``seen``) is approved."""
     config = config_from_mapping(
         {
             "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
@@ -71,6 +72,12 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
     transports = in_memory_transports({"crm": traced_crm(seen)})
     async with McpHost(config, transports=transports) as host:
         save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
+    return config, transports
+
+
+async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tmp_path: Path) -> None:
+    seen: list[str | None] = []
+    config, transports = await approved_crm(tmp_path, seen)
     program = (
         "from servers.crm import get_customer, delete_customer\n"
         f"get_customer(customer_id={SECRET_ARGUMENT!r})\n"
@@ -155,16 +162,7 @@ async def test_run_code_through_serve_is_one_trace_under_the_callers_traceparent
 ) -> None:
     """The whole path an agent takes: its MCP request's ``_meta.traceparent`` to the downstream server."""
     seen: list[str | None] = []
-    config = config_from_mapping(
-        {
-            "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
-            "sandbox": {"backend": "process", "pool_size": 0},
-        },
-        base_dir=tmp_path,
-    )
-    transports = in_memory_transports({"crm": traced_crm(seen)})
-    async with McpHost(config, transports=transports) as host:
-        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
+    config, transports = await approved_crm(tmp_path, seen)
     program = f"from servers.crm import get_customer\nget_customer(customer_id={SECRET_ARGUMENT!r})['name']\n"
     EXPORTER.clear()
     trace_id = 0
