@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -117,17 +119,24 @@ async def _answer(kit: Kit, decision: str, digest: str, csrf: str | None, **head
     return response.status_code, response.text
 
 
-async def _asking(kit: Kit, answers: list[ApprovalAnswer], ttl: float = 300.0) -> None:
-    answers.append(await DeskApprover(kit.desk, None).ask(request_for(ttl=ttl)))
+async def _asking(kit: Kit, answers: list[ApprovalAnswer]) -> None:
+    answers.append(await DeskApprover(kit.desk, None).ask(request_for()))
 
 
-async def test_a_change_without_the_csrf_token_or_from_another_origin_is_refused(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def approval_waiting(tmp_path: Path) -> AsyncGenerator[tuple[Kit, str, str, list[ApprovalAnswer]]]:
+    """A console with one approval waiting on its desk: the kit, the page's CSRF token, the
+    request's digest, and the answers the waiting run gets (filled in when the block ends)."""
     answers: list[ApprovalAnswer] = []
     async with console_kit(tmp_path) as kit, anyio.create_task_group() as tg:
         tg.start_soon(_asking, kit, answers)
         await anyio.wait_all_tasks_blocked()
         csrf, digest = await _pending(kit)
+        yield kit, csrf, digest, answers
 
+
+async def test_a_change_without_the_csrf_token_or_from_another_origin_is_refused(tmp_path: Path) -> None:
+    async with approval_waiting(tmp_path) as (kit, csrf, digest, answers):
         status, text = await _answer(kit, "approve", digest, None)
         assert status == 403 and "CSRF token" in text
         status, _ = await _answer(kit, "approve", digest, "forged-" + csrf)
@@ -146,11 +155,7 @@ async def test_a_change_without_the_csrf_token_or_from_another_origin_is_refused
 
 
 async def test_the_csrf_token_also_works_as_a_header(tmp_path: Path) -> None:
-    answers: list[ApprovalAnswer] = []
-    async with console_kit(tmp_path) as kit, anyio.create_task_group() as tg:
-        tg.start_soon(_asking, kit, answers)
-        await anyio.wait_all_tasks_blocked()
-        csrf, digest = await _pending(kit)
+    async with approval_waiting(tmp_path) as (kit, csrf, digest, answers):
         status, _ = await _answer(kit, "deny", digest, None, **{"X-CSRF-Token": csrf})
         assert status == 303
     assert answers[0].approved is False and "denied by operator ops" in answers[0].reason
@@ -160,11 +165,7 @@ async def test_the_csrf_token_also_works_as_a_header(tmp_path: Path) -> None:
 
 
 async def test_an_answer_for_other_arguments_is_refused_and_the_request_stays_open(tmp_path: Path) -> None:
-    answers: list[ApprovalAnswer] = []
-    async with console_kit(tmp_path) as kit, anyio.create_task_group() as tg:
-        tg.start_soon(_asking, kit, answers)
-        await anyio.wait_all_tasks_blocked()
-        csrf, digest = await _pending(kit)
+    async with approval_waiting(tmp_path) as (kit, csrf, digest, answers):
         status, text = await _answer(kit, "approve", "sha256:" + "cd" * 32, csrf)
         assert status == 409 and "your page is out of date" in text
         assert len(kit.desk.pending()) == 1 and not answers
