@@ -11,6 +11,8 @@ where, and what to do next.
 from __future__ import annotations
 
 __all__ = [
+    "AuthError",
+    "AuthRequiredError",
     "CatalogError",
     "ChannelError",
     "CodemodeError",
@@ -27,6 +29,7 @@ __all__ = [
     "ServerRejectedError",
     "ServerUnavailableError",
     "StubRenderError",
+    "UnsafeURLError",
 ]
 
 
@@ -142,3 +145,30 @@ class ServerRejectedError(CodemodeError):
         self.code = code
         self.message = message
         super().__init__(f"{server}/{tool}: rejected by the server ({code}): {message}")
+
+
+class UnsafeURLError(CodemodeError):
+    """A URL codemode was about to fetch on its own names a host it must not reach: plain ``http``
+    off loopback, or a loopback, private, link-local or metadata address that was not allowed.
+    Nothing was sent."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"refused to fetch {url}: {reason}")
+
+
+class AuthError(CodemodeError):
+    """Signing in to a remote server failed, or its stored credentials cannot be used.
+
+    Messages never carry a token, a code or a client secret."""
+
+
+class AuthRequiredError(AuthError):
+    """A remote server asks for a sign-in that has not happened (or has expired and cannot be
+    refreshed). ``codemode auth login SERVER`` fixes it."""
+
+    def __init__(self, server: str, detail: str = "") -> None:
+        self.server = server
+        hint = f"server {server!r} needs a sign-in: run `codemode auth login {server}`"
+        super().__init__(f"{hint} ({detail})" if detail else hint)
