@@ -23,6 +23,8 @@ from codemode._lazy import lazy_exports
 _EXPORTS = {
     "ApprovalAnswer": "codemode.broker._approvals",
     "ApprovalRequest": "codemode.broker._approvals",
+    "AuthError": "codemode.errors",
+    "AuthRequiredError": "codemode.errors",
     "Approver": "codemode.broker._approvals",
     "BatchOptions": "codemode.batch",
     "CallbackApprover": "codemode.broker._approvals",
@@ -57,6 +59,7 @@ _EXPORTS = {
     "TerminalElicitor": "codemode.broker._terminal_form",
     "ToolFormat": "codemode._tools",
     "ToolReply": "codemode._tools",
+    "UnsafeURLError": "codemode.errors",
     "VirtualTree": "codemode.stubs",
     "config_from_mapping": "codemode.config",
     "load_config": "codemode.config",
@@ -86,6 +89,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.config import Config as Config
     from codemode.config import config_from_mapping as config_from_mapping
     from codemode.config import load_config as load_config
+    from codemode.errors import AuthError as AuthError
+    from codemode.errors import AuthRequiredError as AuthRequiredError
     from codemode.errors import CatalogError as CatalogError
     from codemode.errors import ChannelError as ChannelError
     from codemode.errors import CodemodeError as CodemodeError
@@ -102,6 +107,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.errors import ServerRejectedError as ServerRejectedError
     from codemode.errors import ServerUnavailableError as ServerUnavailableError
     from codemode.errors import StubRenderError as StubRenderError
+    from codemode.errors import UnsafeURLError as UnsafeURLError
     from codemode.host import ServerStatus as ServerStatus
     from codemode.stubs import SearchResult as SearchResult
     from codemode.stubs import VirtualTree as VirtualTree

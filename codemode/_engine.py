@@ -46,6 +46,7 @@ from codemode.sandbox import RunOutcome, SandboxManager, Session
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
 
 if TYPE_CHECKING:
+    from codemode.auth import HostAuth
     from codemode.batch import BatchOptions, ItemResult
 
 log = logging.getLogger("codemode")
@@ -59,6 +60,7 @@ class CodeMode:
         config: Config,
         *,
         approver: Approver | None = None,
+        auth: HostAuth | None = None,
         backend: BackendChoice | None = None,
         elicitor: Elicitor | None = None,
         environ: Mapping[str, str] | None = None,
@@ -80,6 +82,8 @@ class CodeMode:
         self._owns_ledger = ledger is None
         self.measure_tokens = measure_tokens
         """Count tokens of every tool result and of the final result (costs some CPU per call)."""
+        self._auth = auth
+        """The credential store and sign-in for OAuth servers (default: the user's store, no sign-in)."""
         self._transports = transports
         """Per configured server, a transport to use instead of the configured one (tests)."""
         self._host: McpHost | None = None
@@ -113,7 +117,7 @@ class CodeMode:
             if self._owns_ledger:
                 stack.callback(self._close_ledger)
             self._pins = Pins(config.lock_path)
-            host = McpHost(config, environ=self._environ, transports=self._transports)
+            host = McpHost(config, environ=self._environ, transports=self._transports, auth=self._auth)
             await stack.enter_async_context(host)
             self._host = host
             host.on_catalog_change(self._catalog_changed)

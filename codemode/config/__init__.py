@@ -12,6 +12,7 @@ from codemode.config._model import (
     ServerConfig,
     StdioServerConfig,
 )
+from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import (
     RISK_ORDER,
     BudgetPolicy,
@@ -36,6 +37,7 @@ __all__ = [
     "HttpServerConfig",
     "LedgerConfig",
     "MissingSecretError",
+    "OAuthSettings",
     "PinsConfig",
     "PolicyConfig",
     "PrincipalPolicy",

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from codemode.config._batch import BatchConfig
+from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import PolicyConfig
 from codemode.config._secrets import check_references, resolve_references
 from codemode.config._serve import ServeConfig
@@ -102,6 +103,14 @@ class HttpServerConfig(_ServerCommon):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     """Request headers; values may be ``${VAR}`` references (for example a bearer token)."""
+    oauth: OAuthSettings | None = None
+    """Sign in with OAuth 2.1 (``codemode auth login NAME``); see :class:`OAuthSettings`."""
+    allow_loopback: bool = False
+    """Allow a loopback host (``127.0.0.1``, ``::1``, ``localhost``) and, for it only, plain
+    ``http://``. Off by default: every other server must be https on a public address."""
+    allow_private_network: bool = False
+    """Allow private addresses (RFC 1918, unique-local IPv6): a server inside your own network.
+    Link-local and cloud-metadata addresses stay refused whatever this says."""
 
     @field_validator("url")
     @classmethod

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types
@@ -56,11 +56,14 @@ from codemode.errors import (
 from codemode.host._command import find_executable, resolve_setting
 from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
 from codemode.host._frames import CutResults
-from codemode.host._http import CALL_MARKER, call_marker, new_http_client
+from codemode.host._http import CALL_MARKER, call_marker, http_client_for
 from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
+
+if TYPE_CHECKING:
+    from codemode.auth import HostAuth
 
 SDK_VERSION = package_version("mcp")
 
@@ -96,8 +99,10 @@ class ServerConnection:
         environ: Mapping[str, str] | None = None,
         on_catalog: CatalogListener | None = None,
         transport: TransportFactory | None = None,
+        auth: HostAuth | None = None,
     ) -> None:
         self.name = name
+        self._auth = auth
         self.config = config
         self._transport = transport
         self._environ = os.environ if environ is None else environ
@@ -217,11 +222,7 @@ class ServerConnection:
                 cut_results=self._cut_results,
             )
             return Client(transport, **common)
-        headers = {
-            k: resolve_setting(self.name, f"headers.{k}", v, self._environ) for k, v in cfg.headers.items()
-        }
-        url = resolve_setting(self.name, "url", cfg.url, self._environ)
-        http_client = new_http_client(headers, cfg.max_message_bytes, self._cut_results)
+        url, http_client = http_client_for(self.name, cfg, self._environ, self._cut_results, self._auth)
 
         async def on_response(response: Any) -> None:
             if response.status_code in (429, 503):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import mcp_types
@@ -22,6 +22,9 @@ from codemode.errors import CatalogError
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._inputs import InputHandler
 from codemode.host._status import ConnectionState, ServerStatus
+
+if TYPE_CHECKING:
+    from codemode.auth import HostAuth
 
 CatalogChangeListener = Callable[[ServerCatalog], Awaitable[None]]
 
@@ -39,8 +42,10 @@ class McpHost:
         *,
         environ: Mapping[str, str] | None = None,
         transports: Mapping[str, TransportFactory] | None = None,
+        auth: HostAuth | None = None,
     ) -> None:
         self.config = config
+        self._auth = auth
         self._environ = os.environ if environ is None else environ
         unknown = sorted(set(transports or {}) - set(config.servers))
         if unknown:
@@ -60,6 +65,7 @@ class McpHost:
                 environ=self._environ,
                 on_catalog=self._catalog_changed,
                 transport=self._transports.get(name),
+                auth=self._auth,
             )
             self._connections[name] = connection
             self._task_group.start_soon(connection.serve, name=f"codemode-server-{name}")

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
 
+from codemode.config import HttpServerConfig
+from codemode.host._command import resolve_setting
 from codemode.host._frames import CALL_MARKER, CutResults, marker_in
 from codemode.host._http_cap import CappedTransport
+from codemode.net import GuardedTransport, NetworkPolicy
 
-__all__ = ["CALL_MARKER", "HTTP_READ_TIMEOUT_S", "call_marker", "new_http_client"]
+if TYPE_CHECKING:
+    from codemode.auth import HostAuth
+
+__all__ = ["CALL_MARKER", "HTTP_READ_TIMEOUT_S", "call_marker", "http_client_for", "new_http_client"]
 
 HTTP_READ_TIMEOUT_S = 300.0
 """How long an HTTP response stream may stay silent (a server may hold one open)."""
@@ -19,16 +26,51 @@ HTTP_TIMEOUT_S = 30.0
 
 
 def new_http_client(
-    headers: dict[str, str] | None, max_message_bytes: int, cut_results: CutResults
+    headers: dict[str, str] | None,
+    max_message_bytes: int,
+    cut_results: CutResults,
+    *,
+    policy: NetworkPolicy,
+    audience: str,
+    auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """An HTTP client for one server, reading at most ``max_message_bytes`` of any one message.
 
-    Redirects stay off: the SDK's transport follows same-origin ones itself."""
+    Every request - MCP messages, OAuth discovery, token requests - leaves through the SSRF
+    guard, pinned to the address the server's name first resolved to; a bearer token goes to
+    ``audience`` (the server's origin) only. Redirects stay off: the SDK's transport follows
+    same-origin ones itself, and the OAuth client its own, each hop through the guard."""
+    guarded = GuardedTransport(policy, audience=audience)
     return httpx2.AsyncClient(
         headers=headers or None,
         timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S),
-        transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_message_bytes, cut_results),
+        transport=CappedTransport(guarded, max_message_bytes, cut_results),
+        auth=auth,
     )
+
+
+def http_client_for(
+    server: str,
+    config: HttpServerConfig,
+    environ: Mapping[str, str],
+    cut_results: CutResults,
+    auth: HostAuth | None,
+) -> tuple[str, httpx2.AsyncClient]:
+    """The resolved URL of ``server`` and the HTTP client that speaks to it."""
+    headers = {k: resolve_setting(server, f"headers.{k}", v, environ) for k, v in config.headers.items()}
+    url = resolve_setting(server, "url", config.url, environ)
+    signer: httpx2.Auth | None = None
+    if config.oauth is not None:
+        if auth is None:
+            from codemode.auth import HostAuth  # only hosts with an OAuth server load it
+
+            auth = HostAuth()
+        signer = auth.auth_for(server, config, url, environ)
+    policy = NetworkPolicy(allow_loopback=config.allow_loopback, allow_private=config.allow_private_network)
+    client = new_http_client(
+        headers, config.max_message_bytes, cut_results, policy=policy, audience=url, auth=signer
+    )
+    return url, client
 
 
 def call_marker(body: bytes) -> str | None:

@@ -1,0 +1,179 @@
+"""The host's credential store: OAuth tokens and client registrations, one record per server.
+
+A record is keyed by the server's resource URL (what the tokens are for) and names the issuer
+that minted them; the OAuth client drops a record whose issuer no longer matches the server's
+authorization server, so a token never reaches another audience. The default store is one JSON
+file, mode 0600 in a 0700 directory, written atomically under a lock. It is refused, not
+repaired, when other users could read it or when it is not valid: a credential file is never
+silently rewritten. :class:`CredentialStore` is the seam a keyring-backed store would fill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+import time
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from codemode.errors import AuthError
+
+__all__ = [
+    "CREDENTIALS_ENV_VAR",
+    "CredentialStore",
+    "FileCredentialStore",
+    "StoredCredentials",
+    "default_credentials_path",
+]
+
+CREDENTIALS_ENV_VAR = "CODEMODE_CREDENTIALS"
+"""Overrides where the default store keeps its file."""
+
+_FORMAT = 1
+
+
+class StoredCredentials(BaseModel):
+    """What the host holds for one server. ``client`` and ``tokens`` are the OAuth client
+    registration and token response as the authorization server sent them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: str
+    """The configured server name (for display; the key is the resource URL)."""
+    issuer: str | None = None
+    client: dict[str, Any] | None = None
+    tokens: dict[str, Any] | None = None
+    obtained_at: float | None = None
+    """When ``tokens`` arrived (epoch seconds), so their remaining lifetime survives a restart."""
+    wanted_scope: str | None = None
+    """Every scope an authorization was asked for, including a step-up that could not happen
+    without a person: the next sign-in asks for all of it at once."""
+
+    def expires_at(self) -> float | None:
+        lifetime = (self.tokens or {}).get("expires_in")
+        if self.obtained_at is None or not isinstance(lifetime, int | float):
+            return None
+        return self.obtained_at + float(lifetime)
+
+
+class CredentialStore(Protocol):
+    """Where the host keeps credentials. Keys are resource URLs."""
+
+    def get(self, resource: str) -> StoredCredentials | None: ...
+
+    def put(self, resource: str, record: StoredCredentials) -> None: ...
+
+    def delete(self, resource: str) -> bool: ...
+
+    def records(self) -> Mapping[str, StoredCredentials]: ...
+
+
+def default_credentials_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$CODEMODE_CREDENTIALS``, else ``$XDG_DATA_HOME/codemode/credentials.json`` (by default
+    under ``~/.local/share``): outside every workspace, so a sandbox mount never includes it."""
+    env = os.environ if environ is None else environ
+    if env.get(CREDENTIALS_ENV_VAR):
+        return Path(env[CREDENTIALS_ENV_VAR]).expanduser()
+    base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "codemode" / "credentials.json"
+
+
+class FileCredentialStore:
+    """A :class:`CredentialStore` in one JSON file readable by its owner only."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else default_credentials_path()
+
+    # -- CredentialStore ---------------------------------------------------------------------
+
+    def get(self, resource: str) -> StoredCredentials | None:
+        return self._read().get(resource)
+
+    def put(self, resource: str, record: StoredCredentials) -> None:
+        with self._locked():
+            records = dict(self._read())
+            records[resource] = record
+            self._write(records)
+
+    def delete(self, resource: str) -> bool:
+        with self._locked():
+            records = dict(self._read())
+            if records.pop(resource, None) is None:
+                return False
+            self._write(records)
+            return True
+
+    def records(self) -> Mapping[str, StoredCredentials]:
+        return self._read()
+
+    # -- the file ------------------------------------------------------------------------------
+
+    def _read(self) -> dict[str, StoredCredentials]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise AuthError(f"cannot open the credential store {self.path}: {exc.strerror}") from exc
+        with os.fdopen(fd, "rb") as file:
+            self._check_private(os.fstat(file.fileno()))
+            raw = file.read()
+        try:
+            data: object = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            document = cast(dict[str, Any], data)
+            servers: object = document.get("servers", {})
+            if document.get("format") != _FORMAT or not isinstance(servers, dict):
+                raise ValueError("not a codemode credential store (format 1)")
+            entries = cast(dict[str, Any], servers)
+            return {str(key): StoredCredentials.model_validate(value) for key, value in entries.items()}
+        except (ValueError, ValidationError) as exc:
+            raise AuthError(
+                f"the credential store {self.path} is damaged and was left untouched "
+                f"({type(exc).__name__}). Move it aside and sign in again with `codemode auth login`."
+            ) from None
+
+    def _check_private(self, info: os.stat_result) -> None:
+        if info.st_uid != os.getuid():
+            raise AuthError(f"the credential store {self.path} belongs to another user; refusing to use it")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise AuthError(
+                f"the credential store {self.path} is readable by other users "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}); run `chmod 600 {self.path}` and retry"
+            )
+
+    def _write(self, records: Mapping[str, StoredCredentials]) -> None:
+        document = {
+            "format": _FORMAT,
+            "servers": {key: record.model_dump(mode="json") for key, record in sorted(records.items())},
+        }
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{time.monotonic_ns()}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(document, file, indent=2)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+
+    @contextlib.contextmanager
+    def _locked(self) -> Generator[None]:
+        """Serialises writers (a refresh in ``codemode batch`` may race a login elsewhere)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
