@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("_init_cmd", "init", "Write a commented starter codemode.toml (or --from an mcpServers file)."),
     "servers": ("_servers_cmd", "servers", "Connect to every configured server and show its status."),
     "sync": ("_servers_cmd", "sync", "Connect, list every server's tools and record them in codemode.lock."),
+    "auth": ("_auth_cmd", "auth", "Sign in to remote servers that use OAuth (login, status, logout)."),
     "pin": ("_pin_cmd", "pin", "Review and approve tool pins in codemode.lock."),
     "tree": ("_tree_cmd", "tree", "List a directory of the stub tree, or print a file."),
     "search": ("_tree_cmd", "search", "Find tools for a task, in plain words."),

@@ -16,7 +16,9 @@ _HEADER = """\
 #
 #   stdio:  command = "...", args = [...], env = { KEY = "${ENV_VAR}" }, cwd = "..."
 #           max_message_bytes = 16777216   # read at most this much of one message
-#   HTTP:   url = "http://127.0.0.1:8000/mcp", headers = { Authorization = "Bearer ${TOKEN}" }
+#   HTTP:   url = "https://mcp.example.com/mcp", headers = { Authorization = "Bearer ${TOKEN}" }
+#           oauth = {}               # sign in with OAuth 2.1 instead: `codemode auth login <name>`
+#           allow_loopback = true    # a server on this machine (127.0.0.1; plain http only there)
 #   both:   trusted = false          # trust the server's readOnlyHint and other annotations
 #           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28
 #           connect_timeout = 30     # seconds to start and negotiate
@@ -34,7 +36,12 @@ _EXAMPLE_SERVERS = """\
 #
 # [servers.tickets]
 # url = "http://127.0.0.1:8000/mcp"
+# allow_loopback = true
 # headers = { Authorization = "Bearer ${TICKETS_TOKEN}" }
+#
+# [servers.tracker]                 # a remote server behind OAuth
+# url = "https://mcp.tracker.example/mcp"
+# oauth = {}
 """
 
 _SECTIONS = """\

@@ -109,7 +109,7 @@ async def test_a_100_mb_result_over_http_arrives_ok_cut_at_the_cap(http_servers:
     """The same cap over Streamable HTTP, for a JSON body and for a server-sent event."""
     url = http_servers.start_script(FIXTURES / "big_server.py", mode, timeout=60)
     cap = 1024 * 1024
-    server = {"url": url, "max_message_bytes": cap, "call_timeout": 120}
+    server = {"url": url, "max_message_bytes": cap, "call_timeout": 120, "allow_loopback": True}
     async with McpHost(config_from_mapping({"servers": {"big": server}})) as host:
         [status] = host.statuses()
         assert status.error is None, status.error

@@ -59,7 +59,7 @@ async def test_the_three_example_servers_connect_over_stdio(
 async def test_the_three_example_servers_connect_over_streamable_http(http_servers: Any) -> None:
     urls = {name: http_servers.start(name) for name in EXAMPLES}
     assert all(url.startswith("http://127.0.0.1:") for url in urls.values())
-    async with host_for({name: {"url": url} for name, url in urls.items()}) as host:
+    async with host_for({name: {"url": url, "allow_loopback": True} for name, url in urls.items()}) as host:
         for status in host.statuses():
             assert status.state is ConnectionState.READY, status.error
             assert status.transport == "http"
@@ -75,8 +75,8 @@ async def test_both_protocol_eras_are_negotiated_and_recorded(
     servers = {
         "handshake": example_stdio("docs", protocol="legacy"),
         "modern": example_stdio("docs", protocol="2026-07-28"),
-        "stateless_http": {"url": stateless_url, "protocol": "2026-07-28"},
-        "http_handshake": {"url": stateless_url, "protocol": "legacy"},
+        "stateless_http": {"url": stateless_url, "protocol": "2026-07-28", "allow_loopback": True},
+        "http_handshake": {"url": stateless_url, "protocol": "legacy", "allow_loopback": True},
     }
     async with host_for(servers) as host:
         statuses = {s.name: s for s in host.statuses()}
@@ -130,7 +130,7 @@ async def test_broken_servers_fail_alone_with_clear_reasons(
         "crashes": fixture_stdio("raw_server", "crash_after_initialize", protocol="legacy"),
         "silent": fixture_stdio("raw_server", "never_answer", connect_timeout=1.5),
         "unset_secret": {"command": "x", "env": {"KEY": "${CODEMODE_TEST_UNSET_VARIABLE}"}},
-        "refused": {"url": "http://127.0.0.1:9/mcp", "connect_timeout": 5},
+        "refused": {"url": "http://127.0.0.1:9/mcp", "connect_timeout": 5, "allow_loopback": True},
     }
     os.environ.pop("CODEMODE_TEST_UNSET_VARIABLE", None)
     async with host_for(servers) as host:

@@ -96,7 +96,7 @@ def make_ray_workspace(tmp_path: Path, pg: PostgresServer, http_servers: HttpSer
         url = http_servers.start("crm", "--state-dir", str(root / "crm-state"))
         ledger = pg.url_with_reference(pg.new_database(), PASSWORD_ENV)
         (root / "codemode.toml").write_text(
-            f'[servers.crm]\nurl = "{url}"\ntrusted = true\n\n{servers}\n'
+            f'[servers.crm]\nurl = "{url}"\ntrusted = true\nallow_loopback = true\n\n{servers}\n'
             '[sandbox]\nbackend = "process"\npool_size = 1\n\n'
             f"[ledger]\nurl = {json.dumps(ledger)}\n\n"
             '[policy.consent]\nnever = ["crm/add_note"]\n',

@@ -1,0 +1,178 @@
+"""``codemode auth login|status|logout``: sign in to remote servers that use OAuth."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from codemode.auth import BrowserSignIn, FileCredentialStore, HeadlessSignIn, HostAuth, SignIn
+from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, progress
+from codemode.cli._common import stdout as out
+from codemode.cli._signals import run_until_signalled
+from codemode.config import Config, HttpServerConfig, resolve_references
+from codemode.host import ConnectionState, McpHost, ServerStatus
+from codemode.net import NetworkPolicy
+
+
+@click.group()
+def auth() -> None:
+    """Sign in to remote servers that use OAuth, and manage the stored credentials.
+
+    \b
+    A server signs in with OAuth when its table has an [servers.NAME.oauth] section:
+      [servers.tracker]
+      url = "https://mcp.tracker.example/mcp"
+      [servers.tracker.oauth]          # every key optional
+    Credentials are kept on this machine only ($CODEMODE_CREDENTIALS, by default
+    ~/.local/share/codemode/credentials.json, mode 0600) and never reach the sandbox.
+    """
+
+
+def _oauth_server(config: Config, name: str) -> HttpServerConfig:
+    server = config.servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(config.servers)) or "none"
+        fail(f"no server named {name!r} in {config.source}", hint=f"configured servers: {known}")
+    if not isinstance(server, HttpServerConfig) or server.oauth is None:
+        fail(
+            f"server {name!r} does not sign in with OAuth",
+            hint=f"add a [servers.{name}.oauth] table (an http server only) to {config.source}",
+        )
+    return server
+
+
+async def _sign_in(config: Config, name: str, auth: HostAuth) -> ServerStatus:
+    async with McpHost(config, auth=auth) as host:
+        return next(s for s in host.statuses() if s.name == name)
+
+
+@auth.command()
+@click.argument("server")
+@click.option(
+    "--headless",
+    is_flag=True,
+    help="Follow the authorization server's redirects here instead of opening a browser. Works only "
+    "where the server approves without a person (CI, test servers).",
+)
+@config_option
+@json_option
+@handle_errors
+def login(server: str, headless: bool, config_path: Path | None, as_json: bool) -> None:
+    """Sign in to SERVER and keep its tokens in the credential store.
+
+    Opens the authorization page in your browser and waits for it to send you back to
+    http://127.0.0.1:PORT/callback (PORT: [servers.SERVER.oauth] redirect_port). Then connects
+    once with the new token and lists the server's tools, to prove that it works.
+    """
+    config = load(config_path)
+    settings = _oauth_server(config, server).model_copy(update={"reconnect": False})
+    only = config.model_copy(update={"servers": {server: settings}}).with_origin(
+        config.source, config.base_dir
+    )
+    policy = NetworkPolicy(
+        allow_loopback=settings.allow_loopback, allow_private=settings.allow_private_network
+    )
+    sign_in: SignIn = HeadlessSignIn(policy) if headless else BrowserSignIn()
+    store = FileCredentialStore()
+    resource = resolve_references(settings.url, os.environ)
+    previous = store.get(resource)
+    if previous is not None and previous.tokens is not None:
+        # A login signs in afresh (for example to grant a scope a call was refused for); the old
+        # tokens come back if it fails.
+        store.put(resource, previous.model_copy(update={"tokens": None, "obtained_at": None}))
+    host_auth = HostAuth(store=store, sign_in=lambda _name, _config: sign_in)
+    with progress(f"signing in to {server}…", not as_json and not headless and sys.stderr.isatty()):
+        status = run_until_signalled(_sign_in, only, server, host_auth)
+    if status.state is not ConnectionState.READY:
+        if previous is not None:
+            store.put(resource, previous)
+        fail(f"signing in to {server} failed: {status.error}", hint="check the URL, then retry")
+    record = store.get(resource)
+    summary = _describe(server, settings, record)
+    if as_json:
+        print_json({"signed_in": True, "tools": status.tool_count, **summary})
+    else:
+        out.print(
+            f"signed in to {server} ({summary['issuer'] or 'issuer unknown'}); "
+            f"{status.tool_count} tools; credentials in {store.path}",
+            highlight=False,
+        )
+
+
+def _describe(name: str, server: HttpServerConfig, record: Any) -> dict[str, Any]:
+    """What ``status`` shows of a record: never a token, a code or a secret."""
+    tokens: dict[str, Any] = (record.tokens if record is not None else None) or {}
+    expires_at = record.expires_at() if record is not None else None
+    return {
+        "server": name,
+        "url": server.url,
+        "signed_in": bool(tokens.get("access_token")),
+        "issuer": record.issuer if record is not None else None,
+        "client_id": (record.client or {}).get("client_id")
+        if record is not None
+        else server.oauth and server.oauth.client_id,
+        "scope": tokens.get("scope"),
+        "refreshable": bool(tokens.get("refresh_token")),
+        "expires_in_s": None if expires_at is None else round(expires_at - time.time()),
+    }
+
+
+@auth.command()
+@config_option
+@json_option
+@handle_errors
+def status(config_path: Path | None, as_json: bool) -> None:
+    """Show which OAuth servers are signed in, with issuer, scope and expiry (never tokens)."""
+    config = load(config_path)
+    store = FileCredentialStore()
+    records = store.records()
+    rows = [
+        _describe(name, server, records.get(resolve_references(server.url, os.environ)))
+        for name, server in sorted(config.servers.items())
+        if isinstance(server, HttpServerConfig) and server.oauth is not None
+    ]
+    if as_json:
+        print_json({"store": str(store.path), "servers": rows})
+        return
+    if not rows:
+        out.print(f"no server in {config.source} signs in with OAuth", highlight=False)
+        return
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("server", "signed in", "issuer", "scope", "expires", "refresh"):
+        table.add_column(column)
+    for row in rows:
+        expires = row["expires_in_s"]
+        table.add_row(
+            row["server"],
+            "[green]yes[/]" if row["signed_in"] else "[red]no[/]",
+            row["issuer"] or "-",
+            row["scope"] or "-",
+            "-" if expires is None else ("expired" if expires <= 0 else f"in {expires // 60} min"),
+            "yes" if row["refreshable"] else "no",
+        )
+    out.print(table)
+    out.print(f"credentials: {store.path}", highlight=False)
+
+
+@auth.command()
+@click.argument("server")
+@config_option
+@json_option
+@handle_errors
+def logout(server: str, config_path: Path | None, as_json: bool) -> None:
+    """Forget SERVER's tokens and client registration on this machine."""
+    config = load(config_path)
+    settings = _oauth_server(config, server)
+    removed = FileCredentialStore().delete(resolve_references(settings.url, os.environ))
+    if as_json:
+        print_json({"server": server, "removed": removed})
+    else:
+        out.print(
+            f"signed out of {server}" if removed else f"{server} had no stored credentials", highlight=False
+        )
