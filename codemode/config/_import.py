@@ -200,6 +200,12 @@ def import_mcp_servers(path: Path) -> ImportResult:
             if not isinstance(url, str) or not url:
                 raise ConfigError(source, [(where + ".url", "an HTTP server needs a 'url' string")])
             converted["url"] = converter.text(name, url)
+            if _on_this_machine(url):
+                converted["allow_loopback"] = True
+                result.warnings.append(
+                    f"{name}: allow_loopback = true, because its URL is on this machine "
+                    "(codemode refuses loopback and plain http unless allowed)"
+                )
             headers = converter.secret_map(
                 name, _str_map(entry.get("headers"), where + ".headers", source), "header"
             )
@@ -220,3 +226,19 @@ def import_mcp_servers(path: Path) -> ImportResult:
         result.servers[name] = converted
         result.comments[name] = f"imported from {path.name}"
     return result
+
+
+def _on_this_machine(url: str) -> bool:
+    """A URL the SSRF guard refuses only because it is loopback (``127.0.0.1``, ``localhost``)."""
+    from codemode.errors import UnsafeURLError
+    from codemode.net import NetworkPolicy, check_url
+
+    try:
+        check_url(url, NetworkPolicy(allow_loopback=True))
+    except UnsafeURLError:
+        return False
+    try:
+        check_url(url, NetworkPolicy())
+    except UnsafeURLError:
+        return True
+    return False

@@ -56,7 +56,7 @@ from codemode.errors import (
 from codemode.host._command import find_executable, resolve_setting
 from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
 from codemode.host._frames import CutResults
-from codemode.host._http import CALL_MARKER, call_marker, http_client_for
+from codemode.host._http import CALL_MARKER, Refusals, http_client_for, refusal_reason
 from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
@@ -122,7 +122,7 @@ class ServerConnection:
         self.settled = anyio.Event()
         """Set once the first connection attempt has succeeded or failed."""
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
-        self._http_refusals: dict[str, tuple[int, float | None]] = {}
+        self._http_refusals = Refusals()
         self._cut_results: CutResults = {}
         self._inputs = InputRouter(config)
         # Announced list changes vs. the ones a completed re-listing has covered: between the
@@ -223,14 +223,7 @@ class ServerConnection:
             )
             return Client(transport, **common)
         url, http_client = http_client_for(self.name, cfg, self._environ, self._cut_results, self._auth)
-
-        async def on_response(response: Any) -> None:
-            if response.status_code in (429, 503):
-                self._on_http_response(
-                    response.status_code, response.request.content, response.headers.get("retry-after")
-                )
-
-        http_client.event_hooks["response"].append(on_response)
+        http_client.event_hooks["response"].append(self._http_refusals.on_response)
         stack.push_async_callback(http_client.aclose)
         return Client(streamable_http_client(url, http_client=http_client), **common)
 
@@ -520,7 +513,7 @@ class ServerConnection:
         except InputRoundsExceeded as exc:
             raise ServerRejectedError(self.name, name, 0, f"{exc}; the call did not complete") from exc
         except MCPError as exc:
-            raise self._classify(name, exc, self._http_refusals.pop(marker, None)) from exc
+            raise self._classify(name, exc, self._http_refusals.pop(marker)) from exc
         except TimeoutError as exc:
             raise OutcomeUnknownError(
                 self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
@@ -540,14 +533,18 @@ class ServerConnection:
             answer = cut
         finally:
             self._inputs.forget(marker)
-            self._http_refusals.pop(marker, None)
+            self._http_refusals.pop(marker)
             self._cut_results.pop(marker, None)
         return cast(mcp_types.CallToolResult, answer)
 
     def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
         if refusal is not None:
             status, retry_after = refusal
-            return ServerRefusedError(self.name, tool, f"HTTP {status}", retry_after)
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                self._mark_lost(exc)  # a failed sign-in ends the SDK's transport: reconnect
+            return ServerRefusedError(
+                self.name, tool, refusal_reason(self.name, self.config, status), retry_after
+            )
         if exc.code == mcp_types.HEADER_MISMATCH:
             self._request_refresh("header_mismatch")
             return ServerRefusedError(self.name, tool, "the server's definition of the tool changed")
@@ -567,17 +564,6 @@ class ServerConnection:
         self._announced += 1
         if self._refresh_send_has_room():
             self._refresh_send.send_nowait(why)
-
-    def _on_http_response(self, status: int, body: bytes, retry_after: str | None) -> None:
-        """Remember 429/503 answers per call (by the marker in ``_meta``): refused, not executed."""
-        if status not in (429, 503):
-            return
-        marker = call_marker(body)
-        if marker is not None:
-            delay: float | None = None
-            if retry_after is not None and retry_after.strip().isdigit():
-                delay = min(float(retry_after), 30.0)
-            self._http_refusals[marker] = (status, delay)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
         client = self._require_client()

@@ -17,7 +17,15 @@ from codemode.net import GuardedTransport, NetworkPolicy
 if TYPE_CHECKING:
     from codemode.auth import HostAuth
 
-__all__ = ["CALL_MARKER", "HTTP_READ_TIMEOUT_S", "call_marker", "http_client_for", "new_http_client"]
+__all__ = [
+    "CALL_MARKER",
+    "HTTP_READ_TIMEOUT_S",
+    "Refusals",
+    "call_marker",
+    "http_client_for",
+    "new_http_client",
+    "refusal_reason",
+]
 
 HTTP_READ_TIMEOUT_S = 300.0
 """How long an HTTP response stream may stay silent (a server may hold one open)."""
@@ -80,3 +88,38 @@ def call_marker(body: bytes) -> str | None:
     except ValueError:
         return None
     return marker_in(cast(dict[str, Any], request).get("params")) if isinstance(request, dict) else None
+
+
+REFUSING_STATUSES = (401, 403, 429, 503)
+"""HTTP answers that refuse a request before the server acts on it: no credentials or not enough
+access (401/403 - the OAuth client may have tried to sign in again and could not), too many
+requests (429) or unavailable (503)."""
+
+
+class Refusals:
+    """The HTTP refusals of calls in flight, by the marker each call carries in ``_meta``, so that
+    a call that fails after one is known to have been refused, not lost."""
+
+    def __init__(self) -> None:
+        self._by_marker: dict[str, tuple[int, float | None]] = {}
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        if response.status_code not in REFUSING_STATUSES:
+            return
+        marker = call_marker(response.request.content)
+        if marker is not None:
+            retry_after = response.headers.get("retry-after", "").strip()
+            delay = min(float(retry_after), 30.0) if retry_after.isdigit() else None
+            self._by_marker[marker] = (response.status_code, delay)
+
+    def pop(self, marker: str) -> tuple[int, float | None] | None:
+        return self._by_marker.pop(marker, None)
+
+
+def refusal_reason(server: str, config: HttpServerConfig | object, status: int) -> str:
+    """What a refused call tells the program, and through it the person: what to do next."""
+    if status not in (401, 403):
+        return f"HTTP {status}"
+    if isinstance(config, HttpServerConfig) and config.oauth is not None:
+        return f"HTTP {status}: the server wants a sign-in or more access; run `codemode auth login {server}`"
+    return f"HTTP {status}: the server refused the credentials; check [servers.{server}] headers"

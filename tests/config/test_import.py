@@ -77,8 +77,10 @@ def test_vscode_mcp_json_maps_variables_and_transports(tmp_path: Path) -> None:
     assert servers["fs"] == {"command": "fs-server", "args": [f"{(tmp_path / 'proj').resolve()}/data"]}
     assert servers["remote"] == {
         "url": "http://127.0.0.1:9000/mcp",
+        "allow_loopback": True,
         "headers": {"Authorization": "Bearer ${API_KEY}"},
     }
+    assert any("remote: allow_loopback = true" in w for w in result.warnings)
     assert servers["tokened"] == {"command": "x", "env": {"KEY": "${MY_KEY}"}}
     assert "legacy" not in servers
     assert any("SSE" in w for w in result.warnings)

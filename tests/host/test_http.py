@@ -1,12 +1,14 @@
-"""Which call an HTTP 429/503 refused, read from the request body as JSON."""
+"""Which call an HTTP 401/403/429/503 refused, read from the request body as JSON, and what it tells the person."""
 
 from __future__ import annotations
 
 import json
 
+import httpx2
 import pytest
 
-from codemode.host._http import CALL_MARKER, call_marker
+from codemode.config import HttpServerConfig, OAuthSettings
+from codemode.host._http import CALL_MARKER, Refusals, call_marker, refusal_reason
 
 
 def test_the_marker_is_read_from_the_requests_meta() -> None:
@@ -28,3 +30,42 @@ def test_the_marker_is_read_from_the_requests_meta() -> None:
 )
 def test_anything_else_has_no_marker(body: bytes) -> None:
     assert call_marker(body) is None
+
+
+def _answer(status: int, marker: str | None, retry_after: str | None = None) -> httpx2.Response:
+    meta = {"_meta": {CALL_MARKER: marker}} if marker else {}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": meta}).encode()
+    request = httpx2.Request("POST", "https://mcp.example.test/mcp", content=body)
+    headers = {"retry-after": retry_after} if retry_after else {}
+    return httpx2.Response(status, headers=headers, request=request)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "retry_after", "recorded"),
+    [(401, None, (401, None)), (403, None, (403, None)), (429, "7", (429, 7.0)), (503, "999", (503, 30.0))],
+)
+async def test_refusing_answers_are_remembered_per_call(
+    status: int, retry_after: str | None, recorded: tuple[int, float | None]
+) -> None:
+    refusals = Refusals()
+    await refusals.on_response(_answer(status, "ab" * 16, retry_after))
+    assert refusals.pop("ab" * 16) == recorded
+    assert refusals.pop("ab" * 16) is None, "popped once: a marker never outlives its call"
+
+
+@pytest.mark.anyio
+async def test_other_answers_and_unmarked_requests_are_not_refusals() -> None:
+    refusals = Refusals()
+    await refusals.on_response(_answer(200, "ab" * 16))
+    await refusals.on_response(_answer(500, "cd" * 16))
+    await refusals.on_response(_answer(401, None))
+    assert refusals.pop("ab" * 16) is None and refusals.pop("cd" * 16) is None
+
+
+def test_an_auth_refusal_says_which_command_fixes_it() -> None:
+    oauth = HttpServerConfig(url="https://mcp.example.test/mcp", oauth=OAuthSettings())
+    static = HttpServerConfig(url="https://mcp.example.test/mcp")
+    assert "run `codemode auth login tracker`" in refusal_reason("tracker", oauth, 403)
+    assert "check [servers.tracker] headers" in refusal_reason("tracker", static, 401)
+    assert refusal_reason("tracker", oauth, 429) == "HTTP 429"
