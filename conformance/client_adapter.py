@@ -19,6 +19,14 @@ Everything goes through codemode, the way a user would use it:
    request for input during a call goes to the adapter's stand-in for a person, which accepts
    each form as offered (codemode fills in its defaults).
 
+The ``auth/*`` scenarios go through the public CLI instead, as a user signing in would:
+``codemode auth login conformance --headless`` (the suite's authorization server approves at
+once), ``codemode sync``, ``codemode pin --approve`` and ``codemode run`` of a program that calls
+every listed tool. When the run is refused for want of a scope (a step-up, which needs a person),
+the adapter signs in again and re-runs, as the error message tells a user to. Pre-registered client credentials from the context become
+``[servers.conformance.oauth] client_id/client_secret``; a client ID metadata document URL is
+always offered (the client uses it only where the server supports such documents).
+
 Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
 1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).
 """
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -64,7 +73,11 @@ def log(message: str) -> None:
     print(f"[codemode-adapter] {message}", file=sys.stderr, flush=True)
 
 
-def write_config(directory: Path, url: str, protocol_version: str) -> Path:
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+"""The client ID metadata document the adapter offers (the suite's servers accept this one)."""
+
+
+def write_config(directory: Path, url: str, protocol_version: str, oauth: str = "") -> Path:
     protocol = MODERN if protocol_version == MODERN else "legacy"
     path = directory / "codemode.toml"
     path.write_text(
@@ -74,6 +87,9 @@ url = {json.dumps(url)}
 protocol = "{protocol}"
 connect_timeout = 20
 call_timeout = 20
+# The suite's servers listen on localhost over plain http.
+allow_loopback = true
+{oauth}
 
 [sandbox]
 backend = "process"
@@ -194,11 +210,63 @@ def _accepts_as_offered() -> Any:
     return CallbackElicitor(accept, name="conformance-adapter")
 
 
+def oauth_table(context: dict[str, Any]) -> str:
+    lines = [f"[servers.{SERVER}.oauth]", f"client_metadata_url = {json.dumps(CLIENT_METADATA_URL)}"]
+    if context.get("client_id"):
+        lines.append(f"client_id = {json.dumps(context['client_id'])}")
+    if context.get("client_secret"):
+        # A secret is written as a reference, as codemode.toml asks; the adapter sets the variable.
+        lines.append('client_secret = "${CONFORMANCE_CLIENT_SECRET}"')
+    return "\n".join(lines) + "\n"
+
+
+def cli(directory: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "codemode.cli", *args, "--config", str(directory / "codemode.toml")]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    log(f"$ codemode {' '.join(args)} -> exit {done.returncode}\n{done.stdout}{done.stderr}")
+    return done
+
+
+def run_auth_scenario(url: str, protocol_version: str, context: dict[str, Any]) -> int:
+    """config -> auth login --headless -> sync -> pin --approve -> run, all through the CLI."""
+    with tempfile.TemporaryDirectory(prefix="codemode-conformance-auth-") as tmp:
+        directory = Path(tmp)
+        write_config(directory, url, protocol_version, oauth_table(context))
+        env = {
+            **os.environ,
+            "CODEMODE_CREDENTIALS": str(directory / "credentials.json"),
+            "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
+        }
+        for step in (["auth", "login", SERVER, "--headless"], ["sync"], ["pin", "--approve"]):
+            if cli(directory, *step, env=env).returncode != 0:
+                return 1
+        listed = cli(directory, "tree", "servers/" + SERVER, "--json", env=env)
+        names = sorted(
+            str(entry["name"]).removesuffix(".py")
+            for entry in json.loads(listed.stdout or "[]")
+            if entry["kind"] != "directory" and not str(entry["name"]).startswith("_")
+        )
+        program = directory / "program.py"
+        lines = ["results = []"]
+        lines += [f"from servers.{SERVER} import {n}\nresults.append({n}())" for n in names]
+        program.write_text("\n".join([*lines, "results"]) + "\n", encoding="utf-8")
+        run = cli(directory, "run", str(program), "--json", env=env)
+        if run.returncode != 0 and f"codemode auth login {SERVER}" in run.stdout + run.stderr:
+            # A call was refused for want of a scope (step-up): what a person does next is sign
+            # in again - login asks for the scope the call was refused for - and re-run.
+            if cli(directory, "auth", "login", SERVER, "--headless", env=env).returncode != 0:
+                return 1
+            run = cli(directory, "run", str(program), "--json", env=env)
+        return 0 if run.returncode == 0 else 1
+
+
 async def main(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
     context: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     log(f"scenario={scenario} protocol={protocol_version} url={url}")
+    if scenario.startswith("auth/"):
+        return await anyio.to_thread.run_sync(run_auth_scenario, url, protocol_version, context)
 
     try:
         from codemode import CodeMode

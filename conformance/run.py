@@ -391,7 +391,8 @@ def run_client_scenario(result: ScenarioResult, out: Path, exp: Expectations) ->
         except subprocess.TimeoutExpired:
             result.error = f"the suite did not finish within {CLIENT_SCENARIO_TIMEOUT_S} s"
             return
-    runs = [d for d in directory.iterdir() if d.is_dir() and (d / "checks.json").exists()]
+    # An ``auth/x`` scenario writes its run under ``auth/``: look below the scenario's directory.
+    runs = sorted(checks.parent for checks in directory.rglob("checks.json"))
     if not runs:
         text = (directory / "suite.log").read_text(errors="replace")
         skipped = re.search(r"SKIPPED: .*", text)
