@@ -23,9 +23,10 @@ The ``auth/*`` scenarios go through the public CLI instead, as a user signing in
 ``codemode auth login conformance --headless`` (the suite's authorization server approves at
 once), ``codemode sync``, ``codemode pin --approve`` and ``codemode run`` of a program that calls
 every listed tool. When the run is refused for want of a scope (a step-up, which needs a person),
-the adapter signs in again and re-runs, as the error message tells a user to. Pre-registered client credentials from the context become
-``[servers.conformance.oauth] client_id/client_secret``; a client ID metadata document URL is
-always offered (the client uses it only where the server supports such documents).
+the adapter signs in again and re-runs, as the error message tells a user to. Pre-registered
+client credentials from the context become ``[servers.conformance.oauth] client_id`` and
+``client_secret``; a client ID metadata document URL is always offered (the client uses it only
+where the server supports such documents).
 
 Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
 1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).

@@ -12,6 +12,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 home="${CODEMODE_CONFORMANCE_HOME:?run.sh sets CODEMODE_CONFORMANCE_HOME}"
 mkdir -p "$home"
+# Two runs may start at once (the test suite runs the auth scenarios beside the others): one installs.
+exec 9>"$home/.install.lock"
+flock 9
 cp "$here/package.json" "$here/package-lock.json" "$home/"
 cd "$home"
 

@@ -404,10 +404,12 @@ def run_client_scenario(result: ScenarioResult, out: Path, exp: Expectations) ->
 
 
 def run_client_set(
-    req_set: str, req: dict[str, Any], out: Path, exp: Expectations, progress: bool
+    req_set: str, req: dict[str, Any], out: Path, exp: Expectations, progress: bool, which: str = "all"
 ) -> list[ScenarioResult]:
     results: list[ScenarioResult] = []
     for name, why in scenarios_of(req, "client"):
+        if which != "all" and name.startswith("auth/") != (which == "auth"):
+            continue
         result = ScenarioResult(
             name, "client", req_set, not_scored=why, not_applicable=exp.scenario_na("client", name)
         )
@@ -459,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, default=HERE / "results" / "latest", help="where the suite's output goes"
     )
+    parser.add_argument(
+        "--client-scenarios",
+        choices=("all", "auth", "other"),
+        default="all",
+        help="the client side's auth/* scenarios only, or all but them (they take most of its time)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     sets: list[str] = args.sets or list(SETS)
@@ -495,7 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     if "client" in sides:
         for req_set in sets:
             all_results[(req_set, "client")] = run_client_set(
-                req_set, reqs[req_set], results_dir / req_set / "client", exp, progress=not args.quiet
+                req_set,
+                reqs[req_set],
+                results_dir / req_set / "client",
+                exp,
+                progress=not args.quiet,
+                which=args.client_scenarios,
             )
 
     summary: dict[str, Any] = {

@@ -26,6 +26,7 @@ from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
+    OAuthMetadata,
     OAuthToken,
 )
 from pydantic import AnyUrl
@@ -33,6 +34,7 @@ from pydantic import AnyUrl
 from codemode.auth._sign_in import SignIn
 from codemode.auth._store import CredentialStore, StoredCredentials
 from codemode.config import HttpServerConfig, resolve_references
+from codemode.errors import AuthError
 
 __all__ = ["StoreTokenStorage", "oauth_client"]
 
@@ -151,13 +153,14 @@ def oauth_client(
     storage = StoreTokenStorage(store, url, server, preregistered)
 
     async def redirect(authorization_url: str) -> None:
+        require_pkce(provider.context.oauth_metadata)
         authorization_url = storage.remember_scope(authorization_url)
         answers.append(await sign_in.authorize(authorization_url, redirect_uri))
 
     async def callback() -> AuthorizationCodeResult:
         return answers.pop()
 
-    return _Provider(
+    provider = _Provider(
         server_url=url,
         client_metadata=OAuthClientMetadata(
             client_name=settings.client_name,
@@ -170,3 +173,15 @@ def oauth_client(
         callback_handler=callback,
         client_metadata_url=settings.client_metadata_url,
     )
+    return provider
+
+
+def require_pkce(metadata: OAuthMetadata | None) -> None:
+    """PKCE with S256 or no authorization at all: without the advertisement a client cannot know
+    that the server checks the verifier, and a stolen code would be enough."""
+    methods = metadata.code_challenge_methods_supported if metadata is not None else None
+    if not methods or "S256" not in methods:
+        raise AuthError(
+            "the authorization server does not advertise PKCE with S256 "
+            "(code_challenge_methods_supported); codemode does not sign in without it"
+        )

@@ -12,6 +12,7 @@ import errno
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
+from codemode._redaction import redact_secrets
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import CodemodeError, ServerConnectionError
 
@@ -38,7 +39,17 @@ def root_cause(exc: BaseException) -> BaseException:
         current = inner[0]
 
 
+MAX_ERROR_CHARS = 1000
+
+
 def describe_exception(exc: BaseException, config: StdioServerConfig | HttpServerConfig) -> str:
+    """One line for a server's status. Servers write part of it (an OAuth error body, a crash
+    message), so secrets are hidden and its length capped: a token never reaches a status."""
+    text, _ = redact_secrets(_describe(exc, config))
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+
+
+def _describe(exc: BaseException, config: StdioServerConfig | HttpServerConfig) -> str:
     exc = root_cause(exc)
     if isinstance(exc, ServerConnectionError):
         return exc.reason

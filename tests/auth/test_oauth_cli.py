@@ -133,3 +133,23 @@ for path in ({store!r}, os.path.expanduser("~/.local/share/codemode/credentials.
     assert result["files"] == ["FileNotFoundError", "FileNotFoundError"]
     assert result["who"], "the call itself was signed, on the host"
     assert not any(token in run.stdout for token in remote.issued())
+
+
+def test_login_refuses_a_server_that_does_not_advertise_pkce(
+    tmp_path: Path, http_servers: HttpServers
+) -> None:
+    tokens = tmp_path / "issued.txt"
+    url = http_servers.start_script(
+        FIXTURE_SERVERS / "oauth_server.py",
+        "--port",
+        "0",
+        "--no-pkce-advertised",
+        "--token-file",
+        str(tokens),
+    )
+    write_workspace(tmp_path, url)
+    remote = Remote(tmp_path, url, tokens, tmp_path / "headers.txt")
+    done = remote.cli("auth", "login", "remote", "--headless")
+    assert done.returncode == 1
+    assert "does not advertise PKCE with S256" in done.stderr, done.stderr
+    assert remote.issued() == [], "no code was asked for, no token issued"

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,19 +34,17 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.mark.slow
-def test_mcp_conformance_suite_passes_apart_from_the_baseline(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def run_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """``run.sh ARGS``: its summary, after the checks every run must pass."""
     if shutil.which("npm") is None and not (REPO / "conformance" / "node_modules").is_dir():
         _missing("npm is not installed, so the conformance suite cannot be installed")
     results = tmp_path / "results"
     env = {**os.environ, "CODEMODE_PYTHON": sys.executable}
     done = subprocess.run(
-        ["bash", str(RUN), "--results", str(results), "--quiet"],
+        ["bash", str(RUN), "--results", str(results), "--quiet", *args],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1200,
         env=env,
         cwd=REPO,
     )
@@ -55,10 +54,9 @@ def test_mcp_conformance_suite_passes_apart_from_the_baseline(
         sys.stdout.write("\n" + done.stdout)
     summary_path = results / "summary.json"
     assert summary_path.exists(), f"run.sh wrote no summary (exit {done.returncode}):\n{done.stderr[-4000:]}"
-    summary = json.loads(summary_path.read_text())
+    summary: dict[str, Any] = json.loads(summary_path.read_text())
     assert set(summary["results"]) == {"2025-11-25", "2026-07-28"}
     for req_set, sides in summary["results"].items():
-        assert set(sides) == {"server", "client"}, req_set
         for side, counts in sides.items():
             assert counts["total"] > 0, f"{req_set} {side}: no applicable scenario ran"
     assert summary["ok"], (
@@ -67,3 +65,15 @@ def test_mcp_conformance_suite_passes_apart_from_the_baseline(
         + f"\n\nstderr:\n{done.stderr[-4000:]}"
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    return summary
+
+
+@pytest.mark.slow
+def test_mcp_conformance_suite_passes_apart_from_the_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both sides, both requirement sets; the client's auth/* scenarios run in their own test
+    module (test_conformance_auth.py), so that they can run beside these."""
+    summary = run_suite(tmp_path, capsys, "--client-scenarios", "other")
+    for req_set, sides in summary["results"].items():
+        assert set(sides) == {"server", "client"}, req_set

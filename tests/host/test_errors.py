@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from mcp.client.auth import OAuthTokenError
 from mcp.shared.exceptions import MCPError
 
 from codemode.config import HttpServerConfig, StdioServerConfig
@@ -57,3 +58,10 @@ def test_each_failure_reads_as_what_to_change(
     assert expected in describe_exception(
         ExceptionGroup("group", [exc]) if isinstance(exc, Exception) else exc, config
     )
+
+
+def test_a_status_never_carries_a_secret_a_server_wrote_and_stays_short() -> None:
+    echoed = OAuthTokenError('Token exchange failed (400): {"access_token": "sk-live-0123456789abcdef"}')
+    described = describe_exception(echoed, HTTP)
+    assert "sk-live-0123456789abcdef" not in described and "Token exchange failed (400)" in described
+    assert len(describe_exception(RuntimeError("x" * 100_000), HTTP)) <= 1001
