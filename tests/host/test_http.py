@@ -1,4 +1,4 @@
-"""Which call an HTTP 401/403/429/503 refused, read from the request body as JSON, and what it tells the person."""
+"""Which call an HTTP 401/403/429/503 refused (read from the request body), and what it tells the person."""
 
 from __future__ import annotations
 
