@@ -14,18 +14,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.auth._remote import Remote, login, write_workspace
 from tests.conftest import FIXTURE_SERVERS, HttpServers
-from tests.serve.conftest import TOKENS, serving_http
+from tests.serve.conftest import TOKENS, TOKENS_TOML, serving_http
 
 pytestmark = pytest.mark.anyio
-
-SERVE_TOKENS = """
-[policy.principals.alice]
-tenants = ["acme"]
-[serve.tokens.alice]
-token = "${CODEMODE_TEST_ALICE}"
-principal = "alice"
-tenant = "acme"
-"""
 
 
 async def test_the_serve_token_never_reaches_the_downstream_server(
@@ -38,7 +29,7 @@ async def test_the_serve_token_never_reaches_the_downstream_server(
     )  # fmt: skip
     write_workspace(tmp_path, url)
     remote = Remote(tmp_path, url, tokens, headers)
-    remote.config.write_text(remote.config.read_text() + SERVE_TOKENS)
+    remote.config.write_text(remote.config.read_text() + TOKENS_TOML)
     login(remote)
     assert remote.cli("sync").returncode == 0 and remote.cli("pin", "--approve").returncode == 0
     monkeypatch.setenv("CODEMODE_CREDENTIALS", remote.env()["CODEMODE_CREDENTIALS"])
