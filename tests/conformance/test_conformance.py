@@ -69,6 +69,7 @@ def run_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) ->
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 60 s alone; the suite's 300 s default is for ordinary tests
 def test_mcp_conformance_suite_passes_apart_from_the_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ from tests.conformance.test_conformance import run_suite
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 39 scenarios, five CLI commands each: about 220 s on a quiet machine
 def test_the_client_auth_scenarios_pass_through_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
