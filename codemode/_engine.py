@@ -43,6 +43,7 @@ from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, ServerStatus, TransportFactory
 from codemode.ledger import Ledger, open_ledger
 from codemode.sandbox import RunOutcome, SandboxManager, Session
+from codemode.sandbox._backend import BackendFactory
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class CodeMode:
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
         measure_tokens: bool = False,
+        sandbox_backend: BackendFactory | None = None,
         transports: Mapping[str, TransportFactory] | None = None,
     ) -> None:
         if backend is not None:
@@ -86,6 +88,9 @@ class CodeMode:
         """The credential store and sign-in for OAuth servers (default: the user's store, no sign-in)."""
         self._transports = transports
         """Per configured server, a transport to use instead of the configured one (tests)."""
+        self._sandbox_backend = sandbox_backend
+        """A test seam: builds the sandbox backend instead of ``[sandbox] backend`` choosing one
+        (``codemode.testing.in_process_sandbox``; not reachable from configuration)."""
         self._host: McpHost | None = None
         self._pins: Pins | None = None
         self._tree: VirtualTree | None = None
@@ -133,7 +138,9 @@ class CodeMode:
                 lease_s=max((s.call_timeout for s in config.servers.values()), default=60.0) + 60.0,
                 count_tokens=count_tokens if self.measure_tokens else None,
             )
-            self._sandboxes = await stack.enter_async_context(SandboxManager(config.sandbox, state_dir=None))
+            self._sandboxes = await stack.enter_async_context(
+                SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend)
+            )
         except BaseException:
             await stack.aclose()
             raise

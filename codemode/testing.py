@@ -13,6 +13,10 @@ HTTP servers, a real sandbox, a ledger file) is what the integration tests and u
 * :func:`in_memory_transports` - for :class:`~codemode.CodeMode` and :class:`~codemode.host.McpHost`
   (``transports=``): connect a configured server name to an SDK ``MCPServer`` in this process,
   instead of starting a process or opening a socket.
+* :func:`in_process_sandbox` - for :class:`~codemode.CodeMode` (``sandbox_backend=``) and
+  :class:`~codemode.sandbox.SandboxManager` (``backend=``): programs run in a thread of the test
+  process, speaking the real channel protocol to the real host side, so ``CodeMode.run`` needs
+  no Docker and starts no process. NO ISOLATION: a program can do anything the test process can.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from codemode.config import PolicyConfig
 from codemode.errors import ServerUnavailableError
 from codemode.host import InputHandler, TransportFactory
 from codemode.ledger import Ledger, open_ledger
+from codemode.sandbox._backend import BackendFactory
+from codemode.sandbox._inprocess import InProcessBackend
 
 __all__ = [
     "FakeCall",
@@ -44,6 +50,7 @@ __all__ = [
     "approved_pins",
     "fake_broker",
     "in_memory_transports",
+    "in_process_sandbox",
     "memory_ledger",
     "open_test_run",
 ]
@@ -248,3 +255,17 @@ def in_memory_transports(servers: Mapping[str, MCPServer]) -> dict[str, Transpor
 
 def _same(server: MCPServer) -> MCPServer:
     return server
+
+
+def in_process_sandbox() -> BackendFactory:
+    """``sandbox_backend=`` for :class:`~codemode.CodeMode`: run programs in this process.
+
+    THIS IS NO SANDBOX: each program runs in a thread of the test process with all of its rights,
+    and no memory, CPU or process limit applies (a wall-time limit still ends the run; the
+    program's thread is then abandoned). What is real: the in-sandbox runtime's program execution
+    (``servers`` imports, stub calls, ``result``, ``parallel``, tracebacks), the channel (a Unix
+    socket, the hello with its one-time secret, framing and validation) and everything behind it
+    (broker, gates, ledger). Captured output is what the program writes through ``sys.stdout`` /
+    ``sys.stderr``; ``os.write(1, …)`` and child processes are not captured.
+    """
+    return InProcessBackend

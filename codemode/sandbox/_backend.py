@@ -6,13 +6,16 @@ say why a sandbox ended. Everything else (channel, pool, runs, outcomes) is shar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from codemode.config import SandboxConfig
 from codemode.sandbox._outcome import BackendName, ErrorKind
+from codemode.sandbox._state import StateDir
 
-__all__ = ["Backend", "Launch", "SandboxInstance", "Termination"]
+__all__ = ["Backend", "BackendFactory", "Launch", "SandboxInstance", "Termination"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +81,8 @@ class Backend(Protocol):
     async def spawn(self, launch: Launch) -> SandboxInstance:
         """Start the sandbox; its runtime connects to ``launch.channel_dir`` by itself."""
         ...
+
+
+BackendFactory = Callable[[SandboxConfig, StateDir], Backend]
+"""Builds a backend for a :class:`~codemode.sandbox.SandboxManager` instead of choosing one from
+the configuration: a test seam (``codemode.testing.in_process_sandbox``), never configurable."""

@@ -16,7 +16,7 @@ from anyio.abc import TaskGroup
 from codemode.calls import CallHandler, ModuleProvider, RunBinding
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError
-from codemode.sandbox._backend import Backend
+from codemode.sandbox._backend import Backend, BackendFactory
 from codemode.sandbox._docker import DockerBackend, new_pool_id
 from codemode.sandbox._docker_api import DockerApi
 from codemode.sandbox._live import LiveSandbox, start_sandbox
@@ -50,9 +50,14 @@ class SandboxManager:
     containers on an engine that others use too.
     """
 
-    def __init__(self, config: SandboxConfig, *, state_dir: Path | None = None) -> None:
+    def __init__(
+        self, config: SandboxConfig, *, state_dir: Path | None = None, backend: BackendFactory | None = None
+    ) -> None:
+        """``backend`` is a test seam: it builds the backend instead of ``config.backend`` choosing
+        one (``codemode.testing.in_process_sandbox``)."""
         self.config = config
         self._state_dir = state_dir
+        self._factory = backend
         self._backend: Backend | None = None
         self._info: BackendInfo | None = None
         self._api: DockerApi | None = None
@@ -68,7 +73,7 @@ class SandboxManager:
 
     async def __aenter__(self) -> Self:
         state = StateDir(self._state_dir)
-        self._backend, self._info, self._api = await open_backend(self.config, state)
+        self._backend, self._info, self._api = await open_backend(self.config, state, factory=self._factory)
         if isinstance(self._backend, DockerBackend):
             self._backend.pool_id = self.pool_id
         log.info("sandbox backend: %s (%s)", self._info.name, self._info.reason)

@@ -16,7 +16,9 @@ from codemode.sandbox._framing import MalformedMessage, decode
 
 __all__ = ["BackendName", "ErrorKind", "ResultKind", "RunError", "RunOutcome"]
 
-BackendName = Literal["docker", "bwrap", "process"]
+BackendName = Literal["docker", "bwrap", "process", "in_process"]
+"""``in_process`` is ``codemode.testing``'s backend for unit tests (no isolation); no
+configuration selects it."""
 
 ErrorKind = Literal["exception", "timeout", "oom", "killed", "sandbox", "channel"]
 """Why a run failed: the program raised (``exception``), ran out of wall time (``timeout``) or

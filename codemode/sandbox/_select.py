@@ -14,7 +14,7 @@ import anyio
 
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
-from codemode.sandbox._backend import Backend
+from codemode.sandbox._backend import Backend, BackendFactory
 from codemode.sandbox._bwrap import BwrapBackend, Layout, probe_bwrap
 from codemode.sandbox._docker import DockerBackend
 from codemode.sandbox._docker_api import DockerApi, docker_api
@@ -106,9 +106,17 @@ async def choose_backend(config: SandboxConfig) -> BackendInfo:
 
 
 async def open_backend(
-    config: SandboxConfig, state: StateDir
+    config: SandboxConfig, state: StateDir, *, factory: BackendFactory | None = None
 ) -> tuple[Backend, BackendInfo, DockerApi | None]:
-    """Resolve and prepare the backend (orphan cleanup included)."""
+    """Resolve and prepare the backend (orphan cleanup included).
+
+    ``factory`` (a test seam) builds the backend instead, whatever ``config.backend`` says.
+    """
+    if factory is not None:
+        injected = factory(config, state)
+        await injected.prepare()
+        info = BackendInfo(injected.name, "injected by the caller (a test seam)", injected.isolation())
+        return injected, info, None
     resolved = await _resolve(config, state)
     api = resolved.api
     backend: Backend

@@ -74,6 +74,7 @@ TESTING_API = [
     "approved_pins",
     "fake_broker",
     "in_memory_transports",
+    "in_process_sandbox",
     "memory_ledger",
     "open_test_run",
 ]

@@ -7,6 +7,7 @@ becomes a return value or a typed exception here.
 from __future__ import annotations
 
 import base64
+import contextvars
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -231,11 +232,28 @@ class RunState:
             self.value = None
 
 
-state = RunState()
+_process_state = RunState()
+"""The sandbox's run state (one program runs at a time)."""
+_bound_state: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
+    "codemode_run_state", default=None
+)
+"""An in-process test runtime's own, bound in its serve thread's context."""
+
+
+def run_state() -> RunState:
+    """The state of the run executing in this context."""
+    bound = _bound_state.get()
+    return bound if bound is not None else _process_state
+
+
+def bind_run_state(state: RunState) -> None:
+    """Give the current context (an in-process test runtime's serve thread) its own run state."""
+    _bound_state.set(state)
 
 
 def result(value: Any) -> None:
     """Set the program's final result explicitly (otherwise: the last expression, else stdout)."""
+    state = run_state()
     with state.lock:
         state.has_result = True
         state.value = value
@@ -267,8 +285,12 @@ def parallel(fn: Callable[..., _R], calls: Iterable[Mapping[str, Any]], *, max_w
             except BaseException as exc:
                 errors[i] = exc
 
-    # Plain threads rather than an executor keep the pool's frames out of user tracebacks.
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(max_workers, len(items)))]
+    # Plain threads rather than an executor keep the pool's frames out of user tracebacks. Each
+    # runs in a copy of the caller's context, so it talks through the caller's channel.
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True)
+        for _ in range(min(max_workers, len(items)))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -8,8 +8,31 @@ import os
 import sys
 import threading
 import types
+from typing import Protocol
 
 from . import _wire as wire
+
+
+class Capture(Protocol):
+    """The captured output of one stream during one run."""
+
+    def snapshot(self) -> tuple[str, bool]:
+        """What was captured so far, and whether some was dropped over the cap."""
+        ...
+
+    def finish(self) -> tuple[str, bool]:
+        """Stop capturing; what was captured, and whether some was dropped over the cap."""
+        ...
+
+
+def flush_std() -> None:
+    """Flush Python's stdout and stderr; one the program closed or broke is its own business."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 class FdCapture:
@@ -76,25 +99,40 @@ class FdCapture:
 
 
 class Session:
-    """Interpreter state shared by the runs of one sandbox (one run, or one explicit session)."""
+    """Interpreter state shared by the runs of one sandbox (one run, or one explicit session).
+
+    The in-process test runtime (``_embedded``) overrides what touches the whole process:
+    ``sys.modules["__main__"]`` and the capture of file descriptors 1 and 2.
+    """
+
+    registers_main = True
+    """Whether the program's module becomes ``sys.modules["__main__"]``."""
 
     def __init__(self) -> None:
         self.module = self.fresh_module()
         self.count = 0
-        # Line-buffered like a terminal, so print() and os.write(1, ...) keep their order.
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(line_buffering=True)
-        self.out: FdCapture | None = None
-        self.err: FdCapture | None = None
+        self.out: Capture | None = None
+        self.err: Capture | None = None
 
     def fresh_module(self) -> types.ModuleType:
         """A new, empty ``__main__`` (a batch worker starts each item with one)."""
         module = types.ModuleType("__main__")
         module.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = module
+        if self.registers_main:
+            sys.modules["__main__"] = module
         self.module = module
         return module
+
+    def begin(self, cap: int) -> tuple[Capture, Capture]:
+        """Start capturing the next program's stdout and stderr, each kept to ``cap`` bytes."""
+        # Whatever the last program did to sys.stdout, this one writes to the real streams,
+        # line-buffered like a terminal so print() and os.write(1, ...) keep their order.
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
+        flush_std()
+        return FdCapture(1, cap), FdCapture(2, cap)
 
 
 def snapshot(session: Session) -> wire.Snapshot:

@@ -6,12 +6,13 @@ file the host reads (staged here byte for byte).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from . import _wire as wire
 from ._values import CallFailed
@@ -34,16 +35,27 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+def exit_process(channel: Channel) -> NoReturn:
+    """What a sandbox does when its channel ends: the host is gone or has finished with it, so
+    nothing may outlive it (no program thread, no child process keeping on)."""
+    os._exit(0)
+
+
 class Channel:
     """JSON-RPC over one socket, shared by every thread of the program.
 
     Writers take one lock per frame; a single reader thread owns the socket's read side and hands
     each response to the thread waiting for its id, and each host request (``run``) to the main
     thread's inbox. So any number of threads can have stub calls in flight at once.
+
+    ``on_close`` runs in the reader thread once the channel has ended: :func:`exit_process` in a
+    sandbox; the in-process test runtime (``_embedded``) wakes its serve loop instead, since it
+    lives in a process it must not end.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, *, on_close: Callable[[Channel], None] = exit_process) -> None:
         self.sock = sock
+        self._on_close = on_close
         self._write_lock = threading.Lock()
         self._pending_lock = threading.Lock()
         self._pending: dict[int, _Waiter] = {}
@@ -58,6 +70,11 @@ class Channel:
             "stderr": "",
             "stderr_truncated": False,
         }
+
+    @property
+    def closed(self) -> bool:
+        """Whether the channel has ended (the host closed it, or it broke)."""
+        return self._closed
 
     def start(self) -> None:
         threading.Thread(target=self._read_loop, name="codemode-channel", daemon=True).start()
@@ -126,8 +143,7 @@ class Channel:
             for waiter in waiters:
                 waiter.error = CallFailed("the channel to the host closed", outcome_unknown=True)
                 waiter.event.set()
-            # The host is gone or has finished with this sandbox: nothing may outlive it.
-            os._exit(0)
+            self._on_close(self)
 
     def _host_request(self, message: dict[str, Any]) -> None:
         if message.get("method") == wire.SNAPSHOT:
@@ -156,18 +172,20 @@ class Channel:
 
 
 _current: Channel | None = None
+"""The sandbox's channel (see :func:`install`)."""
+_bound: contextvars.ContextVar[Channel | None] = contextvars.ContextVar("codemode_channel", default=None)
+"""A channel bound to the current context only: several in-process test runtimes share one
+interpreter, each in its own thread (see :func:`bind`)."""
 
 
-def connect(directory: str) -> Channel:
+def connect(directory: str, *, on_close: Callable[[Channel], None] = exit_process) -> Channel:
     """Connect to the host's socket in ``directory`` and authenticate with the one-time secret."""
-    global _current
     with open(os.path.join(directory, wire.SECRET_NAME), encoding="ascii") as handle:
         secret = handle.read().strip()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.path.join(directory, wire.SOCKET_NAME))
-    channel = Channel(sock)
+    channel = Channel(sock, on_close=on_close)
     channel.start()
-    _current = channel
     hello: wire.HelloParams = {"secret": secret, "protocol": wire.PROTOCOL_VERSION, "pid": os.getpid()}
     answer = channel.request(wire.HELLO, hello)
     del secret, hello
@@ -178,13 +196,27 @@ def connect(directory: str) -> Channel:
     return channel
 
 
+def install(channel: Channel) -> None:
+    """Make ``channel`` the one every thread of this process talks through (a real sandbox)."""
+    global _current
+    _current = channel
+
+
+def bind(channel: Channel) -> None:
+    """Make ``channel`` the one the current context talks through (an in-process test runtime:
+    its serve thread, and what it runs with a copy of that context, such as :func:`parallel`)."""
+    _bound.set(channel)
+
+
 def current() -> Channel | None:
     """The connected channel (None before :func:`connect`, for example outside a sandbox)."""
-    return _current
+    bound = _bound.get()
+    return bound if bound is not None else _current
 
 
 def request(method: str, params: Mapping[str, Any]) -> Any:
     """Send one request to the host and wait for its answer (raises :class:`RemoteError`)."""
-    if _current is None:
+    channel = current()
+    if channel is None:
         raise CallFailed("codemode's runtime is not connected to a host")
-    return _current.request(method, params)
+    return channel.request(method, params)

@@ -21,7 +21,7 @@ from . import _wire as wire
 from ._values import CallFailed
 
 
-class _HostLoader(importlib.abc.Loader):
+class HostLoader(importlib.abc.Loader):
     def __init__(self, fullname: str, source: str, filename: str) -> None:
         self._fullname = fullname
         self._source = source
@@ -63,6 +63,29 @@ def _no_such_tool(fullname: str) -> None:
     )
 
 
+def fetch(fullname: str) -> tuple[str, bool] | None:
+    """Ask the host for the module ``fullname``: ``(source, is_package)``, or None when it has none
+    (raising the listing of a server's tools for ``servers.<server>.<name>``)."""
+    try:
+        params: wire.ImportParams = {"module": fullname}
+        reply = _client.request(wire.IMPORT, params)
+    except (_client.RemoteError, CallFailed) as exc:
+        raise ImportError(f"cannot import {fullname}: {exc}", name=fullname) from None
+    answer = cast(dict[str, Any], reply) if isinstance(reply, dict) else {}
+    if not answer.get("found"):
+        _no_such_tool(fullname)
+        return None
+    source = answer.get("source")
+    if not isinstance(source, str):
+        return None
+    return source, bool(answer.get("is_package"))
+
+
+def filename_for(fullname: str, is_package: bool) -> str:
+    """The file name a stub module shows in tracebacks (``servers/crm/__init__.py`` …)."""
+    return "/".join(fullname.split(".")) + ("/__init__.py" if is_package else ".py")
+
+
 class ServersFinder(importlib.abc.MetaPathFinder):
     """Asks the host for ``servers`` modules; the host answers only what the principal may see."""
 
@@ -71,22 +94,12 @@ class ServersFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "servers" and not fullname.startswith("servers."):
             return None
-        try:
-            params: wire.ImportParams = {"module": fullname}
-            reply = _client.request(wire.IMPORT, params)
-        except (_client.RemoteError, CallFailed) as exc:
-            raise ImportError(f"cannot import {fullname}: {exc}", name=fullname) from None
-        answer = cast(dict[str, Any], reply) if isinstance(reply, dict) else {}
-        if not answer.get("found"):
-            _no_such_tool(fullname)
+        found = fetch(fullname)
+        if found is None:
             return None
-        source = answer.get("source")
-        if not isinstance(source, str):
-            return None
-        is_package = bool(answer.get("is_package"))
-        parts = fullname.split(".")
-        filename = "/".join(parts) + ("/__init__.py" if is_package else ".py")
-        loader = _HostLoader(fullname, source, filename)
+        source, is_package = found
+        filename = filename_for(fullname, is_package)
+        loader = HostLoader(fullname, source, filename)
         spec = importlib.util.spec_from_loader(fullname, loader, origin=filename, is_package=is_package)
         if spec is not None:
             spec.has_location = True

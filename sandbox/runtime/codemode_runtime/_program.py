@@ -9,13 +9,12 @@ import ast
 import json
 import linecache
 import os
-import sys
 import traceback
 from typing import Any, cast
 
 from . import _wire as wire
-from ._calls import state
-from ._capture import FdCapture, Session
+from ._calls import run_state
+from ._capture import Session, flush_std
 
 _LAST = "__codemode_last_value__"
 
@@ -122,16 +121,6 @@ def _execute(code: str, filename: str, namespace: dict[str, Any]) -> Any:
     return namespace.pop(_LAST, None)
 
 
-def _flush_std() -> None:
-    """Flush Python's stdout and stderr; one the program closed or broke is its own business."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-
-
 def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunReply:
     """Run one program (``params`` as :class:`_wire.RunParams`, from the host) and shape its reply."""
     code = params.get("code")
@@ -149,11 +138,9 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
     session.module.__dict__.update(cast(dict[str, Any], bindings))
     session.count += 1
     filename = "<program>" if session.count == 1 else f"<program #{session.count}>"
+    state = run_state()
     state.reset()
-    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    _flush_std()
-    out = session.out = FdCapture(1, output_cap)
-    err = session.err = FdCapture(2, output_cap)
+    out, err = session.out, session.err = session.begin(output_cap)
     error: wire.ReplyError | None = None
     value: Any = None
     try:
@@ -167,9 +154,9 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
     finally:
         if os.getpid() != runtime_pid:
             # A child forked by the program reached the end of the program: it must not answer.
-            _flush_std()
+            flush_std()
             os._exit(0 if error is None else 1)
-    _flush_std()
+    flush_std()
     stdout, stdout_truncated = out.finish()
     stderr, stderr_truncated = err.finish()
     session.out = session.err = None

@@ -16,13 +16,21 @@ from ._program import run, without_output
 def serve() -> None:
     """Connect (the channel directory is ``$CODEMODE_CHANNEL_DIR``, else ``/run/codemode``) and serve."""
     channel = _client.connect(os.environ.get(wire.CHANNEL_DIR_ENV, wire.CHANNEL_DIR))
+    _client.install(channel)
     # Nothing of the launch configuration is left for the program to find.
     for name in [key for key in os.environ if key.startswith("CODEMODE_")]:
         del os.environ[name]
     # Programs import this package as ``codemode`` too (the name the docs and tracebacks use).
     sys.modules["codemode"] = sys.modules[__package__ or "codemode_runtime"]
     sys.meta_path.insert(0, ServersFinder())
-    session = Session()
+    answer(channel, Session())
+
+
+def answer(channel: _client.Channel, session: Session) -> None:
+    """Answer the host's ``run`` requests on ``channel`` until it ends (a ``None`` in the inbox).
+
+    Shared by :func:`serve` and the in-process test runtime (``_embedded``).
+    """
     channel.snapshot = lambda: snapshot(session)
     runtime_pid = os.getpid()
     while True:
