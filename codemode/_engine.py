@@ -165,7 +165,12 @@ class CodeMode:
         assert self._pins is not None
         # The pins are current: loaded when entering, re-read by Pins.record on each change and
         # by _current_pins when another process wrote the lock file.
-        self._tree = render_tree(self._pins.usable(self._host.catalogs()))
+        # The previous tree is reused where servers did not change, and its search index updated.
+        self._tree = render_tree(
+            self._pins.usable(self._host.catalogs()),
+            previous=self._tree,
+            semantic=self.config.search.semantic,
+        )
 
     async def _catalog_changed(self, catalog: ServerCatalog) -> None:
         """A server re-listed (list_changed): record drift in the lock and re-render the stubs."""

@@ -23,6 +23,7 @@ from codemode.config._policy import (
     Risk,
     ScopeRule,
 )
+from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import ServeConfig, TokenGrant
 from codemode.config._starter import starter_config
@@ -45,6 +46,8 @@ __all__ = [
     "Risk",
     "SandboxConfig",
     "ScopeRule",
+    "SearchConfig",
+    "SemanticChoice",
     "ServeConfig",
     "ServerConfig",
     "StdioServerConfig",

@@ -19,6 +19,7 @@ from codemode.config._model import (
     SandboxConfig,
     StdioServerConfig,
 )
+from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import (
     BudgetPolicy,
     ConsentPolicy,
@@ -27,6 +28,7 @@ from codemode.config._policy import (
     ResultPolicy,
     ScopeRule,
 )
+from codemode.config._search import SearchConfig
 from codemode.config._serve import ServeConfig, TokenGrant
 from codemode.errors import ConfigError
 
@@ -48,6 +50,8 @@ _SECTION_MODELS: dict[str, list[type[BaseModel]]] = {
     "pins": [PinsConfig],
     "serve": [ServeConfig],
     "serve.tokens.*": [TokenGrant],
+    "search": [SearchConfig],
+    "servers.*.oauth": [OAuthSettings],
 }
 
 

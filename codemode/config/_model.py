@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, T
 from codemode.config._batch import BatchConfig
 from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import PolicyConfig
+from codemode.config._search import SearchConfig
 from codemode.config._secrets import check_references, resolve_references
 from codemode.config._serve import ServeConfig
 
@@ -219,6 +220,7 @@ class Config(_Section):
     pins: PinsConfig = Field(default_factory=PinsConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="<objects>")

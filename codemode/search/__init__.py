@@ -8,6 +8,10 @@ built in one pass.
 With the ``semantic`` extra installed, ``ToolIndex.build(docs, embedder=load_embedder())`` also ranks by
 the cosine of static word embeddings shipped in a wheel (no download), fused with BM25.
 
+When tools change, ``index.updated(removed_keys, added_docs)`` (or ``index.updated_to(docs)``) makes
+the next index from this one: only changed tools are tokenised and embedded, and it ranks exactly as
+a fresh build.
+
 >>> doc = SearchDocument("crm/get_customer", "crm", "get_customer", None, "Fetch one customer.")
 >>> index = ToolIndex.build([doc])
 >>> [hit.key for hit in index.search("look up a customer")]

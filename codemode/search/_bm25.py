@@ -11,12 +11,19 @@ is then scaled by how many of the query's words the document matched (see :meth:
 
 ``tf_cap`` bounds how often one field may repeat a term; together with length normalisation it keeps a
 keyword-stuffed description from outranking a tool whose name matches.
+
+Updates. ``N``, ``df`` and the average lengths change with any added or removed document, and with
+them every finished contribution. So the index also keeps the raw counts behind them (per document:
+each term's capped count per field, and the field lengths). :meth:`BM25FIndex.updated` adjusts those
+for the changed documents only, without tokenising anything else, and finishes a term's postings the
+first time a query reads it. Build and update finish with the same arithmetic, so an updated index
+scores exactly as one built from scratch. Documents live in *slots*: a removed document leaves a free
+slot that a later addition takes, so no other document is renumbered.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,19 +39,81 @@ class FieldSpec:
 
 
 _Postings = tuple[tuple[int, ...], tuple[float, ...]]
+# Per term of one document: (field, capped count, field, capped count, ...), fields ascending.
+_Counts = dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    """What an update needs: the statistics the finished contributions were computed from."""
+
+    fields: tuple[FieldSpec, ...]
+    k1: float
+    tf_cap: int
+    counts: tuple[_Counts | None, ...]
+    """Per slot; None for a free slot."""
+    lengths: tuple[tuple[int, ...], ...]
+    """Per slot: tokens per field (zeros for a free slot)."""
+    totals: tuple[int, ...]
+    """Per field: tokens over all documents."""
+    slots: dict[str, tuple[int, ...]]
+    """Per term: the ascending slots of the documents that hold it."""
+
+
+def _norms(raw: _Raw, n_docs: int) -> tuple[tuple[float, ...], ...]:
+    """Per field, per slot: ``w_f / (1 - b_f + b_f * len_f(d) / avglen_f)``."""
+    out: list[tuple[float, ...]] = []
+    for f, spec in enumerate(raw.fields):
+        total = raw.totals[f]
+        avg = total / n_docs if n_docs and total else 1.0
+        weight, b = spec.weight, spec.b
+        out.append(tuple([weight / (1.0 - b + b * lengths[f] / avg) for lengths in raw.lengths]))
+    return tuple(out)
+
+
+def _count(
+    doc: Sequence[Sequence[str]], tf_cap: int, intern: dict[tuple[int, ...], tuple[int, ...]]
+) -> _Counts:
+    """Each term's capped count per field; equal tuples are shared (most are ``(field, 1)``)."""
+    counts: _Counts = {}
+    get = counts.get
+    for f, tokens in enumerate(doc):
+        if not tokens:
+            continue
+        per_field: dict[str, int] = {}
+        pget = per_field.get
+        for term in tokens:
+            per_field[term] = pget(term, 0) + 1
+        for term, count in per_field.items():
+            pair = (f, count if count < tf_cap else tf_cap)
+            before = get(term)
+            sig = pair if before is None else before + pair
+            counts[term] = intern.setdefault(sig, sig)
+    return counts
 
 
 class BM25FIndex:
-    """Inverted index of finished BM25F contributions: ``term -> ((doc, ...), (contribution, ...))``.
+    """Inverted index of finished BM25F contributions: ``term -> ((slot, ...), (contribution, ...))``.
 
-    Document numbers in a posting list are ascending.
+    Slot numbers in a posting list are ascending. Immutable (a term's postings are finished at most
+    once, to the same value by any thread), so it is safe to share between threads.
     """
 
-    __slots__ = ("_n_docs", "_postings")
+    __slots__ = ("_capacity", "_n_docs", "_norms", "_postings", "_raw")
 
-    def __init__(self, n_docs: int, postings: dict[str, _Postings]) -> None:
+    def __init__(
+        self,
+        n_docs: int,
+        postings: dict[str, _Postings],
+        raw: _Raw | None = None,
+        capacity: int | None = None,
+        norms: tuple[tuple[float, ...], ...] = (),
+    ) -> None:
         self._n_docs = n_docs
+        self._capacity = n_docs if capacity is None else capacity
         self._postings = postings
+        self._raw = raw
+        self._norms = norms
 
     @classmethod
     def build(
@@ -56,56 +125,138 @@ class BM25FIndex:
         tf_cap: int = 3,
     ) -> BM25FIndex:
         """Index ``docs``, where ``docs[d][f]`` holds the tokens of field ``f`` of document ``d``."""
-        n = len(docs)
         n_fields = len(fields)
-        weights = [spec.weight for spec in fields]
-        bs = [spec.b for spec in fields]
-        avg = [0.0] * n_fields
-        for doc in docs:
-            for f in range(n_fields):
-                avg[f] += len(doc[f])
-        avg = [total / n if n and total else 1.0 for total in avg]
-
-        # term -> ascending document numbers, and the matching weighted term frequencies
-        term_docs: dict[str, list[int]] = {}
-        term_tfs: dict[str, list[float]] = {}
-        for d, doc in enumerate(docs):
-            weighted: dict[str, float] = {}
-            wget = weighted.get
-            for f in range(n_fields):
-                tokens = doc[f]
-                if not tokens:
-                    continue
-                norm = weights[f] / (1.0 - bs[f] + bs[f] * len(tokens) / avg[f])
-                if len(tokens) <= tf_cap:  # no term can exceed the cap
-                    for term in tokens:
-                        weighted[term] = wget(term, 0.0) + norm
-                else:
-                    for term, count in Counter(tokens).items():
-                        weighted[term] = wget(term, 0.0) + norm * (count if count < tf_cap else tf_cap)
-            for term, tf in weighted.items():
-                dlist = term_docs.get(term)
+        intern: dict[tuple[int, ...], tuple[int, ...]] = {}
+        counts = tuple(_count(doc, tf_cap, intern) for doc in docs)
+        lengths = tuple(tuple(len(doc[f]) for f in range(n_fields)) for doc in docs)
+        totals = tuple(sum(row[f] for row in lengths) for f in range(n_fields))
+        slots: dict[str, list[int]] = {}
+        for d, doc_counts in enumerate(counts):
+            for term in doc_counts:
+                dlist = slots.get(term)
                 if dlist is None:
-                    term_docs[term] = [d]
-                    term_tfs[term] = [tf]
+                    slots[term] = [d]
                 else:
                     dlist.append(d)
-                    term_tfs[term].append(tf)
+        raw = _Raw(
+            tuple(fields), k1, tf_cap, counts, lengths, totals, {t: tuple(s) for t, s in slots.items()}
+        )
+        index = cls(len(docs), {}, raw, len(docs), _norms(raw, len(docs)))
+        for term in raw.slots:
+            index._finish(term)
+        return index
 
-        postings: dict[str, _Postings] = {}
-        scale = k1 + 1.0
-        for term, dlist in term_docs.items():
-            df = len(dlist)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            postings[term] = (tuple(dlist), tuple([idf * scale * tf / (k1 + tf) for tf in term_tfs[term]]))
-        return cls(n, postings)
+    def updated(self, removed: Sequence[int], added: Mapping[int, Sequence[Sequence[str]]]) -> BM25FIndex:
+        """A new index without the documents in slots ``removed`` and with ``added`` (slot -> fields).
+
+        An added slot must be free (or removed in this update); slots beyond the last one extend the
+        index, and any gap between becomes free slots. Only the changed documents are counted; the
+        postings of every term are finished again, lazily, because ``N`` and the average lengths moved.
+        """
+        raw = self._raw
+        if raw is None:
+            raise ValueError("this index was loaded without its statistics and cannot be updated")
+        counts = list(raw.counts)
+        lengths = list(raw.lengths)
+        totals = list(raw.totals)
+        zero = (0,) * len(totals)
+        changed: dict[str, set[int]] = {}  # term -> slots that leave it (removals)
+        joined: dict[str, list[int]] = {}  # term -> slots that join it (additions)
+        n_docs = self._n_docs
+        for slot in dict.fromkeys(removed):
+            doc_counts = counts[slot] if 0 <= slot < len(counts) else None
+            if doc_counts is None:
+                raise ValueError(f"slot {slot} holds no document")
+            for term in doc_counts:
+                changed.setdefault(term, set()).add(slot)
+            totals = [t - x for t, x in zip(totals, lengths[slot], strict=True)]
+            counts[slot], lengths[slot] = None, zero
+            n_docs -= 1
+        intern: dict[tuple[int, ...], tuple[int, ...]] = {}
+        for slot, doc in added.items():
+            if slot < 0:
+                raise ValueError(f"slot {slot} is negative")
+            if slot >= len(counts):
+                grow = slot + 1 - len(counts)
+                counts += [None] * grow
+                lengths += [zero] * grow
+            if counts[slot] is not None:
+                raise ValueError(f"slot {slot} already holds a document")
+            doc_counts = _count(doc, raw.tf_cap, intern)
+            counts[slot] = doc_counts
+            lengths[slot] = tuple(len(tokens) for tokens in doc)
+            totals = [t + x for t, x in zip(totals, lengths[slot], strict=True)]
+            for term in doc_counts:
+                joined.setdefault(term, []).append(slot)
+            n_docs += 1
+        slots = dict(raw.slots)
+        for term in changed.keys() | joined.keys():
+            gone = changed.get(term, set())
+            kept = [s for s in slots.get(term, ()) if s not in gone]
+            new = sorted(kept + joined.get(term, [])) if term in joined else kept
+            if new:
+                slots[term] = tuple(new)
+            else:
+                slots.pop(term, None)
+        new_raw = _Raw(raw.fields, raw.k1, raw.tf_cap, tuple(counts), tuple(lengths), tuple(totals), slots)
+        return BM25FIndex(n_docs, {}, new_raw, len(counts), _norms(new_raw, n_docs))
+
+    def _finish(self, term: str) -> _Postings | None:
+        """The finished postings of ``term`` (computed from the raw counts on first use)."""
+        plist = self._postings.get(term)
+        if plist is not None or self._raw is None:
+            return plist
+        raw = self._raw
+        dlist = raw.slots.get(term)
+        if dlist is None:
+            return None
+        n, df, k1 = self._n_docs, len(dlist), raw.k1
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
+        norms, counts = self._norms, raw.counts
+        values: list[float] = []
+        for d in dlist:
+            doc_counts = counts[d]
+            assert doc_counts is not None  # a listed slot holds a document
+            sig = doc_counts[term]
+            tf = 0.0
+            for i in range(0, len(sig), 2):
+                tf += norms[sig[i]][d] * sig[i + 1]
+            values.append(idf * tf / (k1 + tf))
+        plist = (dlist, tuple(values))
+        self._postings[term] = plist  # the same value whichever thread gets here first
+        return plist
 
     def __len__(self) -> int:
+        """The number of documents (free slots not counted)."""
         return self._n_docs
 
-    def state(self) -> tuple[int, dict[str, _Postings]]:
-        """Everything the index holds, as plain tuples and dicts (see :meth:`from_state`)."""
-        return self._n_docs, self._postings
+    @property
+    def capacity(self) -> int:
+        """One more than the highest slot number (free slots included)."""
+        return self._capacity
+
+    @property
+    def updatable(self) -> bool:
+        """Whether :meth:`updated` works (false for an index loaded with :meth:`from_state`)."""
+        return self._raw is not None
+
+    def state(self, order: Sequence[int] | None = None) -> tuple[int, dict[str, _Postings]]:
+        """Everything the index holds, as plain tuples and dicts (see :meth:`from_state`).
+
+        ``order`` lists every occupied slot; document ``order[i]`` becomes number ``i`` (needed when
+        there are free slots, or when slot order is not document order).
+        """
+        postings = {term: plist for term in self.terms() if (plist := self._finish(term)) is not None}
+        if order is None:
+            if self._capacity != self._n_docs:
+                raise ValueError("an index with free slots needs an order to be serialised")
+            return self._n_docs, postings
+        renumber = {slot: i for i, slot in enumerate(order)}
+        out: dict[str, _Postings] = {}
+        for term, (docs, values) in postings.items():
+            pairs = sorted((renumber[d], v) for d, v in zip(docs, values, strict=True))
+            out[term] = (tuple(d for d, _ in pairs), tuple(v for _, v in pairs))
+        return len(order), out
 
     @classmethod
     def from_state(cls, state: tuple[int, dict[str, _Postings]]) -> BM25FIndex:
@@ -115,10 +266,19 @@ class BM25FIndex:
                 raise ValueError("inconsistent BM25 postings")
         return cls(n_docs, postings)
 
+    def doc_terms(self, slot: int) -> list[str]:
+        """The terms of the document in ``slot`` (empty for a free slot or an index without statistics)."""
+        counts = self._raw.counts[slot] if self._raw is not None and 0 <= slot < self._capacity else None
+        return list(counts or ())
+
     def has_term(self, term: str) -> bool:
+        if self._raw is not None:
+            return term in self._raw.slots
         return term in self._postings
 
     def terms(self) -> list[str]:
+        if self._raw is not None:
+            return list(self._raw.slots)
         return list(self._postings)
 
     def score(
@@ -129,16 +289,15 @@ class BM25FIndex:
         A group holds the word's own term and its expansions (synonyms, completions). A document's score is
         the weighted sum of its postings times ``(groups it matches / all groups) ** coverage_exponent``,
         so that a tool matching most of what was asked beats one that matches a single word very well.
-        The result lists matching documents in ascending document order.
+        The result lists matching documents in ascending slot order.
         """
-        n_docs = self._n_docs
-        acc = [0.0] * n_docs
-        cover = [0] * n_docs
+        acc = [0.0] * self._capacity
+        cover = [0] * self._capacity
         touched: set[int] = set()
         for group in groups:
             matched: set[int] = set()
             for term, weight in group.items():
-                plist = self._postings.get(term)
+                plist = self._finish(term)
                 if plist is None:
                     continue
                 docs, values = plist

@@ -7,7 +7,7 @@ import heapq
 import marshal
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, KeysView, Sequence
 from typing import TYPE_CHECKING
 
 from codemode.search._bm25 import BM25FIndex, FieldSpec
@@ -84,17 +84,63 @@ def _fields(doc: SearchDocument) -> list[list[str]]:
     ]
 
 
+def _forms(doc: SearchDocument) -> set[str]:
+    """The squashed names a query must equal to count as naming ``doc`` exactly."""
+    name = _squash(doc.name[:MAX_NAME_CHARS])
+    forms = {name, _squash(doc.server[:MAX_NAME_CHARS]) + name}
+    if doc.title:
+        forms.add(_squash(doc.title[:MAX_NAME_CHARS]))
+    forms.discard("")
+    return forms
+
+
+def _semantic_texts(documents: Iterable[SearchDocument]) -> list[str]:
+    from codemode.search._semantic import semantic_text
+
+    return [
+        semantic_text(
+            doc.name[:MAX_NAME_CHARS],
+            doc.title[:MAX_NAME_CHARS] if doc.title else None,
+            doc.description[:MAX_DESCRIPTION_CHARS],
+            [name[:MAX_NAME_CHARS] for name, _ in doc.parameters[:MAX_PARAMETERS]],
+        )
+        for doc in documents
+    ]
+
+
+def _check_unique(keys: Sequence[str]) -> None:
+    if len(set(keys)) != len(keys):
+        dupes = sorted(key for key, count in Counter(keys).items() if count > 1)
+        raise ValueError(f"duplicate search document keys: {', '.join(map(repr, dupes[:5]))}")
+
+
 class ToolIndex:
     """A ranked search index over tool descriptions; immutable once built, safe to share between threads.
 
-    Build it once per catalog with :meth:`build`, then call :meth:`search` as often as needed.
+    Build it once per catalog with :meth:`build`, then call :meth:`search` as often as needed; when
+    the catalog changes, :meth:`updated` (or :meth:`updated_to`) makes the next index from this one,
+    doing only the work the changed documents need, and ranks exactly as a new :meth:`build` would.
     Ranking is BM25F over the tool name (weighted highest), title, server name, description and parameter
     names/descriptions; query words are also matched through a small synonym table and, for words the
     catalog does not contain, by prefix. A query equal to a tool's name (ignoring case and punctuation)
     ranks that tool first. Results are deterministic: ties keep the order documents were given in.
+
+    Internally each document has a slot (its number in the BM25 postings and the vector matrix). An
+    update frees the slots of removed documents and gives them to added ones, so nothing else is
+    renumbered; ``positions`` then remembers the document order that ties follow.
     """
 
-    __slots__ = ("_bm25", "_exact", "_keys", "_semantic", "_semantic_weight", "_vocabulary")
+    __slots__ = (
+        "_bm25",
+        "_docs",
+        "_exact",
+        "_keys",
+        "_positions",
+        "_semantic",
+        "_semantic_weight",
+        "_slot_of",
+        "_vocabulary",
+    )
 
     def __init__(
         self,
@@ -104,13 +150,21 @@ class ToolIndex:
         vocabulary: tuple[str, ...],
         semantic: SemanticIndex | None = None,
         semantic_weight: float = 0.0,
+        docs: tuple[SearchDocument | None, ...] | None = None,
+        positions: tuple[int, ...] | None = None,
     ) -> None:
         self._keys = keys
+        """Per slot; ``""`` for a free slot."""
         self._bm25 = bm25
         self._exact = exact
         self._vocabulary = vocabulary
         self._semantic = semantic
         self._semantic_weight = semantic_weight
+        self._docs = docs
+        """Per slot (None: free); None for an index loaded from bytes, which cannot be updated."""
+        self._positions = positions
+        """Per slot, the document's place in document order; None when that is the slot order."""
+        self._slot_of = {key: slot for slot, key in enumerate(keys) if docs is None or docs[slot] is not None}
 
     @property
     def hybrid(self) -> bool:
@@ -132,39 +186,188 @@ class ToolIndex:
         fuses BM25 with the cosine of static embeddings; ``cache`` keeps tool vectors between builds.
         """
         keys = tuple(doc.key for doc in documents)
-        if len(set(keys)) != len(keys):
-            dupes = sorted(key for key, count in Counter(keys).items() if count > 1)
-            raise ValueError(f"duplicate search document keys: {', '.join(map(repr, dupes[:5]))}")
+        _check_unique(keys)
         exact: dict[str, list[int]] = {}
         for i, doc in enumerate(documents):
-            name = _squash(doc.name[:MAX_NAME_CHARS])
-            forms = {name, _squash(doc.server[:MAX_NAME_CHARS]) + name}
-            if doc.title:
-                forms.add(_squash(doc.title[:MAX_NAME_CHARS]))
-            for form in forms:
-                if form:
-                    exact.setdefault(form, []).append(i)
+            for form in _forms(doc):
+                exact.setdefault(form, []).append(i)
         bm25 = BM25FIndex.build([_fields(doc) for doc in documents], _FIELDS, k1=_K1, tf_cap=_TF_CAP)
         vocabulary = tuple(sorted(bm25.terms()))
         semantic = None
         if embedder is not None:
-            from codemode.search._semantic import SemanticIndex, semantic_text
+            from codemode.search._semantic import SemanticIndex
 
-            texts = [
-                semantic_text(
-                    doc.name[:MAX_NAME_CHARS],
-                    doc.title[:MAX_NAME_CHARS] if doc.title else None,
-                    doc.description[:MAX_DESCRIPTION_CHARS],
-                    [name[:MAX_NAME_CHARS] for name, _ in doc.parameters[:MAX_PARAMETERS]],
-                )
-                for doc in documents
-            ]
-            semantic = SemanticIndex.build(embedder, texts, cache)
+            semantic = SemanticIndex.build(embedder, _semantic_texts(documents), cache)
         exact_ids = {form: tuple(ids) for form, ids in exact.items()}
-        return cls(keys, bm25, exact_ids, vocabulary, semantic, semantic_weight)
+        return cls(keys, bm25, exact_ids, vocabulary, semantic, semantic_weight, tuple(documents))
+
+    @property
+    def updatable(self) -> bool:
+        """Whether :meth:`updated` works: false only for an index loaded with :meth:`from_bytes`."""
+        return self._docs is not None
+
+    def keys(self) -> KeysView[str]:
+        """The keys of the indexed documents (in no particular order)."""
+        return self._slot_of.keys()
+
+    def documents(self) -> list[SearchDocument]:
+        """The indexed documents in document order (:class:`ValueError` for an index from bytes)."""
+        docs = self._docs
+        if docs is None:
+            raise ValueError("an index loaded from bytes does not keep its documents")
+        return [doc for slot in self._order() if (doc := docs[slot]) is not None]
+
+    def _order(self) -> list[int]:
+        """The occupied slots in document order."""
+        slots = self._slot_of.values()
+        positions = self._positions
+        if positions is None:
+            return sorted(slots)
+        return sorted(slots, key=positions.__getitem__)
+
+    def updated(
+        self,
+        removed: Iterable[str] = (),
+        added: Sequence[SearchDocument] = (),
+        *,
+        order: Sequence[str] | None = None,
+        cache: EmbeddingCache | None = None,
+    ) -> ToolIndex:
+        """A new index without the documents keyed ``removed`` and with ``added``; this one is unchanged.
+
+        The result ranks and scores exactly as ``ToolIndex.build`` over the same documents would (same
+        embedder and weight), in the document order ``order`` (every key of the result) or, without
+        it, this index's order minus the removed documents, then ``added``. A changed document is
+        removed and added under its key. Only the added documents are tokenised and, for a hybrid
+        index, embedded (through ``cache`` when given); BM25's statistics are adjusted for the changed
+        documents alone. Raises :class:`ValueError` for a key that is not here to remove, a duplicate
+        key, an ``order`` that does not list exactly the result's keys, or an index from bytes.
+        """
+        docs = self._docs
+        if docs is None:
+            raise ValueError("an index loaded from bytes cannot be updated; build it from documents")
+        slot_of = dict(self._slot_of)
+        removed_slots: list[int] = []
+        for key in dict.fromkeys(removed):
+            slot = slot_of.pop(key, None)
+            if slot is None:
+                raise ValueError(f"no search document {key!r} to remove")
+            removed_slots.append(slot)
+        _check_unique([doc.key for doc in added])
+        clash = [doc.key for doc in added if doc.key in slot_of]
+        if clash:
+            raise ValueError(f"duplicate search document keys: {', '.join(map(repr, clash[:5]))}")
+        new_docs = list(docs)
+        keys = list(self._keys)
+        for slot in removed_slots:
+            new_docs[slot], keys[slot] = None, ""
+        free = iter([slot for slot, doc in enumerate(new_docs) if doc is None])
+        placed: dict[int, SearchDocument] = {}
+        for doc in added:
+            slot = next(free, len(new_docs))
+            if slot == len(new_docs):
+                new_docs.append(None)
+                keys.append("")
+            new_docs[slot], keys[slot] = doc, doc.key
+            slot_of[doc.key] = slot
+            placed[slot] = doc
+        fields = {slot: _fields(doc) for slot, doc in placed.items()}
+        bm25 = self._bm25.updated(removed_slots, fields)
+        exact = self._exact_updated({s: docs[s] for s in removed_slots}, placed)
+        vocabulary = self._vocabulary_updated(bm25, removed_slots, fields.values())
+        positions = self._positions_updated(slot_of, placed, len(new_docs), order)
+        semantic = self._semantic
+        if semantic is not None:
+            free_slots = [slot for slot, doc in enumerate(new_docs) if doc is None]
+            texts = dict(zip(placed, _semantic_texts(placed.values()), strict=True))
+            semantic = semantic.updated(len(new_docs), free_slots, texts, cache)
+        return ToolIndex(
+            tuple(keys), bm25, exact, vocabulary, semantic, self._semantic_weight, tuple(new_docs), positions
+        )
+
+    def updated_to(
+        self, documents: Sequence[SearchDocument], *, cache: EmbeddingCache | None = None
+    ) -> ToolIndex:
+        """:meth:`updated` to exactly ``documents`` (in their order): what differs is removed or added.
+
+        A document counts as unchanged when it is the same object or an equal one, so a caller that
+        keeps its :class:`SearchDocument` objects between catalogs pays only for the ones that changed.
+        """
+        docs = self._docs
+        if docs is None:
+            raise ValueError("an index loaded from bytes cannot be updated; build it from documents")
+        keys = [doc.key for doc in documents]
+        _check_unique(keys)
+        removed: list[str] = []
+        wanted = dict(zip(keys, documents, strict=True))
+        for key, slot in self._slot_of.items():
+            new = wanted.get(key)
+            old = docs[slot]
+            if new is None or (new is not old and new != old):
+                removed.append(key)
+        kept = self._slot_of.keys() - set(removed)
+        added = [doc for doc in documents if doc.key not in kept]
+        return self.updated(removed, added, order=keys, cache=cache)
+
+    def _exact_updated(
+        self, removed: dict[int, SearchDocument | None], added: dict[int, SearchDocument]
+    ) -> dict[str, tuple[int, ...]]:
+        exact = dict(self._exact)
+        for slot, doc in removed.items():
+            assert doc is not None
+            for form in _forms(doc):
+                left = tuple(s for s in exact.get(form, ()) if s != slot)
+                if left:
+                    exact[form] = left
+                else:
+                    exact.pop(form, None)
+        for slot, doc in added.items():
+            for form in _forms(doc):
+                exact[form] = (*exact.get(form, ()), slot)
+        return exact
+
+    def _vocabulary_updated(
+        self, bm25: BM25FIndex, removed_slots: Iterable[int], added: Iterable[list[list[str]]]
+    ) -> tuple[str, ...]:
+        """The sorted vocabulary, edited for the terms that vanished or appeared (a sort of one run)."""
+        old = self._bm25
+        vanished = {t for slot in removed_slots for t in old.doc_terms(slot) if not bm25.has_term(t)}
+        appeared = {t for fields in added for field in fields for t in field if not old.has_term(t)}
+        if not vanished and not appeared:
+            return self._vocabulary
+        return tuple(sorted([t for t in self._vocabulary if t not in vanished] + list(appeared)))
+
+    def _positions_updated(
+        self,
+        slot_of: dict[str, int],
+        added: dict[int, SearchDocument],
+        capacity: int,
+        order: Sequence[str] | None,
+    ) -> tuple[int, ...] | None:
+        positions = [0] * capacity
+        if order is not None:
+            if len(order) != len(slot_of) or len(set(order)) != len(order):
+                raise ValueError("order must list every key of the updated index once")
+            for i, key in enumerate(order):
+                slot = slot_of.get(key)
+                if slot is None:
+                    raise ValueError(f"order lists {key!r}, which is not in the updated index")
+                positions[slot] = i
+        else:
+            old = self._positions
+            added_slots = set(added)
+            for slot in slot_of.values():
+                if slot not in added_slots:
+                    positions[slot] = old[slot] if old is not None else slot
+            after = max((positions[s] for s in slot_of.values() if s not in added_slots), default=-1) + 1
+            for i, slot in enumerate(added):
+                positions[slot] = after + i
+        if len(slot_of) == capacity and all(p == s for s, p in enumerate(positions)):
+            return None
+        return tuple(positions)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._slot_of)
 
     def to_bytes(self) -> bytes:
         """The BM25 index as bytes for :meth:`from_bytes` (a cache file; not for untrusted storage).
@@ -174,7 +377,14 @@ class ToolIndex:
         """
         if self._semantic is not None:
             raise ValueError("a hybrid index is not serialisable; cache its embeddings instead")
-        return marshal.dumps((_FORMAT, self._keys, self._bm25.state(), self._exact, self._vocabulary))
+        if self._positions is None and len(self._slot_of) == len(self._keys):
+            state = self._bm25.state()
+            return marshal.dumps((_FORMAT, self._keys, state, self._exact, self._vocabulary))
+        order = self._order()  # free slots or another order: numbered afresh, in document order
+        renumber = {slot: i for i, slot in enumerate(order)}
+        keys = tuple(self._keys[slot] for slot in order)
+        exact = {form: tuple(sorted(renumber[s] for s in slots)) for form, slots in self._exact.items()}
+        return marshal.dumps((_FORMAT, keys, self._bm25.state(order), exact, self._vocabulary))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ToolIndex:
@@ -217,7 +427,7 @@ class ToolIndex:
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` best tools for ``query``, best first; ``[]`` if ``k <= 0`` or no query word is known."""
-        if k <= 0 or not self._keys:
+        if k <= 0 or not self._slot_of:
             return []
         query = query[:MAX_QUERY_CHARS]
         scores = self._bm25.score(self._query_groups(tokenize(query)), _COVERAGE_EXPONENT)
@@ -225,7 +435,7 @@ class ToolIndex:
         if self._semantic is not None and (scores or exact or _NON_ALNUM.sub("", query)):
             # Fused scores lie in [-1, 1] before the boost, so +2 puts an exact name first.
             boost = dict.fromkeys(exact or (), 2.0)
-            fused = self._semantic.fuse(query, scores, boost, self._semantic_weight, k)
+            fused = self._semantic.fuse(query, scores, boost, self._semantic_weight, k, self._positions)
             return [SearchHit(self._keys[i], score) for i, score in fused]
         if exact:
             bonus = max(scores.values(), default=0.0) + 1.0
@@ -233,6 +443,13 @@ class ToolIndex:
                 scores[i] = scores.get(i, 0.0) + bonus
         if not scores:
             return []
-        # nlargest is stable and ``scores`` iterates in document order, so ties keep the caller's order.
-        best = heapq.nlargest(k, scores, key=scores.__getitem__)
+        positions = self._positions
+        if positions is None:
+            # nlargest is stable and ``scores`` iterates in slot (= document) order: ties keep that order.
+            best = heapq.nlargest(k, scores, key=scores.__getitem__)
+        else:
+            # Whatever scores at least the k-th best (ties included), then ordered by score and position.
+            kth = heapq.nlargest(k, scores.values())[-1]
+            candidates = [i for i, score in scores.items() if score >= kth]
+            best = sorted(candidates, key=lambda i: (-scores[i], positions[i]))[:k]
         return [SearchHit(self._keys[i], scores[i]) for i in best]

@@ -41,7 +41,8 @@ __all__ = [
 ]
 
 SEMANTIC_ENV = "CODEMODE_SEARCH_SEMANTIC"
-"""Set to ``1`` to rank the stub tree's search with the semantic extra (when installed)."""
+"""Overrides ``[search] semantic`` for one process: ``1``/``true``/``yes``/``on`` rank the stub tree's
+search with the semantic extra (when installed), ``auto`` uses it if installed, any other value not."""
 MODEL_PACKAGE = "wordllama"
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
@@ -237,13 +238,18 @@ class EmbeddingCache:
 
 
 class SemanticIndex:
-    """Document vectors plus the fusion of their cosine with BM25 scores."""
+    """Document vectors plus the fusion of their cosine with BM25 scores.
 
-    __slots__ = ("_embedder", "_matrix")
+    Row ``i`` of the matrix is the vector of the document in slot ``i``; free slots (see
+    :meth:`~codemode.search.ToolIndex.updated`) have a zero row and never appear in results.
+    """
 
-    def __init__(self, embedder: Embedder, matrix: Vectors) -> None:
+    __slots__ = ("_embedder", "_free", "_matrix")
+
+    def __init__(self, embedder: Embedder, matrix: Vectors, free: Sequence[int] = ()) -> None:
         self._embedder = embedder
         self._matrix = matrix
+        self._free = tuple(free)
 
     @classmethod
     def build(
@@ -252,19 +258,52 @@ class SemanticIndex:
         matrix = (cache if cache is not None else EmbeddingCache()).vectors(embedder, texts)
         return cls(embedder, matrix)
 
+    def updated(
+        self,
+        capacity: int,
+        free: Sequence[int],
+        added: Mapping[int, str],
+        cache: EmbeddingCache | None = None,
+    ) -> SemanticIndex:
+        """A copy with ``capacity`` slots, ``free`` ones zeroed, and the texts ``added`` (slot -> text)
+        embedded in their slots: only those are embedded (or looked up in ``cache``)."""
+        import numpy as np
+
+        fresh = (cache if cache is not None else EmbeddingCache()).vectors(
+            self._embedder, list(added.values())
+        )
+        old = self._matrix
+        dim = old.shape[1] if old.size else (fresh.shape[1] if fresh.size else 0)
+        matrix = np.zeros((capacity, dim), dtype=np.float32)
+        rows = min(len(old), capacity)
+        if old.size and rows:
+            matrix[:rows] = old[:rows]
+        if free:
+            matrix[list(free)] = 0.0
+        if added:
+            matrix[list(added)] = fresh
+        return SemanticIndex(self._embedder, matrix, free)
+
     def fuse(
-        self, query: str, bm25: Mapping[int, float], boost: Mapping[int, float], weight: float, k: int
+        self,
+        query: str,
+        bm25: Mapping[int, float],
+        boost: Mapping[int, float],
+        weight: float,
+        k: int,
+        positions: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
         """The ``k`` best documents by ``(1 - weight) * bm25 / max(bm25) + weight * cosine + boost``.
 
         BM25 is scaled by its best score so the weight means the same for every query. Documents BM25
         did not match still compete on the cosine alone, which is what rescues paraphrases. Ties keep
-        document order.
+        document order: ``positions[slot]``, or the slot order when None.
         """
         import numpy as np
 
         n = len(self._matrix)
-        if n == 0:
+        live = n - len(self._free)
+        if live <= 0:
             return []
         query_vector = self._embedder.embed([query[:_MAX_QUERY_CHARS]])[0]
         fused = (self._matrix @ query_vector) * weight
@@ -276,11 +315,14 @@ class SemanticIndex:
                 fused[ids] += (1.0 - weight) * values / top
         for i, extra in boost.items():
             fused[i] += extra
-        if k < n:
+        if self._free:
+            fused[list(self._free)] = -np.inf  # below every document, so never among the k best
+        if k < live:
             # Everything scoring at least the k-th best (ties included), then an exact sort of those few.
             kth = np.partition(fused, n - k)[n - k]
             candidates = np.flatnonzero(fused >= kth)
         else:
-            candidates = np.arange(n)
-        order = sorted(candidates.tolist(), key=lambda i: (-float(fused[i]), i))[:k]
+            candidates = np.flatnonzero(np.isfinite(fused))
+        place = positions.__getitem__ if positions is not None else int
+        order = sorted(candidates.tolist(), key=lambda i: (-float(fused[i]), place(i)))[:k]
         return [(int(i), float(fused[i])) for i in order]

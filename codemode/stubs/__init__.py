@@ -13,6 +13,10 @@ The tree lists, reads, searches (``name`` / ``summary`` / ``full`` detail), expo
 directory, serves modules to the sandbox's import hook (``module_source``) and makes
 per-principal views (:meth:`VirtualTree.restrict`). See ``stubs_templates/README.md`` for the
 name mapping and the safety rules for untrusted server text.
+
+After a catalog change, ``render_tree(catalogs, previous=tree)`` re-renders only the servers
+whose catalog changed and updates the previous tree's search indexes for the changed tools
+instead of rebuilding them; the result is the same as a fresh ``render_tree(catalogs)``.
 """
 
 from codemode.stubs._names import NameKind, assign_identifiers

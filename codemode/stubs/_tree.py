@@ -27,11 +27,8 @@ from codemode.errors import CodemodeError, StubRenderError
 from codemode.search import SearchDocument, ToolIndex
 from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_packages import ServerInitTool, render_root, render_server_init
-from codemode.stubs._render_prompts import render_prompts
-from codemode.stubs._render_resources import render_resources
-from codemode.stubs._render_tool import render_tool, tool_summary
-from codemode.stubs._schema_document import as_map, description_of
-from codemode.stubs._tree_search import ViewIndexes
+from codemode.stubs._render_server import File, Lazy, Server, Tool, TreeEntry, render_server, same_catalog
+from codemode.stubs._tree_search import SemanticChoice, ViewIndexes
 
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
 
@@ -55,21 +52,6 @@ class TreePathError(CodemodeError, KeyError):
 
 
 @dataclass(frozen=True, slots=True)
-class TreeEntry:
-    """One item of :meth:`VirtualTree.list`."""
-
-    path: str
-    """Path in the tree, e.g. ``servers/crm/get_customer.py`` (directories without a slash)."""
-    name: str
-    """Last path component."""
-    kind: Literal["directory", "file"]
-    module: str | None
-    """Dotted module name (``servers.crm``, ``servers.crm.get_customer``); None for the runtime stub."""
-    summary: str
-    """One line about the entry (cleaned server text)."""
-
-
-@dataclass(frozen=True, slots=True)
 class SearchResult:
     """One tool found by :meth:`VirtualTree.search`."""
 
@@ -89,84 +71,27 @@ class SearchResult:
     """``name``: the module; ``summary``: module + one line; ``full``: types + signature + docstring."""
 
 
-class _Lazy:
-    """A module source rendered on first use (then cached); rendering runs under ``lock``."""
-
-    __slots__ = ("_lock", "_render", "_value")
-
-    def __init__(self, render: Callable[[], str], lock: threading.Lock) -> None:
-        self._render = render
-        self._lock = lock
-        self._value: str | None = None
-
-    def get(self) -> str:
-        value = self._value
-        if value is None:
-            with self._lock:
-                if self._value is None:
-                    self._value = self._render()
-                value = self._value
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class _File:
-    module: str
-    package: bool
-    lazy: _Lazy
-
-
-@dataclass(frozen=True, slots=True)
-class _Tool:
-    """One tool module; its file and listing entry are built once and shared by every view."""
-
-    spec: ToolSpec
-    server_ident: str
-    ident: str
-    file: _File
-    entry: TreeEntry
-
-    @property
-    def source(self) -> str:
-        return self.file.lazy.get()
-
-    @property
-    def module(self) -> str:
-        return self.file.module
-
-    @property
-    def path(self) -> str:
-        return self.entry.path
-
-    @property
-    def summary(self) -> str:
-        return self.entry.summary
-
-
-@dataclass(frozen=True, slots=True)
-class _Server:
-    catalog: ServerCatalog
-    ident: str
-    tools: tuple[_Tool, ...]
-    resources: _Lazy | None
-    prompts: _Lazy | None
-
-
 class _Shared:
     """What all views of one rendering share: the rendered modules and the search indexes."""
 
-    def __init__(self, servers: tuple[_Server, ...], lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        servers: tuple[Server, ...],
+        lock: threading.Lock,
+        semantic: SemanticChoice | None = None,
+        previous: _Shared | None = None,
+    ) -> None:
         self.servers = servers
         self.tool_count = sum(len(s.tools) for s in servers)
         self.lock = lock
-        self._indexes = ViewIndexes()
+        self._indexes = ViewIndexes(semantic, previous._indexes if previous is not None else None)
 
     def index(self, visible: frozenset[str] | None = None) -> ToolIndex:
         """The index of the tools whose modules are in ``visible`` (None: every tool)."""
 
         def documents() -> list[SearchDocument]:
             tools = (t for s in self.servers for t in s.tools)
-            return [_search_document(t) for t in tools if visible is None or t.module in visible]
+            return [t.document.get() for t in tools if visible is None or t.module in visible]
 
         return self._indexes.get(visible, documents)
 
@@ -178,30 +103,26 @@ def _runtime_stub() -> str:
     return stub.read_text(encoding="utf-8")
 
 
-def _search_document(tool: _Tool) -> SearchDocument:
-    spec = tool.spec
-    props = as_map(spec.input_schema.get("properties")) or {}
-    # The index caps every text it reads (parameter descriptions included).
-    parameters = tuple((str(key), description_of(sub)) for key, sub in props.items())
-    outputs = as_map((spec.output_schema or {}).get("properties")) or {}
-    return SearchDocument(
-        key=tool.module,
-        server=spec.server,
-        name=spec.name,
-        title=spec.title,
-        description=spec.description or "",
-        parameters=parameters,
-        outputs=tuple((str(key), description_of(sub)) for key, sub in outputs.items()),
-    )
-
-
-def render_tree(catalogs: Sequence[ServerCatalog]) -> VirtualTree:
+def render_tree(
+    catalogs: Sequence[ServerCatalog],
+    *,
+    previous: VirtualTree | None = None,
+    semantic: SemanticChoice | None = None,
+) -> VirtualTree:
     """Render the stub tree for ``catalogs`` (deterministic: same catalogs, same bytes).
 
     Server and tool identifiers, summaries and the index modules are computed here; each
     tool, resource and prompt module is rendered (and checked) the first time it is read,
     imported, searched at ``full`` detail or exported, then cached. :meth:`VirtualTree.render_all`
     renders everything up front.
+
+    ``previous``: the tree these catalogs replace (after ``list_changed`` or new approvals). A
+    server whose catalog and identifier are unchanged keeps the previous tree's modules, rendered
+    ones included; the search indexes are the previous ones updated for the tools that changed
+    (on first search, as usual), not rebuilt. The result is the same as without ``previous``.
+
+    ``semantic``: the ``[search] semantic`` setting (``auto``, ``on``, ``off``); the environment
+    variable ``CODEMODE_SEARCH_SEMANTIC`` overrides it. None: on only when that variable says so.
 
     Raises :class:`~codemode.errors.NameCollisionError` when two server or tool names cannot
     be told apart as identifiers, and :class:`~codemode.errors.StubRenderError` for a
@@ -210,45 +131,19 @@ def render_tree(catalogs: Sequence[ServerCatalog]) -> VirtualTree:
     """
     lock = threading.Lock()
     server_idents = assign_identifiers((c.server for c in catalogs), NameKind.SERVER, where="servers")
-    servers: list[_Server] = []
+    # This module's own class: its shared state is what a successor reuses.
+    prior = previous._shared if previous is not None else None  # pyright: ignore[reportPrivateUsage]
+    before = {s.catalog.server: s for s in prior.servers} if prior is not None else {}
+    servers: list[Server] = []
     for catalog in catalogs:
         ident = server_idents[catalog.server]
-        tool_idents = assign_identifiers(
-            (t.name for t in catalog.tools), NameKind.TOOL, where=f"tools of server {catalog.server!r}"
-        )
-        tools: list[_Tool] = []
-        for spec in catalog.tools:
-            if spec.server != catalog.server:
-                raise StubRenderError(
-                    f"tool {spec.name!r} says it belongs to server {spec.server!r}"
-                    f" but is listed by {catalog.server!r}"
-                )
-            tool_ident = tool_idents[spec.name]
-            module = f"servers.{ident}.{tool_ident}"
-            lazy = _Lazy(functools.partial(render_tool, spec, tool_ident), lock)
-            entry = TreeEntry(
-                f"servers/{ident}/{tool_ident}.py", f"{tool_ident}.py", "file", module, tool_summary(spec)
-            )
-            tools.append(_Tool(spec, ident, tool_ident, _File(module, False, lazy), entry))
-        tools.sort(key=lambda t: (t.ident.lower(), t.ident))
-        resources = (
-            _Lazy(
-                functools.partial(
-                    render_resources, catalog.server, catalog.resources, catalog.resource_templates
-                ),
-                lock,
-            )
-            if catalog.resources or catalog.resource_templates
-            else None
-        )
-        prompts = (
-            _Lazy(functools.partial(render_prompts, catalog.server, catalog.prompts), lock)
-            if catalog.prompts
-            else None
-        )
-        servers.append(_Server(catalog, ident, tuple(tools), resources, prompts))
+        old = before.get(catalog.server)
+        if old is not None and old.ident == ident and same_catalog(old.catalog, catalog):
+            servers.append(old)  # its modules, rendered or not, are exactly what rendering would give
+        else:
+            servers.append(render_server(catalog, ident, lock))
     servers.sort(key=lambda s: (s.ident.lower(), s.ident))
-    return VirtualTree(_Shared(tuple(servers), lock), None)
+    return VirtualTree(_Shared(tuple(servers), lock, semantic, prior), None)
 
 
 class VirtualTree:
@@ -261,16 +156,16 @@ class VirtualTree:
     def __init__(self, shared: _Shared, predicate: Callable[[ToolSpec], bool] | None) -> None:
         self._shared = shared
         self._predicate = predicate
-        self._files: dict[str, _File] = {}
-        self._modules: dict[str, _File] = {}
+        self._files: dict[str, File] = {}
+        self._modules: dict[str, File] = {}
         self._children: dict[str, list[TreeEntry]] = {}
-        self._tools: dict[str, _Tool] = {}
-        self._tools_by_name: dict[tuple[str, str], _Tool] = {}
+        self._tools: dict[str, Tool] = {}
+        self._tools_by_name: dict[tuple[str, str], Tool] = {}
         self._build()
 
     # -- construction ---------------------------------------------------------------------------
 
-    def _visible(self, server: _Server) -> list[_Tool]:
+    def _visible(self, server: Server) -> list[Tool]:
         if self._predicate is None:
             return list(server.tools)
         predicate = self._predicate
@@ -289,7 +184,7 @@ class VirtualTree:
             index_lines.append((server.ident, summary))
             base = f"servers/{server.ident}"
             # The tool list of the index module is built when it is first rendered, not per view.
-            init = _Lazy(functools.partial(_render_server_init, server, tools), lock)
+            init = Lazy(functools.partial(_render_server_init, server, tools), lock)
             entries = [
                 self._add_file(
                     f"{base}/__init__.py", init, f"servers.{server.ident}", f"index: {summary}", True
@@ -322,7 +217,7 @@ class VirtualTree:
                 )
             self._children[base] = entries
             root_dirs.append(TreeEntry(base, server.ident, "directory", f"servers.{server.ident}", summary))
-        root = _Lazy(functools.partial(render_root, index_lines), lock)
+        root = Lazy(functools.partial(render_root, index_lines), lock)
         init_entry = self._add_file("servers/__init__.py", root, "servers", "index of all servers", True)
         self._children["servers"] = [init_entry, *root_dirs]
         runtime = TreeEntry(
@@ -333,11 +228,11 @@ class VirtualTree:
             runtime,
         ]
 
-    def _add_file(self, path: str, lazy: _Lazy, module: str, summary: str, package: bool) -> TreeEntry:
-        self._put(path, _File(module, package, lazy))
+    def _add_file(self, path: str, lazy: Lazy[str], module: str, summary: str, package: bool) -> TreeEntry:
+        self._put(path, File(module, package, lazy))
         return TreeEntry(path, path.rsplit("/", 1)[-1], "file", module, summary)
 
-    def _put(self, path: str, file: _File) -> None:
+    def _put(self, path: str, file: File) -> None:
         self._files[path] = file
         self._modules[file.module] = file
 
@@ -500,7 +395,7 @@ class VirtualTree:
         return directory
 
 
-def _render_server_init(server: _Server, tools: Sequence[_Tool]) -> str:
+def _render_server_init(server: Server, tools: Sequence[Tool]) -> str:
     catalog = server.catalog
     return render_server_init(
         catalog.server,
@@ -543,7 +438,7 @@ def _normalize(path: str) -> str:
     return "/".join(parts)
 
 
-def _result(tool: _Tool, score: float, detail: DetailLevel) -> SearchResult:
+def _result(tool: Tool, score: float, detail: DetailLevel) -> SearchResult:
     return SearchResult(
         server=tool.spec.server,
         tool=tool.spec.name,
@@ -556,7 +451,7 @@ def _result(tool: _Tool, score: float, detail: DetailLevel) -> SearchResult:
     )
 
 
-def _detail_text(tool: _Tool, detail: DetailLevel) -> str:
+def _detail_text(tool: Tool, detail: DetailLevel) -> str:
     if detail == "name":
         return tool.module
     if detail == "summary":

@@ -4,24 +4,39 @@ Each set of visible tools gets its own index, built from those tools only. With 
 BM25's document frequencies and the score scale would depend on tools the principal cannot see,
 and hidden hits would have to be over-fetched and dropped. Views of one principal share an index;
 a few are kept, least recently used first out.
+
+A tree rendered after a catalog change (``render_tree(..., previous=tree)``) inherits the previous
+tree's indexes as *bases*: its first search for a set of visible tools updates the closest base
+(:meth:`ToolIndex.updated_to`) instead of indexing every tool again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
 from codemode.search._catalog_cache import cache_dir
 from codemode.search._semantic import SEMANTIC_ENV
 
-__all__ = ["SEMANTIC_ENV", "ViewIndexes", "build_index"]
+__all__ = ["SEMANTIC_ENV", "SemanticChoice", "ViewIndexes", "build_index", "semantic_wanted"]
+
+log = logging.getLogger(__name__)
+
+SemanticChoice = Literal["auto", "on", "off"]
+"""``[search] semantic``: ``auto`` uses the ``semantic`` extra when installed, ``on`` asks for it,
+``off`` ranks with BM25 alone."""
 
 _MAX_VIEW_INDEXES: Final = 8
+_ON: Final = frozenset({"1", "true", "yes", "on"})
+# An update touching more than this share of the documents is no cheaper than building afresh.
+_MAX_UPDATE_SHARE: Final = 0.5
 
 _embeddings: EmbeddingCache | None = None
 _embeddings_lock = threading.Lock()
@@ -35,44 +50,113 @@ def _shared_embeddings() -> EmbeddingCache:
         return _embeddings
 
 
-def build_index(documents: Sequence[SearchDocument]) -> ToolIndex:
-    """BM25, fused with the semantic signal when :data:`SEMANTIC_ENV` is set and the extra installed.
+def semantic_wanted(choice: SemanticChoice | None) -> bool:
+    """Whether to rank with the semantic signal, before knowing whether the extra is installed.
 
+    :data:`SEMANTIC_ENV` (``CODEMODE_SEARCH_SEMANTIC``), when set, overrides ``choice``: ``1`` /
+    ``true`` / ``yes`` / ``on`` switch it on, ``auto`` defers to the extra being installed, anything
+    else switches it off. ``choice`` is the ``[search] semantic`` setting; None (callers that pass no
+    configuration) keeps the historical default: on only when the variable says so.
+    """
+    env = os.environ.get(SEMANTIC_ENV, "").strip().lower()
+    if env:
+        return env in _ON or env == "auto"
+    return choice in ("auto", "on")
+
+
+@functools.cache
+def _warn_missing_extra() -> None:
+    log.warning(
+        '[search] semantic = "on" but the semantic extra is not installed'
+        " (pip install 'codemode[semantic]'); ranking with BM25 alone"
+    )
+
+
+def _explicitly_on(choice: SemanticChoice | None) -> bool:
+    env = os.environ.get(SEMANTIC_ENV, "").strip().lower()
+    return env in _ON if env else choice == "on"
+
+
+def build_index(
+    documents: Sequence[SearchDocument],
+    *,
+    semantic: SemanticChoice | None = None,
+    base: ToolIndex | None = None,
+) -> ToolIndex:
+    """BM25, fused with the semantic signal when wanted (:func:`semantic_wanted`) and installed.
+
+    With a ``base`` of the same kind (hybrid or not), the index is ``base`` updated to ``documents``:
+    only the tools that differ are tokenised and embedded, and it ranks exactly as a fresh build.
     Tool vectors live in one process-wide cache keyed by the embedded text's hash, kept in the user's
     cache folder, so a re-render after ``list_changed``, another principal's view or the next process
     embeds only tools it has not seen.
     """
-    if os.environ.get(SEMANTIC_ENV, "").lower() not in ("1", "true", "yes"):
-        return ToolIndex.build(documents)
-    embedder = load_embedder()
+    embedder = load_embedder() if semantic_wanted(semantic) else None
     if embedder is None:
+        if semantic_wanted(semantic) and _explicitly_on(semantic):
+            _warn_missing_extra()
+        if base is not None and not base.hybrid:
+            return base.updated_to(documents)
         return ToolIndex.build(documents)
     cache = _shared_embeddings()
-    index = ToolIndex.build(documents, embedder=embedder, cache=cache)
+    if base is not None and base.hybrid:
+        index = base.updated_to(documents, cache=cache)
+    else:
+        index = ToolIndex.build(documents, embedder=embedder, cache=cache)
     with contextlib.suppress(OSError):  # a read-only cache folder only costs embedding again next time
         cache.save()
     return index
 
 
-class ViewIndexes:
-    """Indexes keyed by the visible tools' keys (None: every tool), built on first use."""
+ViewKey = frozenset[str] | None
 
-    def __init__(self) -> None:
-        self._indexes: OrderedDict[frozenset[str] | None, ToolIndex] = OrderedDict()
+
+class ViewIndexes:
+    """Indexes keyed by the visible tools' keys (None: every tool), built on first use.
+
+    ``previous`` (the indexes of the tree this one replaces) lends its indexes as bases; each base is
+    used at most once and dropped then, so an old tree's indexes do not outlive their use.
+    """
+
+    def __init__(self, semantic: SemanticChoice | None = None, previous: ViewIndexes | None = None) -> None:
+        self._semantic: SemanticChoice | None = semantic
+        self._indexes: OrderedDict[ViewKey, ToolIndex] = OrderedDict()
+        self._bases: list[ToolIndex] = previous.handover() if previous is not None else []
         self._lock = threading.Lock()
 
-    def get(
-        self, visible: frozenset[str] | None, documents: Callable[[], Sequence[SearchDocument]]
-    ) -> ToolIndex:
+    def handover(self) -> list[ToolIndex]:
+        """The indexes a successor may update from: these views' indexes, then unused bases."""
+        with self._lock:
+            indexes = [*reversed(self._indexes.values()), *self._bases]
+        return [index for index in indexes if index.updatable][:_MAX_VIEW_INDEXES]
+
+    def get(self, visible: ViewKey, documents: Callable[[], Sequence[SearchDocument]]) -> ToolIndex:
         with self._lock:
             index = self._indexes.get(visible)
             if index is not None:
                 self._indexes.move_to_end(visible)
                 return index
         # Built outside the lock: two threads may build the same view once each, never wrongly.
-        index = build_index(documents())
+        docs = documents()
+        base = self._take_base(docs)
+        index = build_index(docs, semantic=self._semantic, base=base)
         with self._lock:
             self._indexes[visible] = index
             while len(self._indexes) > _MAX_VIEW_INDEXES:
                 self._indexes.popitem(last=False)
         return index
+
+    def _take_base(self, docs: Sequence[SearchDocument]) -> ToolIndex | None:
+        """The base whose tools differ least from ``docs`` (removed from the bases), if close enough."""
+        with self._lock:
+            if not self._bases:
+                return None
+            keys = {doc.key for doc in docs}
+            best, best_diff = None, len(keys) * _MAX_UPDATE_SHARE
+            for base in self._bases:
+                diff = len(keys.symmetric_difference(base.keys()))
+                if diff <= best_diff:
+                    best, best_diff = base, diff
+            if best is not None:
+                self._bases.remove(best)
+            return best

@@ -1,0 +1,25 @@
+"""The ``[search]`` section: how the tool search ranks.
+
+``semantic`` chooses whether BM25 is fused with static word embeddings (the ``semantic`` extra,
+``pip install 'codemode[semantic]'``): ``off`` (the default: rankings do not change because a
+package happens to be installed) never loads the model, ``on`` asks for it (a warning, and BM25
+alone, when the extra is missing), ``auto`` uses it when the extra is installed.
+The environment variable ``CODEMODE_SEARCH_SEMANTIC`` overrides this key for one process, so a
+ranking can be compared without editing the file: ``1``/``true``/``yes``/``on`` switch the signal on,
+``auto`` defers to the extra being installed, any other value switches it off.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+SemanticChoice = Literal["auto", "on", "off"]
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    semantic: SemanticChoice = "off"
+    """``off``, ``on`` or ``auto`` (the extra when installed); ``CODEMODE_SEARCH_SEMANTIC`` overrides it."""
