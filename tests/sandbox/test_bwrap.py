@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from codemode.config import SandboxConfig
+from codemode.config import BackendChoice, SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import BackendName, SandboxManager
+from codemode.sandbox import SandboxManager
 from codemode.sandbox._bwrap import _python_roots  # pyright: ignore[reportPrivateUsage]
 from codemode.sandbox._seccomp import DENIED, SYSCALLS, build_filter, current_arch
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 def run_in(stub_tree: Any, handler: Any, new_binding: Callable[..., Any]) -> Callable[..., Any]:
     """``await run_in(backend, code)``: one run in a fresh manager on that backend."""
 
-    async def run(backend: BackendName, code: str) -> Any:
+    async def run(backend: BackendChoice, code: str) -> Any:
         config = SandboxConfig(backend=backend, pool_size=0, wall_time_s=20.0)
         async with SandboxManager(config) as manager:
             return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)

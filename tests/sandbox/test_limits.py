@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 import pytest
 
-from codemode.config import SandboxConfig
-from codemode.sandbox import BackendName, SandboxManager
+from codemode.config import BackendChoice, SandboxConfig
+from codemode.sandbox import SandboxManager
 
 pytestmark = pytest.mark.anyio
 
@@ -220,7 +220,7 @@ async def test_a_setuid_binary_cannot_change_the_programs_uid(run_program: Calla
 
 
 async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
-    local_backend: BackendName,
+    local_backend: BackendChoice,
     stub_tree: Any,
     handler: Any,
     new_binding: Callable[..., Any],
@@ -253,7 +253,7 @@ async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
     "the watchdog's view (documented)",
 )
 async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
-    local_backend: BackendName,
+    local_backend: BackendChoice,
     stub_tree: Any,
     handler: Any,
     new_binding: Callable[..., Any],
