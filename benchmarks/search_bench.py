@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from codemode.catalog import ServerCatalog, ToolSpec, tool_hash  # noqa: E402
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder  # noqa: E402
 from codemode.search._index import SEMANTIC_WEIGHT  # noqa: E402
 from codemode.search._tokenize import clear_caches  # noqa: E402
@@ -308,12 +309,28 @@ def tune(rankers_weights: Sequence[float], build_runs: int) -> str:
     return "\n".join(lines)
 
 
+def server_catalog(name: str, tools: list[dict[str, Any]]) -> ServerCatalog:
+    """One benchmark server's tools as codemode records them (listed definitions, hashed)."""
+    specs: list[ToolSpec] = []
+    for tool in tools:
+        definition: dict[str, Any] = {
+            "name": tool["name"],
+            "title": tool.get("title"),
+            "description": tool.get("description"),
+            "input_schema": tool.get("inputSchema") or {"type": "object"},
+            "output_schema": None,
+            "annotations": None,
+        }
+        specs.append(ToolSpec(server=name, schema_hash=tool_hash(**definition), **definition))
+    return ServerCatalog(server=name, tools=tuple(specs))
+
+
 def cli_workspace(directory: Path) -> int:
     """A workspace whose codemode.lock approves every benchmark tool (3,529); returns the tool count.
 
     The servers' commands are never run: ``codemode search`` reads the lock.
     """
-    from codemode.catalog import ServerCatalog, ToolSpec, approve, load_lock, observe, save_lock, tool_hash
+    from codemode.catalog import approve, load_lock, observe, save_lock
     from codemode.config import load_config
 
     catalogs: list[ServerCatalog] = []
@@ -322,18 +339,7 @@ def cli_workspace(directory: Path) -> int:
         for server in json.loads(path.read_text(encoding="utf-8"))["servers"]:
             name = server["name"] if server["name"] not in seen else f"{server['name']}-bfcl"
             seen.add(name)
-            specs: list[ToolSpec] = []
-            for tool in server["tools"]:
-                definition: dict[str, Any] = {
-                    "name": tool["name"],
-                    "title": tool.get("title"),
-                    "description": tool.get("description"),
-                    "input_schema": tool.get("inputSchema") or {"type": "object"},
-                    "output_schema": None,
-                    "annotations": None,
-                }
-                specs.append(ToolSpec(server=name, schema_hash=tool_hash(**definition), **definition))
-            catalogs.append(ServerCatalog(server=name, tools=tuple(specs)))
+            catalogs.append(server_catalog(name, server["tools"]))
     config_file = directory / "codemode.toml"
     config_file.write_text(
         "".join(f'[servers."{c.server}"]\ncommand = "not-started"\n\n' for c in catalogs), encoding="utf-8"

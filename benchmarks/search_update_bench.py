@@ -41,8 +41,9 @@ from benchmarks.search_bench import (  # noqa: E402
     BFCL_TOOLS_FILE,
     TOOLS_FILE,
     documents_from_catalog,
+    server_catalog,
 )
-from codemode.catalog import ServerCatalog, ToolSpec, tool_hash  # noqa: E402
+from codemode.catalog import ServerCatalog  # noqa: E402
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder  # noqa: E402
 from codemode.search._index import _semantic_texts  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 
@@ -85,21 +86,7 @@ def relisted(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def catalogs_of(servers: list[dict[str, Any]]) -> list[ServerCatalog]:
-    catalogs: list[ServerCatalog] = []
-    for server in servers:
-        specs: list[ToolSpec] = []
-        for tool in server["tools"]:
-            definition: dict[str, Any] = {
-                "name": tool["name"],
-                "title": tool.get("title"),
-                "description": tool.get("description"),
-                "input_schema": tool.get("inputSchema") or {"type": "object"},
-                "output_schema": None,
-                "annotations": None,
-            }
-            specs.append(ToolSpec(server=server["name"], schema_hash=tool_hash(**definition), **definition))
-        catalogs.append(ServerCatalog(server=server["name"], tools=tuple(specs)))
-    return catalogs
+    return [server_catalog(server["name"], server["tools"]) for server in servers]
 
 
 def median_ms(run: Callable[[], object], prepare: Callable[[], object], runs: int) -> float:

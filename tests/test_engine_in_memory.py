@@ -40,16 +40,17 @@ def crm_server() -> MCPServer:
 
 
 async def approved_in_memory_crm(
-    tmp_path: Path, **sections: dict[str, Any]
+    tmp_path: Path, server: MCPServer | None = None, **sections: dict[str, Any]
 ) -> tuple[Config, dict[str, TransportFactory]]:
-    """A config whose crm server is in memory (its command is never run), its tools approved."""
+    """A config whose crm server (``server``, by default this module's) is in memory - its
+    command is never run - with its tools approved."""
     data: dict[str, Any] = {
         "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
         "sandbox": {"backend": "process", "pool_size": 0},
         **sections,
     }
     config = config_from_mapping(data, base_dir=tmp_path)
-    transports = in_memory_transports({"crm": crm_server()})
+    transports = in_memory_transports({"crm": server or crm_server()})
     async with McpHost(config, transports=transports) as host:
         [status] = host.statuses()
         assert status.state is ConnectionState.READY, status.error

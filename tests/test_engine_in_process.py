@@ -16,11 +16,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from codemode import CodeMode, config_from_mapping
-from codemode.catalog import approve, load_lock, observe, save_lock
 from codemode.errors import ConfigError
-from codemode.host import ConnectionState, McpHost
 from codemode.ledger import Ledger
-from codemode.testing import in_memory_transports, in_process_sandbox, memory_ledger
+from codemode.testing import in_process_sandbox, memory_ledger
+from tests.test_engine_in_memory import approved_in_memory_crm
 
 pytestmark = pytest.mark.anyio
 
@@ -54,21 +53,8 @@ def ledger() -> Ledger:
 async def engine(tmp_path: Path, ledger: Ledger) -> AsyncIterator[CodeMode]:
     """A CodeMode whose crm server is in memory (tools approved) and whose sandbox is in process."""
     # The configured backend would be a real one: the seam replaces it, whatever it says.
-    config = config_from_mapping(
-        {
-            "servers": {"crm": {"command": "not-a-real-command", "trusted": True}},
-            "sandbox": {"backend": "docker", "pool_size": 0, "wall_time_s": 10},
-        },
-        base_dir=tmp_path,
-    )
-    transports = in_memory_transports({"crm": crm_server()})
-    async with McpHost(config, transports=transports) as host:
-        [status] = host.statuses()
-        assert status.state is ConnectionState.READY, status.error
-        lock = load_lock(config.lock_path)
-        for catalog in host.catalogs():
-            lock, _ = observe(lock, catalog)
-        save_lock(config.lock_path, approve(lock)[0])
+    sandbox = {"backend": "docker", "pool_size": 0, "wall_time_s": 10}
+    config, transports = await approved_in_memory_crm(tmp_path, crm_server(), sandbox=sandbox)
     async with CodeMode(
         config, ledger=ledger, transports=transports, sandbox_backend=in_process_sandbox()
     ) as running:
