@@ -26,8 +26,7 @@ from ipaddress import IPv4Address, IPv6Address
 import anyio
 import httpx2
 
-from codemode.errors import UnsafeURLError
-from codemode.net._policy import NetworkPolicy, is_loopback
+from codemode.net._policy import NetworkPolicy
 from codemode.net._resolve import Resolver, SystemResolver, resolve_checked
 from codemode.net._url import Target, check_url, parse_url
 
@@ -65,8 +64,8 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._inners: dict[str, httpx2.AsyncBaseTransport] = {}
         self._resolver: Resolver = resolver if resolver is not None else SystemResolver()
         self._audience = parse_url(audience).origin if audience is not None else None
-        self._pins: dict[tuple[str, int], IPv4Address | IPv6Address] = {}
-        self._locks: dict[tuple[str, int], anyio.Lock] = {}
+        self._pins: dict[tuple[str, str, int], IPv4Address | IPv6Address] = {}
+        self._locks: dict[tuple[str, str, int], anyio.Lock] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         target = check_url(str(request.url), self.policy)
@@ -82,8 +81,12 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         )
 
     async def _pinned(self, target: Target, request: httpx2.Request) -> IPv4Address | IPv6Address:
-        """The address for ``target``: resolved and judged on first use, then reused."""
-        key = (target.host, target.port)
+        """The address for ``target``: resolved and judged on first use, then reused. The scheme is
+        part of the key because it is part of the judgement (plain http must stay on loopback)."""
+        key = (target.scheme, target.host, target.port)
+        address = self._pins.get(key)
+        if address is not None:
+            return address  # the common case, once per request: no lock
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = anyio.Lock()
@@ -96,10 +99,6 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                     reason = f"cannot resolve {target.host}: {exc}"
                     raise httpx2.ConnectError(reason, request=request) from exc
                 self._pins[key] = address
-        if target.scheme == "http" and not is_loopback(address):
-            # Pinned for https first; plain http still needs an address that stays on the host.
-            reason = f"{target.host} is pinned to {address}: plain http is refused off loopback"
-            raise UnsafeURLError(target.origin, reason)
         return address
 
     def _rewrite(
