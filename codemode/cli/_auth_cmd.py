@@ -11,13 +11,19 @@ from typing import Any
 import click
 from rich.table import Table
 
-from codemode.auth import BrowserSignIn, FileCredentialStore, HeadlessSignIn, HostAuth, SignIn
+from codemode.auth import (
+    BrowserSignIn,
+    FileCredentialStore,
+    HeadlessSignIn,
+    HostAuth,
+    SignIn,
+    StoredCredentials,
+)
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, progress
 from codemode.cli._common import stdout as out
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config, HttpServerConfig, resolve_references
-from codemode.host import ConnectionState, McpHost, ServerStatus
-from codemode.net import NetworkPolicy
+from codemode.host import ConnectionState, McpHost, ServerStatus, network_policy
 
 
 @click.group()
@@ -45,6 +51,11 @@ def _oauth_server(config: Config, name: str) -> HttpServerConfig:
             hint=f"add a [servers.{name}.oauth] table (an http server only) to {config.source}",
         )
     return server
+
+
+def _resource(server: HttpServerConfig) -> str:
+    """The store's key for ``server``: its URL as the host resolves it."""
+    return resolve_references(server.url, os.environ)
 
 
 async def _sign_in(config: Config, name: str, auth: HostAuth) -> ServerStatus:
@@ -75,12 +86,9 @@ def login(server: str, headless: bool, config_path: Path | None, as_json: bool) 
     only = config.model_copy(update={"servers": {server: settings}}).with_origin(
         config.source, config.base_dir
     )
-    policy = NetworkPolicy(
-        allow_loopback=settings.allow_loopback, allow_private=settings.allow_private_network
-    )
-    sign_in: SignIn = HeadlessSignIn(policy) if headless else BrowserSignIn()
+    sign_in: SignIn = HeadlessSignIn(network_policy(settings)) if headless else BrowserSignIn()
     store = FileCredentialStore()
-    resource = resolve_references(settings.url, os.environ)
+    resource = _resource(settings)
     previous = store.get(resource)
     if previous is not None and previous.tokens is not None:
         # A login signs in afresh (for example to grant a scope a call was refused for); the old
@@ -105,18 +113,17 @@ def login(server: str, headless: bool, config_path: Path | None, as_json: bool) 
         )
 
 
-def _describe(name: str, server: HttpServerConfig, record: Any) -> dict[str, Any]:
+def _describe(name: str, server: HttpServerConfig, record: StoredCredentials | None) -> dict[str, Any]:
     """What ``status`` shows of a record: never a token, a code or a secret."""
-    tokens: dict[str, Any] = (record.tokens if record is not None else None) or {}
-    expires_at = record.expires_at() if record is not None else None
+    record = record or StoredCredentials(server=name)
+    tokens: dict[str, Any] = record.tokens or {}
+    expires_at = record.expires_at()
     return {
         "server": name,
         "url": server.url,
         "signed_in": bool(tokens.get("access_token")),
-        "issuer": record.issuer if record is not None else None,
-        "client_id": (record.client or {}).get("client_id")
-        if record is not None
-        else server.oauth and server.oauth.client_id,
+        "issuer": record.issuer,
+        "client_id": (record.client or {}).get("client_id") or (server.oauth and server.oauth.client_id),
         "scope": tokens.get("scope"),
         "refreshable": bool(tokens.get("refresh_token")),
         "expires_in_s": None if expires_at is None else round(expires_at - time.time()),
@@ -133,7 +140,7 @@ def status(config_path: Path | None, as_json: bool) -> None:
     store = FileCredentialStore()
     records = store.records()
     rows = [
-        _describe(name, server, records.get(resolve_references(server.url, os.environ)))
+        _describe(name, server, records.get(_resource(server)))
         for name, server in sorted(config.servers.items())
         if isinstance(server, HttpServerConfig) and server.oauth is not None
     ]
@@ -169,7 +176,7 @@ def logout(server: str, config_path: Path | None, as_json: bool) -> None:
     """Forget SERVER's tokens and client registration on this machine."""
     config = load(config_path)
     settings = _oauth_server(config, server)
-    removed = FileCredentialStore().delete(resolve_references(settings.url, os.environ))
+    removed = FileCredentialStore().delete(_resource(settings))
     if as_json:
         print_json({"server": server, "removed": removed})
     else:

@@ -2,6 +2,7 @@
 
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._host import McpHost
+from codemode.host._http import network_policy
 from codemode.host._inputs import InputHandler
 from codemode.host._status import ConnectionState, ServerStatus
 
@@ -13,4 +14,5 @@ __all__ = [
     "ServerConnection",
     "ServerStatus",
     "TransportFactory",
+    "network_policy",
 ]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
 
-from codemode.config import HttpServerConfig
+from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.host._command import resolve_setting
 from codemode.host._frames import CALL_MARKER, CutResults, marker_in
 from codemode.host._http_cap import CappedTransport
@@ -23,6 +23,7 @@ __all__ = [
     "Refusals",
     "call_marker",
     "http_client_for",
+    "network_policy",
     "new_http_client",
     "refusal_reason",
 ]
@@ -57,6 +58,11 @@ def new_http_client(
     )
 
 
+def network_policy(config: HttpServerConfig) -> NetworkPolicy:
+    """What the SSRF guard lets ``config``'s server, and its sign-in, reach."""
+    return NetworkPolicy(allow_loopback=config.allow_loopback, allow_private=config.allow_private_network)
+
+
 def http_client_for(
     server: str,
     config: HttpServerConfig,
@@ -74,9 +80,13 @@ def http_client_for(
 
             auth = HostAuth()
         signer = auth.auth_for(server, config, url, environ)
-    policy = NetworkPolicy(allow_loopback=config.allow_loopback, allow_private=config.allow_private_network)
     client = new_http_client(
-        headers, config.max_message_bytes, cut_results, policy=policy, audience=url, auth=signer
+        headers,
+        config.max_message_bytes,
+        cut_results,
+        policy=network_policy(config),
+        audience=url,
+        auth=signer,
     )
     return url, client
 
@@ -116,7 +126,7 @@ class Refusals:
         return self._by_marker.pop(marker, None)
 
 
-def refusal_reason(server: str, config: HttpServerConfig | object, status: int) -> str:
+def refusal_reason(server: str, config: StdioServerConfig | HttpServerConfig, status: int) -> str:
     """What a refused call tells the program, and through it the person: what to do next."""
     if status not in (401, 403):
         return f"HTTP {status}"
