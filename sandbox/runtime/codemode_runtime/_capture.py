@@ -35,22 +35,55 @@ def flush_std() -> None:
             pass
 
 
-class FdCapture:
-    """Captures one file descriptor (1 or 2) through a pipe, keeping at most ``cap`` bytes.
+class CappedBuffer:
+    """Bytes written to one stream, keeping at most ``cap`` of them; safe across threads.
 
-    Working at the descriptor level catches ``print``, ``os.write(1, ...)`` and child processes
-    alike. The reader thread drains the pipe continuously and drops what exceeds the cap, so memory
-    stays flat however much a program writes.
-    """
+    What arrives over the cap is dropped and remembered as truncation, so memory stays flat
+    however much a program writes; after :meth:`close` nothing more is kept."""
 
-    def __init__(self, fd: int, cap: int) -> None:
-        self._fd = fd
+    def __init__(self, cap: int) -> None:
         self._cap = cap
         self._lock = threading.Lock()
         self._chunks: list[bytes] = []
         self._size = 0
         self._truncated = False
-        self._recording = True
+        self._open = True
+
+    def add(self, data: bytes) -> None:
+        with self._lock:
+            if not self._open:
+                return
+            room = self._cap - self._size
+            if room > 0:
+                kept = data[:room]
+                self._chunks.append(kept)
+                self._size += len(kept)
+            if len(data) > room:
+                self._truncated = True
+
+    def snapshot(self) -> tuple[str, bool]:
+        with self._lock:
+            data = b"".join(self._chunks)
+            truncated = self._truncated
+        return data.decode("utf-8", errors="replace"), truncated
+
+    def close(self) -> bool:
+        """Keep nothing more; True the first time."""
+        with self._lock:
+            first, self._open = self._open, False
+        return first
+
+
+class FdCapture:
+    """Captures one file descriptor (1 or 2) through a pipe, keeping at most ``cap`` bytes.
+
+    Working at the descriptor level catches ``print``, ``os.write(1, ...)`` and child processes
+    alike. The reader thread drains the pipe continuously into a :class:`CappedBuffer`.
+    """
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self._fd = fd
+        self._buffer = CappedBuffer(cap)
         read_end, write_end = os.pipe()
         self._saved = os.dup(fd)
         os.dup2(write_end, fd)
@@ -65,26 +98,14 @@ class FdCapture:
                 data = os.read(self._read_end, 65536)
                 if not data:
                     return
-                with self._lock:
-                    if not self._recording:
-                        continue
-                    room = self._cap - self._size
-                    if room > 0:
-                        kept = data[:room]
-                        self._chunks.append(kept)
-                        self._size += len(kept)
-                    if len(data) > room:
-                        self._truncated = True
+                self._buffer.add(data)
         except OSError:
             return
         finally:
             os.close(self._read_end)
 
     def snapshot(self) -> tuple[str, bool]:
-        with self._lock:
-            data = b"".join(self._chunks)
-            truncated = self._truncated
-        return data.decode("utf-8", errors="replace"), truncated
+        return self._buffer.snapshot()
 
     def finish(self) -> tuple[str, bool]:
         os.dup2(self._saved, self._fd)
@@ -92,9 +113,8 @@ class FdCapture:
         # EOF arrives once no process holds the write end; a background child may keep it open,
         # in which case what arrived so far is the output and the rest is dropped.
         self._thread.join(timeout=0.25)
-        text, truncated = self.snapshot()
-        with self._lock:
-            self._recording = False
+        text, truncated = self._buffer.snapshot()
+        self._buffer.close()
         return text, truncated
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _calls, _client
-from ._capture import Capture, Session
+from ._capture import CappedBuffer, Capture, Session
 from ._imports import HostLoader, fetch, filename_for
 from ._serve import answer
 
@@ -51,39 +51,19 @@ class _TextCapture:
     """What a program wrote to one stream, up to ``cap`` bytes (UTF-8)."""
 
     def __init__(self, cap: int, on_finish: Callable[[], None]) -> None:
-        self._cap = cap
+        self._buffer = CappedBuffer(cap)
         self._on_finish = on_finish
-        self._lock = threading.Lock()
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._truncated = False
-        self._done = False
 
     def write(self, text: str) -> None:
-        data = text.encode("utf-8", errors="replace")
-        with self._lock:
-            if self._done:
-                return
-            room = self._cap - self._size
-            if room > 0:
-                self._chunks.append(data[:room])
-                self._size += min(room, len(data))
-            if len(data) > room:
-                self._truncated = True
+        self._buffer.add(text.encode("utf-8", errors="replace"))
 
     def snapshot(self) -> tuple[str, bool]:
-        with self._lock:
-            data = b"".join(self._chunks)
-            truncated = self._truncated
-        return data.decode("utf-8", errors="replace"), truncated
+        return self._buffer.snapshot()
 
     def finish(self) -> tuple[str, bool]:
-        with self._lock:
-            first = not self._done
-            self._done = True
-        if first:
+        if self._buffer.close():
             self._on_finish()
-        return self.snapshot()
+        return self._buffer.snapshot()
 
 
 class _Router:
