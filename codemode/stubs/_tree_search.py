@@ -19,8 +19,9 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from typing import Final
 
+from codemode.config import SemanticChoice
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
 from codemode.search._catalog_cache import cache_dir
 from codemode.search._semantic import SEMANTIC_ENV
@@ -29,7 +30,6 @@ __all__ = ["SEMANTIC_ENV", "SemanticChoice", "ViewIndexes", "build_index", "sema
 
 log = logging.getLogger(__name__)
 
-SemanticChoice = Literal["auto", "on", "off"]
 """``[search] semantic``: ``auto`` uses the ``semantic`` extra when installed, ``on`` asks for it,
 ``off`` ranks with BM25 alone."""
 
@@ -50,18 +50,20 @@ def _shared_embeddings() -> EmbeddingCache:
         return _embeddings
 
 
-def semantic_wanted(choice: SemanticChoice | None) -> bool:
-    """Whether to rank with the semantic signal, before knowing whether the extra is installed.
-
-    :data:`SEMANTIC_ENV` (``CODEMODE_SEARCH_SEMANTIC``), when set, overrides ``choice``: ``1`` /
-    ``true`` / ``yes`` / ``on`` switch it on, ``auto`` defers to the extra being installed, anything
-    else switches it off. ``choice`` is the ``[search] semantic`` setting; None (callers that pass no
-    configuration) keeps the historical default: on only when the variable says so.
-    """
+def _setting(choice: SemanticChoice | None) -> SemanticChoice:
+    """The setting in force: :data:`SEMANTIC_ENV` (``CODEMODE_SEARCH_SEMANTIC``) when set -
+    ``1`` / ``true`` / ``yes`` / ``on`` mean on, ``auto`` defers to the extra being installed,
+    anything else means off - else ``choice`` (the ``[search] semantic`` setting); None, from
+    callers that pass no configuration, keeps the historical default: off."""
     env = os.environ.get(SEMANTIC_ENV, "").strip().lower()
     if env:
-        return env in _ON or env == "auto"
-    return choice in ("auto", "on")
+        return "on" if env in _ON else "auto" if env == "auto" else "off"
+    return choice or "off"
+
+
+def semantic_wanted(choice: SemanticChoice | None) -> bool:
+    """Whether to rank with the semantic signal, before knowing whether the extra is installed."""
+    return _setting(choice) != "off"
 
 
 @functools.cache
@@ -70,11 +72,6 @@ def _warn_missing_extra() -> None:
         '[search] semantic = "on" but the semantic extra is not installed'
         " (pip install 'codemode[semantic]'); ranking with BM25 alone"
     )
-
-
-def _explicitly_on(choice: SemanticChoice | None) -> bool:
-    env = os.environ.get(SEMANTIC_ENV, "").strip().lower()
-    return env in _ON if env else choice == "on"
 
 
 def build_index(
@@ -91,9 +88,10 @@ def build_index(
     cache folder, so a re-render after ``list_changed``, another principal's view or the next process
     embeds only tools it has not seen.
     """
-    embedder = load_embedder() if semantic_wanted(semantic) else None
+    setting = _setting(semantic)
+    embedder = load_embedder() if setting != "off" else None
     if embedder is None:
-        if semantic_wanted(semantic) and _explicitly_on(semantic):
+        if setting == "on":
             _warn_missing_extra()
         if base is not None and not base.hybrid:
             return base.updated_to(documents)
