@@ -309,6 +309,16 @@ def tune(rankers_weights: Sequence[float], build_runs: int) -> str:
     return "\n".join(lines)
 
 
+def available_rankers(*, bm25_only: bool) -> list[str]:
+    """``bm25``, and ``hybrid`` unless asked not to or the semantic extra is missing (said on stderr)."""
+    if bm25_only:
+        return ["bm25"]
+    if load_embedder() is None:
+        print("semantic extra not installed: BM25 only", file=sys.stderr)
+        return ["bm25"]
+    return ["bm25", "hybrid"]
+
+
 def server_catalog(name: str, tools: list[dict[str, Any]]) -> ServerCatalog:
     """One benchmark server's tools as codemode records them (listed definitions, hashed)."""
     specs: list[ToolSpec] = []
@@ -409,12 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tune:
         print(tune((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), args.build_runs))
         return 0
-    rankers = ["bm25"]
-    if not args.bm25_only:
-        if load_embedder() is None:
-            print("semantic extra not installed: BM25 only", file=sys.stderr)
-        else:
-            rankers.append("hybrid")
+    rankers = available_rankers(bm25_only=args.bm25_only)
     result = run(args.split, args.repeat, args.build_runs, rankers, args.weight)
     missed = [tier.pop("_misses") for tier in result["tiers"]][-1]
     print(json.dumps(result, indent=2) if args.json else table(result))

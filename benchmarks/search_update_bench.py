@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.search_bench import (  # noqa: E402
     BFCL_TOOLS_FILE,
     TOOLS_FILE,
+    available_rankers,
     documents_from_catalog,
     server_catalog,
 )
@@ -162,12 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     old_docs = documents_from_catalog({"servers": servers})
     new_docs = documents_from_catalog({"servers": new_servers})
     before, after = catalogs_of(servers), catalogs_of(new_servers)
-    rankers = ["bm25"]
-    if not args.bm25_only:
-        if load_embedder() is None:
-            print("semantic extra not installed: BM25 only", file=sys.stderr)
-        else:
-            rankers.append("hybrid")
+    rankers = available_rankers(bm25_only=args.bm25_only)
     changed = sum(len(s["tools"]) for s in servers if s["name"] == CHANGED_SERVER)
     print(
         f"{len(old_docs)} tools in {len(servers)} servers; {CHANGED_SERVER} ({changed} tools) re-lists: "
