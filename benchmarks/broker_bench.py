@@ -47,6 +47,7 @@ import anyio  # noqa: E402
 import mcp  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
+from benchmarks._stages import STAGES, timing  # noqa: E402
 from codemode._engine import CodeMode  # noqa: E402
 from codemode.catalog import approve, load_lock, observe, save_lock  # noqa: E402
 from codemode.config import BackendChoice, load_config  # noqa: E402
@@ -189,8 +190,26 @@ async def broker_run(engine: CodeMode, code: str) -> Any:
     return result.result
 
 
+async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: int) -> dict[str, float]:
+    """Median ms per call of each broker stage, with the channel and runtime as the remainder of
+    what the sandbox measured (timers on; a run of its own, outside the ratio's rounds)."""
+    broker = engine._broker  # pyright: ignore[reportPrivateUsage]
+    assert broker is not None
+    with timing(broker) as clock:
+        in_sandbox = await broker_run(engine, loop_program(tool, arguments, n))
+    handled = clock.samples["broker total"][1:]  # the program's first, untimed warm-up call
+    medians = clock.medians_ms()
+    stages = {stage: medians.get(stage, 0.0) for stage, _ in STAGES}
+    stages["other broker work"] = max(0.0, medians["broker total"] - sum(stages.values()))
+    stages["channel and runtime"] = (
+        statistics.median(s - h for s, h in zip(in_sandbox, handled, strict=True)) * 1000
+    )
+    stages["whole call (in the sandbox)"] = statistics.median(in_sandbox) * 1000
+    return stages
+
+
 async def bench(
-    n: int, rounds: int, fan_out_calls: int, backend: str, tool_key: str, read_only: bool
+    n: int, rounds: int, fan_out_calls: int, backend: str, tool_key: str, read_only: bool, stages: bool
 ) -> dict[str, Any]:
     tool, arguments = TOOLS[tool_key]
     directory = Path(tempfile.mkdtemp(prefix="codemode-broker-bench-"))
@@ -221,6 +240,7 @@ async def bench(
                 throughput.append(
                     Throughput("broker", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
                 )
+            per_stage = await breakdown(engine, tool, arguments, n) if stages else None
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     series = [latency("direct", direct), latency("broker", brokered)]
@@ -235,6 +255,7 @@ async def bench(
         "p95_ratio": series[1].p95_ms / series[0].p95_ms,
         "target_p50_ratio": 1.3,
         "throughput": [asdict(t) for t in throughput],
+        "breakdown_ms": per_stage,
     }
 
 
@@ -257,6 +278,12 @@ def print_table(report: dict[str, Any]) -> None:
             f"{t['name']:<8} {t['concurrency']:>9} {t['calls']:>7} {t['seconds']:>9.2f} "
             f"{t['calls_per_s']:>9.1f}"
         )
+    if report["breakdown_ms"]:
+        print()
+        print("per-call p50 by stage (timers on, a run of its own)")
+        explained = dict(STAGES)
+        for stage, ms in report["breakdown_ms"].items():
+            print(f"  {stage:<28} {ms:>7.3f} ms  {explained.get(stage, '')}")
 
 
 def main() -> None:
@@ -269,10 +296,22 @@ def main() -> None:
     parser.add_argument(
         "--untrusted", action="store_true", help="do not declare the tool read-only in the policy"
     )
+    parser.add_argument(
+        "--no-breakdown",
+        action="store_true",
+        help="skip the per-stage breakdown (timers wrapped on the broker)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     options = parser.parse_args()
     report = anyio.run(
-        bench, options.n, options.rounds, options.calls, options.backend, options.tool, not options.untrusted
+        bench,
+        options.n,
+        options.rounds,
+        options.calls,
+        options.backend,
+        options.tool,
+        not options.untrusted,
+        not options.no_breakdown,
     )
     if options.json:
         print(json.dumps(report, indent=2))

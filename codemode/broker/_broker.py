@@ -28,14 +28,15 @@ from pydantic import BaseModel
 
 from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
-from codemode._tracing import call_span, downstream_meta, finish_call, note, note_filtering, note_intent
+from codemode._tracing import call_span, downstream_meta, finish_call, note_intent
 from codemode.broker._approvals import Approver
 from codemode.broker._call_inputs import CallInputs
+from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._inputs import Elicitor
-from codemode.broker._pii import PiiVault, map_strings
-from codemode.broker._receipts import find_receipt
+from codemode.broker._outcomes import Outcomes
+from codemode.broker._pii import map_strings
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker.gates import (
@@ -62,9 +63,7 @@ from codemode.calls import (
     ToolCallRequest,
     ToolError,
     ToolResult,
-    content_blocks,
 )
-from codemode.catalog import canonical_json
 from codemode.config import PolicyConfig
 from codemode.errors import (
     CodemodeError,
@@ -75,10 +74,12 @@ from codemode.errors import (
 )
 from codemode.ledger import (
     CallIntent,
+    Completion,
     Conflict,
     Fresh,
     InFlight,
     Ledger,
+    ReadRecord,
     Replay,
     StoreError,
     Unresolved,
@@ -156,12 +157,8 @@ class Broker:
         self.ledger = ledger
         self.lease_s = lease_s
         """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
-        self.count_tokens = count_tokens
-        """When set, tokens of every tool result are counted (for token-cost comparisons)."""
-        # Results are stored with secrets redacted and PII in clear (a replay in another run then
-        # tokenises them with that run's vault); the per-run pass tokenises PII only.
-        self._storage_filter = ResultFilter(policy.results.model_copy(update={"pii": "off"}), PiiVault())
-        self._per_run_policy = policy.results.model_copy(update={"redact_secrets": False})
+        self.outcomes = Outcomes(policy.results, count_tokens)
+        """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
         self.approvals = ApprovalFlow(policy, approvals, approver)
         self.budget = BudgetGate(policy)
@@ -361,33 +358,9 @@ class Broker:
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:
         intent = self._intent(call, facts)
         note_intent(intent)
+        read = self._is_read(call, facts)
         for attempt in range(1, REFUSED_RETRIES + 1):
-            # Reserve and mark sent in one transaction: the record exists before the request leaves.
-            reservation = await reserve_waiting(
-                self.ledger,
-                intent,
-                wait_s=IN_FLIGHT_WAIT_S,
-                lease_s=self.lease_s,
-                send=True,
-                durable=self._durable(call, facts),
-                limiter=self._ledger_lane,
-            )
-            if isinstance(reservation, Replay):
-                # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
-                return self._per_run(call, reservation.outcome)
-            if isinstance(reservation, Conflict | Unresolved):
-                with call.run.lock:
-                    call.run.denials += 1
-                    if isinstance(reservation, Unresolved):
-                        call.run.unknown_outcomes += 1
-                return CallDenied(gate="side_effects", reason=reservation.reason)
-            if isinstance(reservation, InFlight):
-                return CallFailed(
-                    reason="another call with this idempotency key is still running "
-                    f"({reservation.call_id}); nothing was sent"
-                )
-            assert isinstance(reservation, Fresh)
-            sent = await self._send(call, facts, reservation.call_id)
+            sent = await (self._send_read(call, intent) if read else self._send_write(call, intent))
             if not isinstance(sent, ServerRefusedError):
                 return sent
             # Refused before execution (429/503, or the tool's schema changed on the server):
@@ -400,17 +373,18 @@ class Broker:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _durable(call: Call, facts: Facts) -> bool:
-        """Whether the call's records must be on disk (fsync) before it goes on: any call that may
-        have a side effect. Read-only by the policy or a trusted server (risk ``low``) and without
-        an idempotency key, a record lost in a power cut loses nothing to reconcile."""
-        return facts.risk != "low" or (call.request is not None and call.request.idempotency_key is not None)
+    def _is_read(call: Call, facts: Facts) -> bool:
+        """Whether the call is recorded after the fact instead of before it is sent: read-only by
+        the policy or a trusted server (risk ``low``) and without an idempotency key. Sending it
+        twice is harmless, so a record lost in a crash loses nothing to reconcile."""
+        return facts.risk == "low" and (call.request is None or call.request.idempotency_key is None)
 
-    async def _send(self, call: Call, facts: Facts, call_id: str) -> CallOutcome | ServerRefusedError:
-        """Send one reserved call and record what happened. Returns the refusal to retry on."""
+    async def _ask_server(
+        self, call: Call, call_id: str, record_input: RecordInput
+    ) -> mcp_types.CallToolResult:
+        """The MCP call itself, under the run's concurrency cap. Raises the host's errors."""
         run = call.run
         assert run.concurrency is not None
-        ledger = self.ledger
         async with run.concurrency:
             with run.lock:
                 run.in_flight += 1
@@ -423,7 +397,7 @@ class Broker:
                     server=call.server,
                     tool=call.name,
                     elicitor=run.elicitor,
-                    record=partial(self._record_input, call_id),
+                    record=record_input,
                 )
                 result = await self.backend.call_tool(
                     call.server,
@@ -435,59 +409,124 @@ class Broker:
                 metrics = active_metrics()
                 if metrics is not None:
                     metrics.mcp_seconds.labels(call.server).observe(time.perf_counter() - sent_at)
-            except ServerRefusedError as exc:
-                await self._record(
-                    call_id, partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
-                )
-                return exc
-            except ServerUnavailableError as exc:
-                await self._record(call_id, partial(ledger.mark_refused, call_id, exc.reason))
-                return CallFailed(reason=str(exc))
-            except ServerRejectedError as exc:
-                failure = CallFailed(reason=str(exc))
-                await self._record(call_id, partial(ledger.complete, call_id, failure))
-                return failure
-            except OutcomeUnknownError as exc:
-                await self._record(call_id, partial(ledger.mark_unknown, call_id, exc.reason))
-                with run.lock:
-                    run.unknown_outcomes += 1
-                return CallFailed(
-                    reason=f"{exc}. It is recorded as 'unknown' and will not be retried; "
-                    "see 'codemode ledger reconcile'",
-                    outcome_unknown=True,
-                )
-            except anyio.get_cancelled_exc_class():
-                # The run was cancelled while the request was out: it may still execute.
-                await self._record(
-                    call_id, partial(ledger.mark_unknown, call_id, "the run was cancelled during the call")
-                )
-                raise
-            except Exception as exc:  # a bug must not lose the record: the request may have left
-                await self._record(call_id, partial(ledger.mark_unknown, call_id, repr(exc)))
-                with run.lock:
-                    run.unknown_outcomes += 1
-                return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
+                return result
             finally:
                 with run.lock:
                     run.in_flight -= 1
-        stored, report = self._storage_filter.tool_result(result)
-        receipt = find_receipt(result)
-        note(receipt=receipt)
+
+    async def _send_write(self, call: Call, intent: CallIntent) -> CallOutcome | ServerRefusedError:
+        """Record the call, send it, record what happened. Returns the refusal to retry on."""
+        # Reserve and mark sent in one transaction: the record exists before the request leaves.
+        reservation = await reserve_waiting(
+            self.ledger,
+            intent,
+            wait_s=IN_FLIGHT_WAIT_S,
+            lease_s=self.lease_s,
+            send=True,
+            limiter=self._ledger_lane,
+        )
+        if isinstance(reservation, Replay):
+            # The stored outcome has secrets redacted but PII in clear: tokenise it for this run.
+            return self.outcomes.for_run(call, reservation.outcome)
+        if isinstance(reservation, Conflict | Unresolved):
+            with call.run.lock:
+                call.run.denials += 1
+                if isinstance(reservation, Unresolved):
+                    call.run.unknown_outcomes += 1
+            return CallDenied(gate="side_effects", reason=reservation.reason)
+        if isinstance(reservation, InFlight):
+            return CallFailed(
+                reason="another call with this idempotency key is still running "
+                f"({reservation.call_id}); nothing was sent"
+            )
+        assert isinstance(reservation, Fresh)
+        call_id = reservation.call_id
+        run = call.run
+        ledger = self.ledger
         try:
-            # Filtered for the run before the record, so that the record holds the whole report.
-            return self._per_run(call, stored, report)
+            result = await self._ask_server(call, call_id, partial(self._record_input, call_id))
+        except ServerRefusedError as exc:
+            await self._record(
+                call_id, partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
+            )
+            return exc
+        except ServerUnavailableError as exc:
+            await self._record(call_id, partial(ledger.mark_refused, call_id, exc.reason))
+            return CallFailed(reason=str(exc))
+        except ServerRejectedError as exc:
+            failure = CallFailed(reason=str(exc))
+            await self._record(call_id, partial(ledger.complete, call_id, failure))
+            return failure
+        except OutcomeUnknownError as exc:
+            await self._record(call_id, partial(ledger.mark_unknown, call_id, exc.reason))
+            with run.lock:
+                run.unknown_outcomes += 1
+            return CallFailed(
+                reason=f"{exc}. It is recorded as 'unknown' and will not be retried; "
+                "see 'codemode ledger reconcile'",
+                outcome_unknown=True,
+            )
+        except anyio.get_cancelled_exc_class():
+            # The run was cancelled while the request was out: it may still execute.
+            await self._record(
+                call_id, partial(ledger.mark_unknown, call_id, "the run was cancelled during the call")
+            )
+            raise
+        except Exception as exc:  # a bug must not lose the record: the request may have left
+            await self._record(call_id, partial(ledger.mark_unknown, call_id, repr(exc)))
+            with run.lock:
+                run.unknown_outcomes += 1
+            return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
+        stored: ToolResult | ToolError = ToolError(message="the result filter failed")
+        receipt: str | None = None
+        report = FilterReport()
+        try:
+            outcome, stored, receipt, report = self.outcomes.fresh(call, result)
+            return outcome
         finally:
             filtered = dataclasses.asdict(report)
-            note_filtering(filtered)
-            complete = partial(
-                ledger.complete,
-                call_id,
-                stored,
-                receipt=receipt,
-                durable=self._durable(call, facts),
-                filtered=filtered,
-            )
+            complete = partial(ledger.complete, call_id, stored, receipt=receipt, filtered=filtered)
             await self._record(call_id, complete)
+
+    async def _send_read(self, call: Call, intent: CallIntent) -> CallOutcome | ServerRefusedError:
+        """Send a read at once; queue its one record once it is over (see :mod:`codemode.ledger`'s
+        ``_reads``). Nothing is awaited on the ledger. Returns the refusal to retry on."""
+        answers: list[Mapping[str, Any]] = []
+
+        async def remember(answer: Mapping[str, Any]) -> None:
+            answers.append(answer)
+
+        started = time.perf_counter()
+
+        def record(outcome: Completion | None, **fields: Any) -> None:
+            elapsed = time.perf_counter() - started
+            self.ledger.record_read(
+                ReadRecord(intent=intent, outcome=outcome, elapsed_s=elapsed, inputs=tuple(answers), **fields)
+            )
+
+        try:
+            result = await self._ask_server(call, intent.call_id, remember)
+        except ServerRefusedError as exc:
+            record(None, refused=exc.reason, retry_after_s=exc.retry_after)
+            return exc
+        except ServerUnavailableError as exc:
+            record(None, refused=exc.reason)
+            return CallFailed(reason=str(exc))
+        except (ServerRejectedError, OutcomeUnknownError) as exc:
+            # A read without an answer is not "unknown": running it or not changes nothing.
+            failure = CallFailed(reason=f"{exc} (a read-only call: calling it again is safe)")
+            record(failure)
+            return failure
+        except anyio.get_cancelled_exc_class():
+            record(CallFailed(reason="the run was cancelled during the call"))
+            raise
+        except Exception as exc:
+            failure = CallFailed(reason=f"internal error: {exc!r}")
+            record(failure)
+            return failure
+        outcome, stored, receipt, report = self.outcomes.fresh(call, result)
+        record(stored, receipt=receipt, filtered=dataclasses.asdict(report))
+        return outcome
 
     async def _record(self, call_id: str, write: Callable[[], object]) -> None:
         """Write to the ledger even if the run is being cancelled: the record must not be lost.
@@ -505,43 +544,6 @@ class Broker:
 
     async def _record_input(self, call_id: str, answer: Mapping[str, Any]) -> None:
         await self._record(call_id, partial(self.ledger.record_input, call_id, answer))
-
-    def _per_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
-        """Apply the run's PII tokenisation, flag instruction-like text (fresh and replayed
-        results alike) and count the bytes against the result budget. What it changes is added
-        to ``report``."""
-        run = call.run
-        report = FilterReport() if report is None else report
-        result_filter = ResultFilter(self._per_run_policy, run.vault)
-        if isinstance(outcome, ToolResult):
-            outcome = outcome.model_copy(
-                update={
-                    "structured": result_filter.value(outcome.structured, report),
-                    "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
-                    ),
-                }
-            )
-        elif isinstance(outcome, ToolError):
-            outcome = outcome.model_copy(
-                update={
-                    "message": result_filter.text(outcome.message, report),
-                    "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
-                    ),
-                }
-            )
-        encoded = canonical_json(outcome.model_dump(mode="json"))
-        tokens = self.count_tokens(encoded.decode()) if self.count_tokens is not None else 0
-        with run.lock:
-            run.result_bytes += len(encoded)
-            run.result_tokens += tokens
-            if report.injection_suspected:
-                run.flags.add(f"instruction-like text in {call.label} result")
-        metrics = active_metrics()
-        if metrics is not None:
-            metrics.result_bytes.inc(len(encoded))
-        return outcome
 
     # -- resources and prompts -------------------------------------------------------------------
 

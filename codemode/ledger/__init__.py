@@ -65,6 +65,7 @@ from codemode.ledger._models import (
     VerifyProblem,
     VerifyReport,
 )
+from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
 from codemode.ledger._sqlite import SqliteLedger, open_ledger
 from codemode.ledger._sqlite_store import SqliteStore
@@ -110,6 +111,7 @@ __all__ = [
     "LedgerStore",
     "ReadBack",
     "ReadBackVerdict",
+    "ReadRecord",
     "RecoveryReport",
     "Replay",
     "Reservation",

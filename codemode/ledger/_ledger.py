@@ -8,6 +8,7 @@ the store Protocol, so a second backend is a new store and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +31,7 @@ from codemode.ledger._models import (
     RunRecord,
     VerifyReport,
 )
+from codemode.ledger._reads import DeferredReads, ReadRecord, write_reads
 from codemode.ledger._store import Ledger
 from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore
 from codemode.ledger._time import Clock, to_text
@@ -43,8 +45,10 @@ class StoreLedger:
     """Runs, calls, approvals and receipts, hash-chained, on a :class:`LedgerStore`.
 
     Thread-safe as far as its store is. All methods block (I/O and, under contention, waiting
-    for the store's write lock); call them from a worker thread in async code. Closing the
-    ledger closes its store.
+    for the store's write lock); call them from a worker thread in async code, except
+    :meth:`record_read`, which only queues. Closing the ledger writes the queued reads, then
+    closes its store. Every query, and ``finish_run``, first waits for the reads queued before
+    it, so what a caller submitted is what it reads back.
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class StoreLedger:
             # A lost id is tampering: verify reports it; an empty log then cannot be extended.
             genesis="" if ledger_id is None else genesis_hash(ledger_id),
         )
+        self._reads = DeferredReads(lambda batch: write_reads(self._ctx, batch))
 
     @property
     def location(self) -> str:
@@ -85,7 +90,13 @@ class StoreLedger:
         return self._store
 
     def close(self) -> None:
+        self._reads.close()
         self._store.close()
+
+    def _settled(self) -> None:
+        """Wait for the reads queued so far (cheap when none are)."""
+        if self._reads.pending:
+            self._reads.flush()
 
     def __enter__(self) -> StoreLedger:
         return self
@@ -100,7 +111,9 @@ class StoreLedger:
         return _runs.begin_run(self._ctx, binding, code_digest)
 
     def finish_run(self, run_id: str, status: str, summary: Mapping[str, Any] | None = None) -> RunRecord:
-        """Record how a run ended (``ok``, ``error``, ``timeout``, …) with its summary (redacted)."""
+        """Record how a run ended (``ok``, ``error``, ``timeout``, …) with its summary (redacted),
+        after the run's queued read records."""
+        self._settled()
         return _runs.finish_run(self._ctx, run_id, status, summary)
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -142,6 +155,12 @@ class StoreLedger:
         The arguments are stored redacted (``store_arguments``); the digest binds the real ones.
         """
         return _reservations.reserve(self._ctx, intent, lease_s=lease_s, send=send, durable=durable)
+
+    def record_read(self, read: ReadRecord) -> None:
+        """Queue the record of a read-only call that is over; it is written in a batch with
+        others, without an fsync, off the caller's path. Never blocks on the store. A crash
+        before the batch commits loses the record and nothing else (see :mod:`._reads`)."""
+        self._reads.submit(dataclasses.replace(read, completed_at=self._ctx.now()))
 
     def would_replay(self, intent: CallIntent) -> bool:
         """Whether :meth:`reserve` would answer this keyed call with a replay of its first result.
@@ -321,6 +340,7 @@ class StoreLedger:
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 
     def get_call(self, call_id: str) -> CallRecord | None:
+        self._settled()
         return _queries.get_call(self._ctx, call_id)
 
     def list_calls(
@@ -331,26 +351,31 @@ class StoreLedger:
         limit: int = 100,
         newest_first: bool = True,
     ) -> list[CallRecord]:
+        self._settled()
         return _queries.list_calls(
             self._ctx, run_id=run_id, state=state, limit=limit, newest_first=newest_first
         )
 
     def find_by_receipt(self, receipt: str) -> list[CallRecord]:
         """Calls whose side effect carries this external receipt id."""
+        self._settled()
         return _queries.find_by_receipt(self._ctx, receipt)
 
     def events(self, subject: str | None = None, *, limit: int | None = None) -> list[LedgerEvent]:
         """The event log (oldest first), optionally only one call's, run's or approval's events."""
+        self._settled()
         return _queries.events(self._ctx, subject, limit)
 
     def head(self) -> tuple[int, str]:
         """``(seq, hash)`` of the last event: record it elsewhere to anchor a later ``verify``."""
+        self._settled()
         return _queries.head(self._ctx)
 
     # ── integrity and recovery ──────────────────────────────────────────────────────────────
 
     def verify(self, *, anchor: tuple[int, str] | None = None) -> VerifyReport:
         """Re-check the whole chain and re-derive every table from the events; see :mod:`._verify`."""
+        self._settled()
         with self._store.transaction(write=False) as tx:
             return verify_store(tx, anchor=anchor)
 

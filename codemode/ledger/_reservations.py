@@ -72,7 +72,7 @@ def _free_call_id(tx: StoreTransaction, call_id: str) -> str:
     return candidate
 
 
-def _new_call(
+def new_call(
     ctx: LedgerContext,
     tx: StoreTransaction,
     call_id: str,
@@ -104,7 +104,7 @@ def _create_reserved(
         "owner": ctx.owner,
         "lease_expires_at": later(now, lease_s),
     }
-    row = _new_call(ctx, tx, call_id, base, "call_reserved", stamp, fields)
+    row = new_call(ctx, tx, call_id, base, "call_reserved", stamp, fields)
     own_id = str(row["call_id"])
     if send:
         sent = {"state": "sent", "sent_at": stamp, "updated_at": stamp}
@@ -123,7 +123,7 @@ def _create_denied(
 ) -> Row:
     stamp = to_text(now)
     fields = {"state": "denied", "gate": gate, "reason": stored_text(reason), "completed_at": stamp}
-    return _new_call(ctx, tx, call_id, base, "call_denied", stamp, fields)
+    return new_call(ctx, tx, call_id, base, "call_denied", stamp, fields)
 
 
 def would_replay(ctx: LedgerContext, intent: CallIntent) -> bool:
@@ -209,7 +209,7 @@ def _replay(
         "result_digest": latest["result_digest"],
         "completed_at": stamp,
     }
-    own = _new_call(ctx, tx, intent.call_id, base, "call_replayed", stamp, fields)
+    own = new_call(ctx, tx, intent.call_id, base, "call_replayed", stamp, fields)
     return Replay(call_id=str(own["call_id"]), original_call_id=original.call_id, outcome=outcome)
 
 

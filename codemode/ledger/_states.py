@@ -12,6 +12,7 @@ States (see :mod:`codemode.ledger._models` for the picture)::
                ├──► refused | abandoned
     unknown ─► reconciled_succeeded | reconciled_failed | succeeded | failed (a late answer)
     (new) ─► denied | replayed
+    (new) ─► succeeded | failed | refused   (a read-only call, recorded once it is over)
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ CALL_EVENTS: dict[str, CallEvent] = {
     "call_reserved": _event({NEW}, {"reserved"}),
     "call_denied": _event({NEW}, {"denied"}),
     "call_replayed": _event({NEW}, {"replayed"}),
+    # A read-only call recorded after the fact, in its final state (see codemode.ledger._reads).
+    "call_read": _event({NEW}, {"succeeded", "failed", "refused"}),
     "call_sent": _event({"reserved"}, {"sent"}),
     "lease_extended": _event(IN_FLIGHT, None),
     # The server asked for input during the call (elicitation) and the host answered it.

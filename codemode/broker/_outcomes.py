@@ -1,0 +1,94 @@
+"""What a tool's answer becomes: the copy the ledger keeps and the copy the program gets.
+
+Two passes, so that a replay in another run gets that run's placeholders, never this one's:
+
+==============  ===========================================================================
+pass            what it does
+==============  ===========================================================================
+storage         secrets redacted, PII left in clear, size capped: what the ledger stores and
+                what a later call with the same idempotency key is replayed
+per run         PII tokenised with the run's vault, instruction-like text flagged, bytes (and,
+                when measured, tokens) counted against the run; fresh and replayed alike
+==============  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import mcp_types
+
+from codemode._metrics import active as active_metrics
+from codemode._tracing import note, note_filtering
+from codemode.broker._facts import Call
+from codemode.broker._pii import PiiVault
+from codemode.broker._receipts import find_receipt
+from codemode.broker._results import FilterReport, ResultFilter
+from codemode.calls import CallOutcome, ToolError, ToolResult, content_blocks
+from codemode.catalog import canonical_json
+from codemode.config import ResultPolicy
+
+
+class Answer(NamedTuple):
+    """One fresh answer, filtered both ways."""
+
+    outcome: CallOutcome
+    """What the program gets."""
+    stored: ToolResult | ToolError
+    """What the ledger keeps (and replays)."""
+    receipt: str | None
+    report: FilterReport
+
+
+class Outcomes:
+    def __init__(self, policy: ResultPolicy, count_tokens: Callable[[str], int] | None) -> None:
+        self._storage_filter = ResultFilter(policy.model_copy(update={"pii": "off"}), PiiVault())
+        self._per_run_policy = policy.model_copy(update={"redact_secrets": False})
+        self.count_tokens = count_tokens
+        """When set, tokens of every tool result are counted (for token-cost comparisons)."""
+
+    def fresh(self, call: Call, result: mcp_types.CallToolResult) -> Answer:
+        stored, report = self._storage_filter.tool_result(result)
+        receipt = find_receipt(result)
+        note(receipt=receipt)
+        # Filtered for the run before the record, so that the record holds the whole report.
+        outcome = self.for_run(call, stored, report)
+        note_filtering(dataclasses.asdict(report))
+        return Answer(outcome, stored, receipt, report)
+
+    def for_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
+        """The per-run pass (see the table above). What it changes is added to ``report``."""
+        run = call.run
+        report = FilterReport() if report is None else report
+        result_filter = ResultFilter(self._per_run_policy, run.vault)
+        if isinstance(outcome, ToolResult):
+            outcome = outcome.model_copy(
+                update={
+                    "structured": result_filter.value(outcome.structured, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
+        elif isinstance(outcome, ToolError):
+            outcome = outcome.model_copy(
+                update={
+                    "message": result_filter.text(outcome.message, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
+        encoded = canonical_json(outcome.model_dump(mode="json"))
+        tokens = self.count_tokens(encoded.decode()) if self.count_tokens is not None else 0
+        with run.lock:
+            run.result_bytes += len(encoded)
+            run.result_tokens += tokens
+            if report.injection_suspected:
+                run.flags.add(f"instruction-like text in {call.label} result")
+        metrics = active_metrics()
+        if metrics is not None:
+            metrics.result_bytes.inc(len(encoded))
+        return outcome

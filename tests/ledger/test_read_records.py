@@ -1,0 +1,134 @@
+"""Deferred read records: group commit, and what a crash leaves behind.
+
+The contract suite (``contract/test_reads.py``) checks the records on every store; this file
+checks the writer itself and the crash semantics: a process killed with reads still queued, or
+in the middle of writing a batch, leaves no trace of them, its writes intact, and a ledger that
+verifies.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import codemode.ledger._reads as reads_module
+from codemode.calls import ToolResult
+from codemode.ledger import CallIntent, Fresh, ReadRecord, open_ledger
+from codemode.ledger._reads import DeferredReads
+from tests.ledger.conftest import BINDING, make_intent
+
+FORK = multiprocessing.get_context("fork")
+
+
+def a_read(seq: int) -> ReadRecord:
+    return ReadRecord(
+        intent=make_intent(seq, key=None, tool="get_customer"), outcome=ToolResult(), elapsed_s=0.0
+    )
+
+
+def test_reads_queued_while_a_batch_is_written_go_in_the_next_batch_together() -> None:
+    batches: list[int] = []
+    first_started, release = threading.Event(), threading.Event()
+
+    def write(batch: Sequence[ReadRecord]) -> None:
+        batches.append(len(batch))
+        if len(batches) == 1:
+            first_started.set()
+            release.wait(30)
+
+    deferred = DeferredReads(write)
+    deferred.submit(a_read(0))
+    assert first_started.wait(30)
+    for seq in range(1, 11):
+        deferred.submit(a_read(seq))
+    assert deferred.pending == 11
+    release.set()
+    deferred.flush()
+    assert batches == [1, 10], "one transaction for the ten reads that queued meanwhile"
+    assert deferred.pending == 0
+    deferred.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        deferred.submit(a_read(99))
+
+
+def test_a_batch_the_store_refuses_is_retried_one_record_at_a_time() -> None:
+    written: list[str] = []
+
+    def write(batch: Sequence[ReadRecord]) -> None:
+        if any(r.intent.call_id.endswith("/2") for r in batch):
+            raise OSError("disk full")
+        written.extend(r.intent.call_id for r in batch)
+
+    started = threading.Event()
+    deferred = DeferredReads(lambda batch: (started.wait(30), write(batch))[1])
+    for seq in range(4):
+        deferred.submit(a_read(seq))
+    started.set()
+    deferred.close()
+    assert sorted(written) == [f"{BINDING.run_id}/{n}" for n in (0, 1, 3)]
+    assert deferred.dropped == 1
+
+
+def _write_then_die_reading(db: str, write_json: str, ready: Any, second_batch: bool) -> None:
+    ledger = open_ledger(db)
+    ledger.begin_run(BINDING, "digest")
+    write = ledger.reserve(CallIntent.model_validate_json(write_json), send=True)
+    assert isinstance(write, Fresh)
+    ledger.complete(write.call_id, ToolResult(structured={"written": True}))
+    real_new_call = reads_module.new_call
+    queued = threading.Event()
+    emitted = 0
+
+    def new_call(*args: Any, **kwargs: Any) -> Any:
+        nonlocal emitted
+        queued.wait()  # the first batch (read 1) waits until reads 2-49 are queued behind it
+        row = real_new_call(*args, **kwargs)
+        emitted += 1
+        if not second_batch or emitted == 5:
+            ready.set()
+            signal.pause()  # killed here, inside an open transaction
+        return row
+
+    reads_module.new_call = new_call
+    for seq in range(1, 50):
+        ledger.record_read(a_read(seq))
+    queued.set()
+    signal.pause()
+
+
+@pytest.mark.parametrize(
+    "second_batch", [False, True], ids=["killed-in-the-first-batch", "killed-in-the-second-batch"]
+)
+def test_a_process_killed_with_reads_unwritten_leaves_its_writes_and_a_ledger_that_verifies(
+    tmp_path: Path, second_batch: bool
+) -> None:
+    db = tmp_path / "ledger.db"
+    open_ledger(db).close()
+    ready = FORK.Event()
+    write = make_intent(0, key="write-1")
+    child = FORK.Process(
+        target=_write_then_die_reading, args=(str(db), write.model_dump_json(), ready, second_batch)
+    )
+    child.start()
+    assert ready.wait(timeout=30)
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(timeout=30)
+    with open_ledger(db) as restarted:
+        calls = restarted.list_calls(limit=100, newest_first=False)
+        # Killed inside the first batch: no read is there. Killed inside the second (48 reads,
+        # four of them already emitted): only the first batch's one read is.
+        committed = [f"{BINDING.run_id}/1"] if second_batch else []
+        assert [c.call_id for c in calls] == [f"{BINDING.run_id}/0", *committed]
+        assert {c.state for c in calls} == {"succeeded"}, "the write survives, no half-written read"
+        assert [e.kind for e in restarted.events()].count("call_read") == len(committed)
+        assert restarted.unknown_calls() == []
+        assert restarted.get_run(BINDING.run_id).status == "interrupted"  # type: ignore[union-attr]
+        assert restarted.verify().ok
