@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ log = logging.getLogger("codemode.ledger")
 MAX_BATCH = 256
 """Reads written per transaction at most: large enough to amortise a commit under a fan-out,
 small enough that a batch never holds the store's write lock for long."""
+LINGER_S = 0.05
+"""How long the writer lets reads gather before writing them (unless a batch fills, or someone
+waits for them: a query, the end of a run, closing). Waking for every read would put the
+writer's work (hashing, encoding, SQL) right beside the event loop that is answering the
+program, and in CPython they share one interpreter lock."""
 
 
 @dataclass(frozen=True)
@@ -105,11 +111,14 @@ class DeferredReads:
     a record that still fails is logged and dropped, which for a read loses nothing).
     """
 
-    def __init__(self, write: Callable[[Sequence[ReadRecord]], None]) -> None:
+    def __init__(self, write: Callable[[Sequence[ReadRecord]], None], *, linger_s: float = LINGER_S) -> None:
         self._write = write
+        self._linger_s = linger_s
         self._queue: deque[ReadRecord] = deque()
         self._changed = threading.Condition()
         self._unwritten = 0
+        self._waiting = 0
+        """Callers in :meth:`flush`: the writer stops lingering while there are any."""
         self._thread: threading.Thread | None = None
         self._closing = False
         self.dropped = 0
@@ -128,12 +137,18 @@ class DeferredReads:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="codemode-ledger-reads", daemon=True)
                 self._thread.start()
-            self._changed.notify_all()
+            if len(self._queue) in (1, MAX_BATCH):  # the writer waits for the first, lingers for a full batch
+                self._changed.notify_all()
 
     def flush(self) -> None:
         with self._changed:
-            while self._unwritten:
-                self._changed.wait()
+            self._waiting += 1
+            self._changed.notify_all()
+            try:
+                while self._unwritten:
+                    self._changed.wait()
+            finally:
+                self._waiting -= 1
 
     def close(self) -> None:
         """Write what is queued, then stop the thread."""
@@ -149,6 +164,12 @@ class DeferredReads:
             with self._changed:
                 while not self._queue and not self._closing:
                     self._changed.wait()
+                deadline = time.monotonic() + self._linger_s
+                while len(self._queue) < MAX_BATCH and not self._closing and not self._waiting:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
                 if not self._queue:
                     return
                 batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]

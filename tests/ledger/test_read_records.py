@@ -82,29 +82,30 @@ def _write_then_die_reading(db: str, write_json: str, ready: Any, second_batch: 
     write = ledger.reserve(CallIntent.model_validate_json(write_json), send=True)
     assert isinstance(write, Fresh)
     ledger.complete(write.call_id, ToolResult(structured={"written": True}))
+    if second_batch:
+        ledger.record_read(a_read(1))
+        ledger.list_calls()  # waits for it: the first batch commits
     real_new_call = reads_module.new_call
-    queued = threading.Event()
     emitted = 0
 
     def new_call(*args: Any, **kwargs: Any) -> Any:
         nonlocal emitted
-        queued.wait()  # the first batch (read 1) waits until reads 2-49 are queued behind it
         row = real_new_call(*args, **kwargs)
         emitted += 1
-        if not second_batch or emitted == 5:
+        if emitted == 5:
             ready.set()
-            signal.pause()  # killed here, inside an open transaction
+            signal.pause()  # killed here, inside the batch's open transaction
         return row
 
     reads_module.new_call = new_call
-    for seq in range(1, 50):
+    for seq in range(2, 50):
         ledger.record_read(a_read(seq))
-    queued.set()
+    ledger.list_calls()  # hurries the writer instead of letting it linger
     signal.pause()
 
 
 @pytest.mark.parametrize(
-    "second_batch", [False, True], ids=["killed-in-the-first-batch", "killed-in-the-second-batch"]
+    "second_batch", [False, True], ids=["killed-in-the-only-batch", "killed-in-the-second-batch"]
 )
 def test_a_process_killed_with_reads_unwritten_leaves_its_writes_and_a_ledger_that_verifies(
     tmp_path: Path, second_batch: bool
@@ -132,3 +133,14 @@ def test_a_process_killed_with_reads_unwritten_leaves_its_writes_and_a_ledger_th
         assert restarted.unknown_calls() == []
         assert restarted.get_run(BINDING.run_id).status == "interrupted"  # type: ignore[union-attr]
         assert restarted.verify().ok
+
+
+@pytest.mark.timeout(10)  # a flush that did not hurry the writer would wait out its 60 s linger
+def test_reads_gather_while_the_writer_lingers_and_a_flush_hurries_it() -> None:
+    batches: list[int] = []
+    deferred = DeferredReads(lambda batch: batches.append(len(batch)), linger_s=60)
+    for seq in range(3):
+        deferred.submit(a_read(seq))
+    deferred.flush()
+    assert batches == [3]
+    deferred.close()
