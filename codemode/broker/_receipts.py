@@ -4,12 +4,16 @@ Servers report receipts in many shapes; we look for a small set of clearly named
 (``receipt_id``, ``receipt``, ``transaction_id``, ``confirmation_id``…) in the structured content
 or in JSON text content, one level deep. Guessing from arbitrary ``id`` fields would record
 the wrong thing, so we do not.
+
+A call that ran as an MCP task is the exception: the host names the task in the result's
+``_meta["io.codemode/task"]`` (see :mod:`codemode.host._tasks`), and that id is the receipt
+even for a failed task, because it is the server's own handle on what happened.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 
@@ -38,7 +42,23 @@ def _from_value(value: Any, depth: int = 0) -> str | None:
     return None
 
 
+TASK_META_KEY = "io.codemode/task"
+"""Mirrors ``codemode.host._tasks.TASK_META_KEY`` (the broker does not import the host)."""
+
+
+def _task_id(result: mcp_types.CallToolResult) -> str | None:
+    task: Any = (result.meta or {}).get(TASK_META_KEY)
+    if isinstance(task, dict):
+        found = cast(dict[str, Any], task).get("taskId")
+        if isinstance(found, str) and found:
+            return found[:200]
+    return None
+
+
 def find_receipt(result: mcp_types.CallToolResult) -> str | None:
+    task_id = _task_id(result)
+    if task_id is not None:
+        return task_id
     if result.is_error:
         return None
     found = _from_value(result.structured_content)

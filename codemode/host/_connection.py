@@ -61,6 +61,7 @@ from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
+from codemode.host._tasks import ProgressListener, TaskCalls, unclaimed
 
 if TYPE_CHECKING:
     from codemode.auth import HostAuth
@@ -125,6 +126,7 @@ class ServerConnection:
         self._http_refusals = Refusals()
         self._cut_results: CutResults = {}
         self._inputs = InputRouter(config)
+        self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._mark_lost)
         # Announced list changes vs. the ones a completed re-listing has covered: between the
         # two, the catalog may describe tools the server no longer offers as listed.
         self._announced = 0
@@ -321,6 +323,7 @@ class ServerConnection:
         seen: set[str] = set()
         if caps.tools is not None:
             listed = await self._paginate(lambda c: client.list_tools(cursor=c), lambda p: p.tools)
+            self._tasks.learn(listed)
             for tool in listed:
                 converted = tool_from_mcp(self.name, tool)
                 if isinstance(converted, ExcludedTool):
@@ -398,6 +401,7 @@ class ServerConnection:
         return self._catalog
 
     async def _on_message(self, message: IncomingMessage) -> None:
+        await self._tasks.on_message(message)
         list_changed = (
             mcp_types.ToolListChangedNotification
             | mcp_types.ResourceListChangedNotification
@@ -472,11 +476,15 @@ class ServerConnection:
         *,
         meta: dict[str, Any] | None = None,
         inputs: InputHandler | None = None,
+        time_limit_s: float | None = None,
+        on_progress: ProgressListener | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool once, and say precisely what happened when it did not work.
 
         ``inputs`` answers the server's requests for input during this call (see
-        :mod:`codemode.host._inputs`); without it such requests are refused.
+        :mod:`codemode.host._inputs`); without it such requests are refused. A tool that needs
+        a task is followed until done (:mod:`codemode.host._tasks`) for at most ``time_limit_s``
+        seconds (default ``call_timeout``); ``on_progress`` hears what the call reports meanwhile.
 
         Raises:
             ServerUnavailableError: not connected; nothing was sent.
@@ -488,7 +496,9 @@ class ServerConnection:
         """
         client = self._require_client()
         marker = uuid.uuid4().hex
-        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), CALL_MARKER: marker})
+        watch = self._tasks.watch(marker, name, on_progress)
+        token = {"progressToken": marker} if watch is not None else {}
+        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), **token, CALL_MARKER: marker})
 
         async def send(
             responses: mcp_types.InputResponses | None = None, state: str | None = None
@@ -507,9 +517,14 @@ class ServerConnection:
 
         self._inputs.track(marker, inputs)
         try:
+            if self._tasks.wants_task(client.session, name):
+                params = {"name": name, "arguments": arguments, "_meta": call_meta}
+                return await self._tasks.call(client.session, params, time_limit_s=time_limit_s, watch=watch)
             answer = await send()
             if isinstance(answer, mcp_types.InputRequiredResult):
                 answer = await drive_input_rounds(answer, partial(self._inputs.answer, inputs), send)
+        except OutcomeUnknownError:
+            raise  # a task's own verdict (it was created, then lost, unfinished or cancelled)
         except InputRoundsExceeded as exc:
             raise ServerRejectedError(self.name, name, 0, f"{exc}; the call did not complete") from exc
         except MCPError as exc:
@@ -533,9 +548,10 @@ class ServerConnection:
             answer = cut
         finally:
             self._inputs.forget(marker)
+            self._tasks.forget(marker)
             self._http_refusals.pop(marker)
             self._cut_results.pop(marker, None)
-        return cast(mcp_types.CallToolResult, answer)
+        return unclaimed(cast(mcp_types.CallToolResult, answer))
 
     def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
         if refusal is not None:

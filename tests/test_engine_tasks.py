@@ -1,0 +1,160 @@
+"""Long-running calls end to end: a program's stub call to a task tool, through the broker.
+
+The server is a real stdio process (``tests/fixtures/servers/tasks_server.py``); the program runs
+in the in-process sandbox, and once in Docker. What the server was asked is read from its log,
+what codemode recorded from the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from codemode import CallbackApprover, CodeMode
+from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.catalog import save_lock
+from codemode.config import Config, config_from_mapping
+from codemode.host import McpHost
+from codemode.ledger import CallRecord, open_ledger
+from codemode.testing import approved_pins, in_process_sandbox
+
+pytestmark = pytest.mark.anyio
+
+SERVER = Path(__file__).resolve().parent / "fixtures" / "servers" / "tasks_server.py"
+TRY = "try:\n    out = {call}\nexcept Exception as exc:\n    out = f'{{type(exc).__name__}}: {{exc}}'\nout\n"
+
+
+async def _approve(request: ApprovalRequest) -> ApprovalAnswer:
+    return ApprovalAnswer(True, "test")
+
+
+@dataclass
+class Deployment:
+    config: Config
+    log: Path
+    backend: str
+
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return [r for r in map(json.loads, lines) if r.get("method") == method]
+
+    def calls(self) -> list[CallRecord]:
+        ledger = open_ledger(self.config.ledger_path, create=False)
+        try:
+            return ledger.list_calls(newest_first=False)
+        finally:
+            ledger.close()
+
+    def engine(self) -> CodeMode:
+        sandbox = in_process_sandbox() if self.backend == "in_process" else None
+        return CodeMode(self.config, approver=CallbackApprover(_approve), sandbox_backend=sandbox)
+
+
+async def deploy(tmp_path: Path, backend: str = "in_process", call_timeout: float = 10) -> Deployment:
+    log = tmp_path / "tasks.jsonl"
+    config = config_from_mapping(
+        {
+            "servers": {
+                "tasks": {
+                    "command": sys.executable,
+                    "args": [str(SERVER), "--log", str(log)],
+                    "protocol": "legacy",
+                    "call_timeout": call_timeout,
+                }
+            },
+            "sandbox": {"backend": "process" if backend == "in_process" else backend, "pool_size": 0},
+        },
+        base_dir=tmp_path,
+    )
+    async with McpHost(config) as host:
+        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
+    log.unlink()  # the listing above is not what the tests look at
+    return Deployment(config, log, backend)
+
+
+@pytest.mark.parametrize("backend", ["in_process", pytest.param("docker", marks=pytest.mark.docker)])
+async def test_the_stub_call_blocks_until_the_task_is_done_and_its_id_is_the_receipt(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "docker":
+        request.getfixturevalue("docker_image")
+    deployment = await deploy(tmp_path, backend)
+    program = "from servers.tasks import slow_sum\nslow_sum(a=20, b=22)\n"
+    async with deployment.engine() as engine:
+        result = await engine.run(program)
+    assert result.status == "ok", result.error
+    assert result.result == {"sum": 42}
+    assert result.backend == backend
+    assert len(deployment.requests("tasks/get")) == 3, "it waited for the task's end"
+    [call] = deployment.calls()
+    assert (call.state, call.receipt) == ("succeeded", "task-1-slow_sum")
+
+
+async def test_a_failed_task_reaches_the_program_as_the_tools_error(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path)
+    async with deployment.engine() as engine:
+        result = await engine.run("from servers.tasks import doomed\n" + TRY.format(call="doomed()"))
+    assert result.status == "ok", result.error
+    assert "the disk is full" in str(result.result)
+    [call] = deployment.calls()
+    assert call.receipt == "task-1-doomed"
+
+
+async def test_cancelling_the_run_cancels_the_task(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path)
+    async with deployment.engine() as engine, anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await engine.run("from servers.tasks import forever\nforever()\n")
+            raise AssertionError("the run ended by itself")
+
+        tg.start_soon(run)
+        with anyio.fail_after(30):
+            while len(deployment.requests("tasks/get")) < 2:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
+    [call] = deployment.calls()
+    assert call.state == "unknown"
+    assert call.reason == "the run was cancelled during the call"
+
+
+async def test_a_server_crash_mid_task_is_an_unknown_outcome_not_a_retry(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path)
+    async with deployment.engine() as engine:
+        result = await engine.run("from servers.tasks import crash\n" + TRY.format(call="crash()"))
+    assert result.status == "ok", result.error
+    assert "outcome unknown" in str(result.result) and "task-1-crash" in str(result.result)
+    assert len(deployment.requests("tools/call")) == 1, "never sent again"
+    [call] = deployment.calls()
+    assert call.state == "unknown"
+    assert call.reason is not None and "task-1-crash: lost" in call.reason
+
+
+async def test_the_deadline_ends_polling(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path, call_timeout=0.5)
+    async with deployment.engine() as engine:
+        result = await engine.run("from servers.tasks import forever\n" + TRY.format(call="forever()"))
+    assert result.status == "ok", result.error
+    assert "not finished in the time allowed (0.5 s)" in str(result.result)
+    assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
+    [call] = deployment.calls()
+    assert call.state == "unknown"
+
+
+async def test_the_runs_wall_time_ends_the_task_too(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path)
+    async with deployment.engine() as engine:
+        result = await engine.run("from servers.tasks import forever\nforever()\n", wall_time_s=1)
+    assert result.error is not None and result.error.kind == "timeout", result.error
+    assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
+    [call] = deployment.calls()
+    assert call.state == "unknown"
