@@ -479,12 +479,11 @@ class Broker:
             return CallFailed(reason=f"internal error: {exc!r}", outcome_unknown=True)
         stored: ToolResult | ToolError = ToolError(message="the result filter failed")
         receipt: str | None = None
-        report = FilterReport()
+        filtered: dict[str, int | bool] | None = None
         try:
-            outcome, stored, receipt, report = self.outcomes.fresh(call, result)
+            outcome, stored, receipt, filtered = self.outcomes.fresh(call, result)
             return outcome
         finally:
-            filtered = dataclasses.asdict(report)
             complete = partial(ledger.complete, call_id, stored, receipt=receipt, filtered=filtered)
             await self._record(call_id, complete)
 
@@ -524,8 +523,8 @@ class Broker:
             failure = CallFailed(reason=f"internal error: {exc!r}")
             record(failure)
             return failure
-        outcome, stored, receipt, report = self.outcomes.fresh(call, result)
-        record(stored, receipt=receipt, filtered=dataclasses.asdict(report))
+        outcome, stored, receipt, filtered = self.outcomes.fresh(call, result)
+        record(stored, receipt=receipt, filtered=filtered)
         return outcome
 
     async def _record(self, call_id: str, write: Callable[[], object]) -> None:

@@ -14,7 +14,6 @@ per run         PII tokenised with the run's vault, instruction-like text flagge
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -39,7 +38,8 @@ class Answer(NamedTuple):
     stored: ToolResult | ToolError
     """What the ledger keeps (and replays)."""
     receipt: str | None
-    report: FilterReport
+    filtered: dict[str, int | bool]
+    """What the filters changed (counts and flags), as the ledger records it."""
 
 
 class Outcomes:
@@ -55,8 +55,9 @@ class Outcomes:
         note(receipt=receipt)
         # Filtered for the run before the record, so that the record holds the whole report.
         outcome = self.for_run(call, stored, report)
-        note_filtering(dataclasses.asdict(report))
-        return Answer(outcome, stored, receipt, report)
+        filtered = report.as_dict()
+        note_filtering(filtered)
+        return Answer(outcome, stored, receipt, filtered)
 
     def for_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
         """The per-run pass (see the table above). What it changes is added to ``report``."""

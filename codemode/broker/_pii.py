@@ -127,8 +127,12 @@ def _any_of(kinds: frozenset[str]) -> re.Pattern[str] | None:
 def pii_kinds_in(text: str, kinds: Iterable[str]) -> set[str]:
     """Which of ``kinds`` occur anywhere in ``text`` (a validated match, not just a pattern hit)."""
     found: set[str] = set()
+    wanted = frozenset(kinds)
+    prefilter = _any_of(wanted)
+    if prefilter is None or not prefilter.search(text):  # one pass finds nothing: most results
+        return found
     for kind, (pattern, check) in _DETECTORS.items():
-        if kind not in kinds:
+        if kind not in wanted:
             continue
         for match in pattern.finditer(text):
             value = match.group(0)

@@ -54,6 +54,10 @@ class FilterReport:
     blocks_dropped: int = 0
     injection_suspected: bool = False
 
+    def as_dict(self) -> dict[str, int | bool]:
+        """The counts and flags as a plain dict (cheaper than ``dataclasses.asdict``)."""
+        return dict(vars(self))
+
 
 class ResultFilter:
     def __init__(self, policy: ResultPolicy, vault: PiiVault) -> None:

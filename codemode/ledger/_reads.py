@@ -69,7 +69,8 @@ class ReadRecord:
     receipt: str | None = None
     filtered: Mapping[str, int | bool] | None = None
     inputs: Sequence[Mapping[str, Any]] = field(default_factory=lambda: ())
-    """How the server's requests for input during the call were answered (already stamped)."""
+    """How the server's requests for input during the call were answered (``at``: when; the
+    call's end if not given)."""
     completed_at: datetime | None = None
     """When the answer came: stamped by the ledger as the record is queued, not when written."""
 
@@ -88,7 +89,10 @@ def write_reads(ctx: LedgerContext, records: Sequence[ReadRecord]) -> None:
                 "completed_at": stamp,
                 "receipt": read.receipt,
                 "filter_json": filtered,
-                "inputs_json": canonical_json(list(read.inputs)).decode() if read.inputs else None,
+                # Answers given during the call are stamped with its end, when not stamped already.
+                "inputs_json": canonical_json([{"at": stamp, **a} for a in read.inputs]).decode()
+                if read.inputs
+                else None,
             }
             if read.outcome is None:
                 fields |= {

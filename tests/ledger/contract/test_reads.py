@@ -35,7 +35,7 @@ def test_a_read_is_one_event_that_creates_its_row_in_its_final_state(
     assert call.outcome() == ToolResult(structured={"seq": 1})
     assert call.receipt == "r-1"
     assert call.filter_report == {"redacted": 0}
-    assert call.inputs == [answer]
+    assert call.inputs == [{**answer, "at": "2026-01-01T12:00:00.000000Z"}], "stamped with the call's end"
     assert call.idempotency_key is None and call.lease_expires_at is None
     assert call.sent_at is not None and call.completed_at is not None
     assert call.completed_at - call.sent_at == timedelta(seconds=0.25)
