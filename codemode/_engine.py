@@ -34,6 +34,7 @@ from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode._tracing import run_span
 from codemode.broker import Approver, Broker, Elicitor, FilterReport
+from codemode.broker._inputs import Sampler
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
 from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
@@ -67,6 +68,7 @@ class CodeMode:
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
         measure_tokens: bool = False,
+        sampler: Sampler | None = None,
         sandbox_backend: BackendFactory | None = None,
         transports: Mapping[str, TransportFactory] | None = None,
     ) -> None:
@@ -79,6 +81,9 @@ class CodeMode:
         self.approver = approver
         self.elicitor = elicitor
         """The person who answers servers' requests for input during tool calls (none: refused)."""
+        self.sampler = sampler
+        """The model that answers servers' requests for completions (``sampling = "relay"``;
+        none: refused)."""
         self._environ = os.environ if environ is None else environ
         self._ledger = ledger
         self._owns_ledger = ledger is None
@@ -319,6 +324,7 @@ class CodeMode:
         wall_time_s: float | None = None,
         approver: Approver | None = None,
         elicitor: Elicitor | None = None,
+        sampler: Sampler | None = None,
         progress: ProgressCallback | None = None,
         progress_interval_s: float = 1.0,
         inputs: JsonValue = None,
@@ -336,8 +342,9 @@ class CodeMode:
         see ``[serve] session_idle_s`` and ``max_sessions``). Another principal using the same id
         gets a different session. Without it every run gets a fresh sandbox.
 
-        ``approver`` answers this run's approval requests (default: the engine's approver), and
-        ``elicitor`` its servers' requests for input (default: the engine's elicitor).
+        ``approver`` answers this run's approval requests (default: the engine's approver),
+        ``elicitor`` its servers' requests for input (default: the engine's elicitor) and
+        ``sampler`` their requests for model completions (default: the engine's sampler).
         ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs.
         ``inputs`` is bound to the name ``INPUT`` in the program (a batch item), and ``bindings``
         to their names; ``fresh_namespace`` starts a session run from an empty namespace. With
@@ -360,7 +367,11 @@ class CodeMode:
             digest = hashlib.sha256(code.encode()).hexdigest()
             await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
             state = broker.open_run(
-                binding, approver=approver, limits=limits, elicitor=elicitor or self.elicitor
+                binding,
+                approver=approver,
+                limits=limits,
+                elicitor=elicitor or self.elicitor,
+                sampler=sampler or self.sampler,
             )
             view = self.tree_for(binding.principal)
             outcome: RunOutcome | None = None

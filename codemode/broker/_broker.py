@@ -34,7 +34,7 @@ from codemode.broker._call_inputs import CallInputs
 from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, CallKind, Facts
-from codemode.broker._inputs import Elicitor
+from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import map_strings
 from codemode.broker._results import FilterReport, ResultFilter
@@ -188,14 +188,17 @@ class Broker:
         approver: Approver | None = None,
         limits: RunLimits | None = None,
         elicitor: Elicitor | None = None,
+        sampler: Sampler | None = None,
     ) -> RunState:
         """Start tracking a run; ``approver`` overrides the broker's approver for this run only;
-        ``elicitor`` is the person who answers its servers' requests for input (none: refused)."""
+        ``elicitor`` is the person who answers its servers' requests for input (none: refused);
+        ``sampler`` the model that answers their requests for completions (none: refused)."""
         state = RunState(
             binding=binding,
             concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
             approver=approver,
             elicitor=elicitor,
+            sampler=sampler,
             limits=limits or RunLimits(),
         )
         self._runs[binding.run_id] = state
@@ -398,6 +401,8 @@ class Broker:
                     tool=call.name,
                     elicitor=run.elicitor,
                     record=record_input,
+                    run=run,
+                    policy=self.policy,
                 )
                 result = await self.backend.call_tool(
                     call.server,

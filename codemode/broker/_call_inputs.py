@@ -5,6 +5,10 @@ never to the program; without one it is refused as "nobody to ask". A form answe
 and checked against the requested schema before the server sees it. Every answer, whoever gave
 it, is recorded in the ledger against the call: who answered, the action, and a digest of the
 content (the content itself may hold anything the person typed, so it is not stored).
+
+A request for a model completion (sampling) goes to the run's ``Sampler`` through
+:class:`~codemode.broker._sampling.SamplingRelay`: filtered, within the run's sampling budget,
+and recorded the same way.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from typing import Any
 
 import mcp_types
 
-from codemode.broker._inputs import ElicitationRequest, Elicitor, FormError, complete_form
+from codemode.broker._inputs import ElicitationRequest, Elicitor, FormError, SamplingRequest, complete_form
+from codemode.broker._run import RunState
+from codemode.broker._sampling import NO_SAMPLER, SamplingRelay
 from codemode.calls import RunBinding
 from codemode.catalog._hashing import canonical_json
+from codemode.config import PolicyConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +44,36 @@ class CallInputs:
         tool: str,
         elicitor: Elicitor | None,
         record: Record,
+        run: RunState | None = None,
+        policy: PolicyConfig | None = None,
     ) -> None:
+        """``run`` and ``policy`` let the call's server sample the run's model (its sampler, the
+        sampling budget and the result filter); without them sampling is refused."""
         self.call_id = call_id
         self._binding = binding
         self._server = server
         self._tool = tool
         self._elicitor = elicitor
         self._record = record
+        self._sampling = SamplingRelay(run, policy) if run is not None and policy is not None else None
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        if self._sampling is None:
+            await self._record(
+                {"kind": "sampling", "action": "refused", "answered_by": "host", "note": NO_SAMPLER}
+            )
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NO_SAMPLER)
+        request = SamplingRequest(
+            call_id=self.call_id,
+            principal=self._binding.principal,
+            tenant=self._binding.tenant,
+            server=self._server,
+            tool=self._tool,
+            params=params,
+        )
+        return await self._sampling.relay(request, self._record)
 
     async def elicit(
         self, params: mcp_types.ElicitRequestParams

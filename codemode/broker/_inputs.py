@@ -1,4 +1,5 @@
-"""Input that a downstream server asks for during a tool call (MCP elicitation), and who gives it.
+"""Input that a downstream server asks for during a tool call (MCP elicitation and sampling), and
+who gives it.
 
 A server may pause a tool call to ask for input, for example to confirm a destructive action.
 The answer must come from the person behind the run, never from the program: the program is
@@ -21,6 +22,12 @@ schema              what the answer must hold
 ``type: boolean``   true or false (``y``/``yes``/``true``/``n``/``no``/``false`` at a prompt)
 anything else       refused: the host does not send what it cannot check
 ==================  ===========================================================================
+
+A server may also ask for a model completion (MCP sampling, ``[servers.X] sampling = "relay"``).
+That goes to the run's :class:`Sampler` (the MCP client's model under ``codemode serve``, the
+Python API's callback), never to the program; ``codemode run`` has no model and refuses
+(:class:`RefusingSampler`). What the sampler sees and what the server gets back are filtered and
+budgeted by the broker (:mod:`codemode.broker._sampling`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import urlsplit
+
+import mcp_types
 
 ElicitationAction = Literal["accept", "decline", "cancel"]
 
@@ -87,6 +96,63 @@ class CallbackElicitor:
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
         return await self._answer(request)
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """A model completion a server asks for during one call, as the sampler gets it."""
+
+    call_id: str
+    principal: str
+    tenant: str
+    server: str
+    tool: str
+    params: mcp_types.CreateMessageRequestParams
+    """The request after the result filter (secrets redacted, PII as placeholders)."""
+
+
+@dataclass(frozen=True)
+class SamplingAnswer:
+    """The completion (``result``), or why there is none (``refusal``: the server is told)."""
+
+    result: mcp_types.CreateMessageResult | None = None
+    answered_by: str = "callback"
+    """Who answered (``mcp-client``, ``callback``, ``host``…), for the ledger."""
+    refusal: str | None = None
+
+    @classmethod
+    def text(cls, text: str, *, model: str, answered_by: str = "callback") -> SamplingAnswer:
+        """A plain text completion from ``model``."""
+        content = mcp_types.TextContent(type="text", text=text)
+        return cls(mcp_types.CreateMessageResult(role="assistant", content=content, model=model), answered_by)
+
+
+class Sampler(Protocol):
+    async def sample(self, request: SamplingRequest) -> SamplingAnswer: ...
+
+
+class CallbackSampler:
+    """Answers with a function (a model the embedding application calls, or a test's script)."""
+
+    def __init__(
+        self, answer: Callable[[SamplingRequest], Awaitable[SamplingAnswer]], name: str = "callback"
+    ) -> None:
+        self._answer = answer
+        self.name = name
+
+    async def sample(self, request: SamplingRequest) -> SamplingAnswer:
+        return await self._answer(request)
+
+
+class RefusingSampler:
+    """A run with no model to ask (``codemode run``): every request is refused, saying why."""
+
+    def __init__(self, reason: str, name: str = "host") -> None:
+        self.reason = reason
+        self.name = name
+
+    async def sample(self, request: SamplingRequest) -> SamplingAnswer:
+        return SamplingAnswer(answered_by=self.name, refusal=self.reason)
 
 
 def form_properties(schema: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from codemode.broker._approvals import Approver
-from codemode.broker._inputs import Elicitor
+from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._pii import PiiVault
 from codemode.calls import RunBinding
 
@@ -21,6 +21,7 @@ class RunLimits:
 
     calls: int | None = None
     money: float | None = None
+    sampling_tokens: int | None = None
 
 
 @dataclass
@@ -44,6 +45,12 @@ class RunState:
     """Who approves this run's risky calls (e.g. the MCP client that asked for the run)."""
     elicitor: Elicitor | None = None
     """The person who answers this run's servers' requests for input (never the program)."""
+    sampler: Sampler | None = None
+    """The model that answers this run's servers' requests for completions (never the program)."""
+    sampling_tokens: int = 0
+    """Tokens of the completions relayed for this run's servers (prompts and replies)."""
+    sampling_reserved: int = 0
+    """Tokens set aside for completions being asked right now (prompt plus ``maxTokens``)."""
     denials_recorded: Counter[str] = field(default_factory=lambda: Counter[str]())
     """Denials written to the ledger, per ``gate:server/tool`` (a flood is recorded as a count)."""
     denials_unrecorded: Counter[str] = field(default_factory=lambda: Counter[str]())

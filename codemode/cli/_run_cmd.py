@@ -14,6 +14,7 @@ import click
 
 from codemode._engine import CodeMode, RunResult
 from codemode.broker import Approver, Elicitor, TerminalApprover, TerminalElicitor, terminal_available
+from codemode.broker._inputs import RefusingSampler
 from codemode.broker._risk import tool_risk
 from codemode.broker.gates._consent import consent_digest
 from codemode.catalog import load_lock, parse_selector
@@ -32,6 +33,11 @@ from codemode.cli._common import (
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
 from codemode.ledger import ApprovalRecord, open_ledger
+
+NO_MODEL = (
+    "codemode run has no model to answer a server's request for a completion (sampling); "
+    "relay it with codemode serve (the MCP client's model) or the Python API's sampler"
+)
 
 
 def one_sandbox(config: Config, memory_mb: int | None = None) -> Config:
@@ -78,7 +84,13 @@ async def _run(
     async with contextlib.AsyncExitStack() as stack:
         with progress("connecting to servers and starting a sandbox…", not quiet):
             engine = await stack.enter_async_context(
-                CodeMode(one_sandbox(config, memory), approver=approver, elicitor=elicitor, backend=backend)
+                CodeMode(
+                    one_sandbox(config, memory),
+                    approver=approver,
+                    elicitor=elicitor,
+                    sampler=RefusingSampler(NO_MODEL),
+                    backend=backend,
+                )
             )
         if not quiet:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
@@ -157,7 +169,8 @@ def run(
     The program imports the stubs it needs (from servers.crm import get_customer) and ends with
     an expression, or calls codemode.result(value); otherwise its printed output is the result.
     Calls that need approval, and servers that ask for input during a call (elicitation), are
-    asked on this terminal (unless --no-input: then they are denied and declined).
+    asked on this terminal (unless --no-input: then they are denied and declined). A server's
+    request for a model completion (sampling) is refused: there is no model to ask here.
 
     \b
     Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.

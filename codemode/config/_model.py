@@ -56,6 +56,12 @@ class _ServerCommon(_Section):
     person behind the run (the terminal of ``codemode run``, the Python API's ``elicitor``),
     never the program; with nobody to ask the request is declined. ``deny`` declines every
     request and tells the server that the host cannot elicit at all."""
+    sampling: Literal["deny", "relay"] = "deny"
+    """When the server asks for a model completion during a tool call (MCP sampling): ``deny``
+    (default) does not declare the capability and refuses every request; ``relay`` passes it, after
+    the result filter, to the run's model (the MCP client's under ``codemode serve``, the Python
+    API's ``sampler``), never to the program, within ``[policy.budget] sampling_tokens_per_run``.
+    ``codemode run`` has no model and refuses."""
     roots: list[str] = Field(default_factory=list)
     """Absolute directories offered to the server as its roots (hints only: the policy's path
     scopes stay the enforcement). Empty: the host offers no roots."""

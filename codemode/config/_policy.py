@@ -105,6 +105,10 @@ class BudgetPolicy(_Section):
     money_per_run: float | None = Field(default=None, ge=0)
     costs: dict[ToolSelector, float] = Field(default_factory=lambda: {})
     """Price per call for matching tools, in the unit of ``money_per_run``."""
+    sampling_tokens_per_run: int = Field(default=20_000, ge=0)
+    """Tokens of model completions relayed for servers (``sampling = "relay"``) in one run: each
+    request's prompt and reply. A request is refused before anyone is asked when its prompt plus
+    its ``maxTokens`` would not fit in what is left."""
 
 
 class ResultPolicy(_Section):

@@ -5,10 +5,11 @@ Which call a request belongs to decides who may answer it, so the two protocol e
 * **2026-07-28.** The server answers the call itself with an ``InputRequiredResult``. The host
   fulfils its input requests for that very call and sends the call again with the responses and
   the request state echoed byte for byte (:func:`drive_input_rounds`). The attribution is exact.
-* **2025-11-25.** The server sends ``elicitation/create`` as a request of its own while the call
-  is open, and nothing on the wire ties it to the call. It goes to the call in flight on this
-  connection when there is exactly one. With none, or several (two runs, or one run's parallel
-  calls), it is declined: a guess could let one run's person confirm another run's action.
+* **2025-11-25.** The server sends ``elicitation/create`` (or ``sampling/createMessage``) as a
+  request of its own while the call is open, and nothing on the wire ties it to the call. It
+  goes to the call in flight on this connection when there is exactly one. With none, or
+  several (two runs, or one run's parallel calls), it is declined: a guess could let one run's
+  person confirm another run's action (or spend another run's sampling budget).
 
 What each request gets:
 
@@ -19,7 +20,10 @@ elicitation         ``elicitation = "relay"``: the call's :class:`InputHandler` 
                     asks the run's person, never the program); ``"deny"``: declined, and the
                     capability is not even declared
 roots               the server's configured ``roots`` (not declared when there are none)
-sampling            refused: the host relays no model completions
+sampling            ``sampling = "relay"``: the call's handler (the broker filters the request,
+                    takes it from the run's sampling budget and asks the run's model, never
+                    the program); ``"deny"`` (default): refused, and the capability is not
+                    declared
 ==================  =====================================================================
 """
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import mcp_types
@@ -37,7 +41,14 @@ from pydantic import FileUrl
 
 from codemode.config import ServerConfig
 
-__all__ = ["MAX_INPUT_ROUNDS", "InputHandler", "InputRoundsExceeded", "InputRouter", "drive_input_rounds"]
+__all__ = [
+    "MAX_INPUT_ROUNDS",
+    "InputHandler",
+    "InputRoundsExceeded",
+    "InputRouter",
+    "SamplingHandler",
+    "drive_input_rounds",
+]
 
 MAX_INPUT_ROUNDS = 8
 """Rounds of ``InputRequiredResult`` one call may take before the host gives up on it."""
@@ -48,7 +59,11 @@ NOBODY_TO_ASK = (
     "the request for input cannot be tied to one tool call (none, or several, are in flight on "
     "this connection), so nobody may answer it"
 )
-SAMPLING_REFUSED = "codemode's host does not relay sampling requests (model completions)"
+SAMPLING_REFUSED = (
+    'this server may not ask for model completions (its sampling setting is "deny"; '
+    '"relay" passes them to the run\'s model)'
+)
+NO_MODEL_TO_ASK = "this tool call has no model to answer the server's sampling request"
 
 
 class InputRoundsExceeded(Exception):
@@ -61,6 +76,15 @@ class InputHandler(Protocol):
     async def elicit(
         self, params: mcp_types.ElicitRequestParams
     ) -> mcp_types.ElicitResult | mcp_types.ErrorData: ...
+
+
+@runtime_checkable
+class SamplingHandler(Protocol):
+    """An :class:`InputHandler` that also answers requests for model completions (the broker's)."""
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData: ...
 
 
 class InputRouter:
@@ -82,6 +106,8 @@ class InputRouter:
         callbacks: dict[str, Any] = {}
         if self._config.elicitation == "relay":
             callbacks["elicitation_callback"] = self._on_elicit
+        if self._config.sampling == "relay":
+            callbacks["sampling_callback"] = self._on_sample
         if self._config.roots:
             callbacks["list_roots_callback"] = self._on_list_roots
         return callbacks
@@ -102,6 +128,22 @@ class InputRouter:
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
         return await handlers[0].elicit(params)
 
+    async def _on_sample(
+        self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        handlers = list(self._in_flight.values())
+        if len(handlers) != 1 or handlers[0] is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
+        return await self._sample(handlers[0], params)
+
+    @staticmethod
+    async def _sample(
+        handler: InputHandler, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        if not isinstance(handler, SamplingHandler):
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NO_MODEL_TO_ASK)
+        return await handler.sample(params)
+
     async def _on_list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
         return self._roots
 
@@ -119,7 +161,11 @@ class InputRouter:
             if not self._config.roots:
                 return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="no roots are configured")
             return self._roots
-        return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=SAMPLING_REFUSED)
+        if self._config.sampling == "deny":
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=SAMPLING_REFUSED)
+        if handler is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
+        return await self._sample(handler, request.params)
 
 
 Retry = Callable[[mcp_types.InputResponses | None, str | None], Awaitable[Any]]

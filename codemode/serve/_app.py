@@ -34,14 +34,17 @@ from codemode._tools import (
 )
 from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor
+from codemode.broker._inputs import Sampler
 from codemode.serve._consent import (
     Asker,
     BackChannel,
     ClientApprover,
     ClientElicitor,
+    ClientSampler,
     PendingRun,
     PendingRuns,
     can_elicit,
+    can_sample,
     deliver,
     input_request,
 )
@@ -175,6 +178,7 @@ class CodemodeServer:
                 session_id=session_id,
                 approver=self._approver(channel),
                 elicitor=ClientElicitor(channel),
+                sampler=ClientSampler(channel),
                 progress=self._progress(ctx),
                 progress_interval_s=self.engine.config.serve.progress_interval_s,
                 traceparent=traceparent_of(ctx),
@@ -237,8 +241,10 @@ class CodemodeServer:
         else:
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
-            pending = self.pending.create(principal, tenant, client_can_elicit=can_elicit(ctx))
-            approver, elicitor = self._approver(pending), ClientElicitor(pending)
+            pending = self.pending.create(
+                principal, tenant, client_can_elicit=can_elicit(ctx), client_can_sample=can_sample(ctx)
+            )
+            askers = (self._approver(pending), ClientElicitor(pending), ClientSampler(pending))
             # Progress goes to the request that started the run (best effort once it has returned).
             self._tg.start_soon(
                 self._background_run,
@@ -246,7 +252,7 @@ class CodemodeServer:
                 who,
                 code,
                 session_id,
-                (approver, elicitor),
+                askers,
                 self._progress(ctx),
                 traceparent_of(ctx),
             )
@@ -258,7 +264,7 @@ class CodemodeServer:
         who: Identity,
         code: str,
         session_id: str | None,
-        askers: tuple[Approver, Elicitor],
+        askers: tuple[Approver, Elicitor, Sampler],
         progress: ProgressCallback,
         traceparent: str | None,
     ) -> None:
@@ -271,6 +277,7 @@ class CodemodeServer:
                     session_id=session_id,
                     approver=askers[0],
                     elicitor=askers[1],
+                    sampler=askers[2],
                     progress=progress,
                     progress_interval_s=self.engine.config.serve.progress_interval_s,
                     traceparent=traceparent,

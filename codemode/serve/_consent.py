@@ -1,17 +1,21 @@
 """Asking the MCP client: consent to a call, or a downstream server's question, relayed.
 
-Two kinds of question go to the person behind the MCP client that asked for a run: an approval
-(the consent gate needs one) and a downstream server's request for input during one of the
-run's tool calls (elicitation), which is relayed as the server asked it, naming who asks.
+Three kinds of question go to the MCP client that asked for a run: an approval (the consent
+gate needs one), a downstream server's request for input during one of the run's tool calls
+(elicitation), relayed as the server asked it, naming who asks; and a downstream server's
+request for a model completion (sampling, with ``sampling = "relay"``), relayed to the client's
+model after the broker filtered and budgeted it.
 
-Handshake-era clients with a back-channel get an ``elicitation/create`` request in the middle
-of the ``run_code`` call. Stateless 2026-07-28 clients have no back-channel: ``run_code``
-returns an ``InputRequiredResult`` carrying the question, the run keeps waiting in the
-background, and the client's retry (with ``inputResponses`` and the echoed ``requestState``)
-delivers the answer and waits for the rest of the run.
+Handshake-era clients with a back-channel get an ``elicitation/create`` (or
+``sampling/createMessage``) request in the middle of the ``run_code`` call. Stateless
+2026-07-28 clients have no back-channel: ``run_code`` returns an ``InputRequiredResult``
+carrying the question, the run keeps waiting in the background, and the client's retry (with
+``inputResponses`` and the echoed ``requestState``) delivers the answer and waits for the rest
+of the run.
 
 Either way: decline, cancel, no answer before expiry, or a client that cannot be asked, means
-the call is denied (an approval) or the request is cancelled (a relayed question), with a reason.
+the call is denied (an approval), the request is cancelled (a relayed question) or refused (a
+completion), with a reason.
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 import anyio
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.mcpserver import Context
+from mcp.shared.message import ServerMessageMetadata
 
 from codemode._engine import RunResult
 from codemode.broker import ApprovalAnswer, ApprovalRequest, ElicitationAnswer, ElicitationRequest
+from codemode.broker._inputs import SamplingAnswer, SamplingRequest
 
 log = logging.getLogger("codemode.serve")
 
@@ -99,6 +105,23 @@ def can_elicit(ctx: Context) -> bool:
     return caps is not None and caps.elicitation is not None
 
 
+def can_sample(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.sampling is not None
+
+
+RELAYED_META = "io.codemode/relayed-for"
+"""The ``_meta`` key that tells the client which server, tool and call a relayed completion is for
+(2025-11-25 only: a request embedded in a 2026-07-28 input round has no ``_meta``)."""
+
+
+def sampling_params(request: SamplingRequest) -> mcp_types.CreateMessageRequestParams:
+    """The (already filtered) request, naming who asks in its ``_meta``."""
+    relayed = {"server": request.server, "tool": request.tool, "call_id": request.call_id}
+    meta = cast(mcp_types.RequestParamsMeta, {RELAYED_META: relayed})
+    return request.params.model_copy(update={"meta": meta})
+
+
 class Asker(Protocol):
     """One way to put a question to the MCP client's user: the back-channel (2025-11-25) or the
     pending run's next input round (2026-07-28)."""
@@ -118,6 +141,17 @@ class Asker(Protocol):
     ) -> mcp_types.ElicitResult | None:
         """The client's answer (None: it replied without one). Raises TimeoutError after
         ``within_s``, or whatever the client's failure was."""
+        ...
+
+    @property
+    def sampling_available(self) -> bool:
+        """Whether the client declared that it can sample its model."""
+        ...
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams, within_s: float
+    ) -> mcp_types.CreateMessageResult | None:
+        """The client model's completion (None: it replied without one); raises like :meth:`ask`."""
         ...
 
 
@@ -145,6 +179,24 @@ class BackChannel:
                     )
                 return await session.elicit_form(
                     params.message, params.requested_schema, related_request_id=related
+                )
+
+    @property
+    def sampling_available(self) -> bool:
+        return can_sample(self._ctx)
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams, within_s: float
+    ) -> mcp_types.CreateMessageResult:
+        session, related = self._ctx.session, self._ctx.request_id
+        async with self._lock:
+            with anyio.fail_after(within_s):
+                # send_request, not the SDK's create_message: that rebuilds the params field by
+                # field (dropping the _meta that names who asks) and is marked deprecated.
+                return await session.send_request(
+                    mcp_types.CreateMessageRequest(params=params),
+                    mcp_types.CreateMessageResult,
+                    metadata=ServerMessageMetadata(related_request_id=related),
                 )
 
 
@@ -191,13 +243,38 @@ class ClientElicitor:
         return relayed_answer(result)
 
 
+class ClientSampler:
+    """Relays a downstream server's request for a completion to the MCP client's model."""
+
+    def __init__(self, asker: Asker) -> None:
+        self._asker = asker
+
+    async def sample(self, request: SamplingRequest) -> SamplingAnswer:
+        asker = self._asker
+        if not asker.sampling_available:
+            return SamplingAnswer(
+                answered_by="mcp-client", refusal="the MCP client does not support sampling"
+            )
+        try:
+            result = await asker.sample(sampling_params(request), RELAY_WAIT_S)
+        except TimeoutError:
+            return SamplingAnswer(answered_by=asker.name, refusal="the MCP client gave no completion in time")
+        except Exception as exc:  # the client refused or failed: the server gets no completion
+            return SamplingAnswer(
+                answered_by=asker.name, refusal=f"the MCP client gave no completion ({exc})"
+            )
+        if result is None:
+            return SamplingAnswer(answered_by=asker.name, refusal="the MCP client gave no completion")
+        return SamplingAnswer(result, answered_by="mcp-client")
+
+
 @dataclass
 class _Question:
     """One question for the client of a pending run, and the answer its retry brought."""
 
-    params: mcp_types.ElicitRequestParams
+    request: mcp_types.ElicitRequest | mcp_types.CreateMessageRequest
     answer: anyio.Event = field(default_factory=anyio.Event)
-    result: mcp_types.ElicitResult | None = None
+    result: mcp_types.InputResponse | None = None
 
 
 @dataclass
@@ -212,6 +289,8 @@ class PendingRun:
     events_out: MemoryObjectReceiveStream[_Question | RunResult]
     available: bool = False
     """Whether the client that started the run declared elicitation."""
+    sampling_available: bool = False
+    """Whether it declared sampling."""
     waiting: _Question | None = None
     created: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -223,8 +302,20 @@ class PendingRun:
     async def ask(
         self, params: mcp_types.ElicitRequestParams, within_s: float
     ) -> mcp_types.ElicitResult | None:
+        result = await self._put(mcp_types.ElicitRequest(params=params), within_s)
+        return result if isinstance(result, mcp_types.ElicitResult) else None
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams, within_s: float
+    ) -> mcp_types.CreateMessageResult | None:
+        result = await self._put(mcp_types.CreateMessageRequest(params=params), within_s)
+        return result if isinstance(result, mcp_types.CreateMessageResult) else None
+
+    async def _put(
+        self, request: mcp_types.ElicitRequest | mcp_types.CreateMessageRequest, within_s: float
+    ) -> mcp_types.InputResponse | None:
         async with self.asking:
-            question = _Question(params)
+            question = _Question(request)
             await self.events_in.send(question)
             with anyio.fail_after(within_s):
                 await question.answer.wait()
@@ -237,9 +328,13 @@ class PendingRuns:
     def __init__(self) -> None:
         self._runs: dict[str, PendingRun] = {}
 
-    def create(self, principal: str, tenant: str, *, client_can_elicit: bool) -> PendingRun:
+    def create(
+        self, principal: str, tenant: str, *, client_can_elicit: bool, client_can_sample: bool = False
+    ) -> PendingRun:
         send, receive = anyio.create_memory_object_stream[_Question | RunResult](8)
-        run = PendingRun(secrets.token_urlsafe(24), principal, tenant, send, receive, client_can_elicit)
+        run = PendingRun(
+            secrets.token_urlsafe(24), principal, tenant, send, receive, client_can_elicit, client_can_sample
+        )
         self._runs[run.token] = run
         return run
 
@@ -266,7 +361,7 @@ class PendingRuns:
 
 
 def input_request(question: _Question) -> mcp_types.InputRequests:
-    return {"question": mcp_types.ElicitRequest(params=question.params)}
+    return {"question": question.request}
 
 
 def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None:
@@ -275,7 +370,12 @@ def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None
     if question is None:
         return
     response = (responses or {}).get("question")
-    result = response if isinstance(response, mcp_types.ElicitResult) else None
-    question.result = result
+    # An answer of the wrong kind (a completion for a question) is no answer.
+    wanted = (
+        mcp_types.ElicitResult
+        if isinstance(question.request, mcp_types.ElicitRequest)
+        else mcp_types.CreateMessageResult
+    )
+    question.result = response if isinstance(response, wanted) else None
     run.waiting = None
     question.answer.set()
