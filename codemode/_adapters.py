@@ -13,8 +13,10 @@ from typing import Any
 import mcp_types
 
 from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.calls import ProgressListener
 from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import Config
+from codemode.errors import CodemodeError
 from codemode.host import ConnectionState, InputHandler, McpHost
 from codemode.ledger import ApprovalConsumed, ApprovalRecord, Ledger
 
@@ -74,8 +76,24 @@ class HostBackend:
         *,
         meta: dict[str, Any] | None = None,
         inputs: InputHandler | None = None,
+        time_limit_s: float | None = None,
+        on_progress: ProgressListener | None = None,
     ) -> mcp_types.CallToolResult:
-        return await self._host.call_tool(server, tool, arguments, meta=meta, inputs=inputs)
+        return await self._host.call_tool(
+            server,
+            tool,
+            arguments,
+            meta=meta,
+            inputs=inputs,
+            time_limit_s=time_limit_s,
+            on_progress=on_progress,
+        )
+
+    def long_running(self, server: str, tool: str) -> bool:
+        try:
+            return self._host.long_running(server, tool)
+        except CodemodeError:  # an unknown server: the call itself will say so
+            return False
 
     async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
         return await self._host.connection(server).read_resource(uri)

@@ -37,7 +37,7 @@ from codemode.broker import Approver, Broker, Elicitor, FilterReport
 from codemode.broker._inputs import Sampler
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
-from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
+from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
@@ -327,6 +327,7 @@ class CodeMode:
         sampler: Sampler | None = None,
         progress: ProgressCallback | None = None,
         progress_interval_s: float = 1.0,
+        on_call_progress: ProgressListener | None = None,
         inputs: JsonValue = None,
         bindings: Mapping[str, JsonValue] | None = None,
         fresh_namespace: bool = False,
@@ -345,7 +346,9 @@ class CodeMode:
         ``approver`` answers this run's approval requests (default: the engine's approver),
         ``elicitor`` its servers' requests for input (default: the engine's elicitor) and
         ``sampler`` their requests for model completions (default: the engine's sampler).
-        ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs.
+        ``progress(calls_so_far, elapsed_s)`` is called every ``progress_interval_s`` while it runs;
+        ``on_call_progress`` hears what its calls in flight report (a long-running task's status
+        and progress).
         ``inputs`` is bound to the name ``INPUT`` in the program (a batch item), and ``bindings``
         to their names; ``fresh_namespace`` starts a session run from an empty namespace. With
         ``idempotency_scope``, side-effecting calls get derived idempotency keys (see
@@ -372,6 +375,7 @@ class CodeMode:
                 limits=limits,
                 elicitor=elicitor or self.elicitor,
                 sampler=sampler or self.sampler,
+                on_call_progress=on_call_progress,
             )
             view = self.tree_for(binding.principal)
             outcome: RunOutcome | None = None

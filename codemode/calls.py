@@ -11,7 +11,8 @@ kind into a return value or a typed exception.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,9 +22,11 @@ __all__ = [
     "CallFailed",
     "CallHandler",
     "CallOutcome",
+    "CallProgress",
     "ContentBlock",
     "ModuleProvider",
     "ModuleSource",
+    "ProgressListener",
     "PromptGetRequest",
     "ResourceReadRequest",
     "RunBinding",
@@ -123,6 +126,35 @@ class CallFailed(_Value):
 
 
 CallOutcome = Annotated[ToolResult | ToolError | CallDenied | CallFailed, Field(discriminator="kind")]
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    """Something a call in flight reported: a progress notification or a task's status change."""
+
+    server: str
+    tool: str
+    task_id: str | None = None
+    status: str | None = None
+    """The task's status (``working``, ``completed``...) when this is a status change."""
+    progress: float | None = None
+    total: float | None = None
+    message: str | None = None
+
+    def describe(self) -> str:
+        """One line for a person: ``crm/export: working 40/100 (reading rows)``."""
+        parts = [f"{self.server}/{self.tool}:"]
+        if self.status is not None:
+            parts.append(self.status)
+        if self.progress is not None:
+            parts.append(f"{self.progress:g}" + (f"/{self.total:g}" if self.total is not None else ""))
+        if self.message:
+            parts.append(f"({self.message})")
+        return " ".join(parts)
+
+
+ProgressListener = Callable[[CallProgress], Awaitable[None]]
+"""Receives the progress of calls in flight (it must not fail: a failure is logged, never raised)."""
 
 
 class ModuleSource(_Value):

@@ -34,7 +34,7 @@ from mcp.server.mcpserver import MCPServer
 from codemode._adapters import LedgerApprovals
 from codemode.broker import Approver, Broker
 from codemode.broker._run import RunLimits, RunState
-from codemode.calls import RunBinding
+from codemode.calls import ProgressListener, RunBinding
 from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe, tool_hash
 from codemode.config import PolicyConfig
 from codemode.errors import ServerUnavailableError
@@ -147,8 +147,10 @@ class FakeTools:
         *,
         meta: dict[str, Any] | None = None,
         inputs: InputHandler | None = None,
+        time_limit_s: float | None = None,
+        on_progress: ProgressListener | None = None,
     ) -> mcp_types.CallToolResult:
-        """A fake tool answers at once; it never asks for input (``inputs`` is unused)."""
+        """A fake tool answers at once; it never asks for input nor reports progress."""
         found = self._tools.get((server, tool))
         if found is None:
             raise ServerUnavailableError(server, "fake", f"no tool {tool!r} in the fake server")
@@ -160,6 +162,9 @@ class FakeTools:
                 content=[mcp_types.TextContent(type="text", text=str(failure))], is_error=True
             )
         return _as_result(value)
+
+    def long_running(self, server: str, tool: str) -> bool:
+        return False
 
     async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
         raise ServerUnavailableError(server, "fake", "the fake server has no resources")

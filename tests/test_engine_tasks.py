@@ -18,6 +18,7 @@ import pytest
 
 from codemode import CallbackApprover, CodeMode
 from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.calls import CallProgress
 from codemode.catalog import save_lock
 from codemode.config import Config, config_from_mapping
 from codemode.host import McpHost
@@ -58,10 +59,13 @@ class Deployment:
         return CodeMode(self.config, approver=CallbackApprover(_approve), sandbox_backend=sandbox)
 
 
-async def deploy(tmp_path: Path, backend: str = "in_process", call_timeout: float = 10) -> Deployment:
+async def deploy(
+    tmp_path: Path, backend: str = "in_process", call_timeout: float = 10, budget_s: float = 600
+) -> Deployment:
     log = tmp_path / "tasks.jsonl"
     config = config_from_mapping(
         {
+            "policy": {"budget": {"wall_time_s": budget_s}},
             "servers": {
                 "tasks": {
                     "command": sys.executable,
@@ -139,12 +143,13 @@ async def test_a_server_crash_mid_task_is_an_unknown_outcome_not_a_retry(tmp_pat
     assert call.reason is not None and "task-1-crash: lost" in call.reason
 
 
-async def test_the_deadline_ends_polling(tmp_path: Path) -> None:
-    deployment = await deploy(tmp_path, call_timeout=0.5)
+async def test_the_runs_budget_ends_polling_not_the_servers_call_timeout(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path, call_timeout=0.2, budget_s=1.5)
     async with deployment.engine() as engine:
         result = await engine.run("from servers.tasks import forever\n" + TRY.format(call="forever()"))
     assert result.status == "ok", result.error
-    assert "not finished in the time allowed (0.5 s)" in str(result.result)
+    assert "not finished in the time allowed (1." in str(result.result), result.result
+    assert len(deployment.requests("tasks/get")) > 1, "each poll is bounded by call_timeout, the task is not"
     assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
     [call] = deployment.calls()
     assert call.state == "unknown"
@@ -158,3 +163,30 @@ async def test_the_runs_wall_time_ends_the_task_too(tmp_path: Path) -> None:
     assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
     [call] = deployment.calls()
     assert call.state == "unknown"
+
+
+async def test_progress_reaches_the_run_and_the_lease_outlasts_the_wait(tmp_path: Path) -> None:
+    deployment = await deploy(tmp_path)
+    heard: list[CallProgress] = []
+
+    async def listen(progress: CallProgress) -> None:
+        heard.append(progress)
+
+    async with deployment.engine() as engine:
+        result = await engine.run(
+            "from servers.tasks import slow_sum\nslow_sum(a=1, b=2)\n", on_call_progress=listen
+        )
+    assert result.status == "ok", result.error
+    assert [p.progress for p in heard if p.progress is not None] == [1, 2, 3]
+    assert {p.task_id for p in heard} == {"task-1-slow_sum"}
+    assert heard[-1].status == "completed"
+    assert "tasks/slow_sum: completed" in heard[-1].describe()
+    [call] = deployment.calls()
+    ledger = open_ledger(deployment.config.ledger_path, create=False)
+    try:
+        kinds = [e.kind for e in ledger.events(call.call_id)]
+    finally:
+        ledger.close()
+    # A write may now wait up to the run's budget (600 s), past its 70 s lease: the lease is
+    # extended before the wait, so recovery never mistakes the live call for a dead one.
+    assert kinds == ["call_reserved", "call_sent", "lease_extended", "call_completed"]

@@ -30,10 +30,10 @@ _EXPORTS = {
     "NeedsApproval": "codemode.broker._decisions",
     "PiiVault": "codemode.broker._pii",
     "ResultFilter": "codemode.broker._results",
-    "RunSummary": "codemode.broker._broker",
+    "RunSummary": "codemode.broker._run",
     "TerminalApprover": "codemode.broker._approvals",
     "TerminalElicitor": "codemode.broker._terminal_form",
-    "ToolBackend": "codemode.broker._broker",
+    "ToolBackend": "codemode.broker._backend",
     "redact_secrets": "codemode._redaction",
     "terminal_available": "codemode.broker._terminal",
 }
@@ -47,9 +47,8 @@ if TYPE_CHECKING:
     from codemode.broker._approvals import Approver as Approver
     from codemode.broker._approvals import CallbackApprover as CallbackApprover
     from codemode.broker._approvals import TerminalApprover as TerminalApprover
+    from codemode.broker._backend import ToolBackend as ToolBackend
     from codemode.broker._broker import Broker as Broker
-    from codemode.broker._broker import RunSummary as RunSummary
-    from codemode.broker._broker import ToolBackend as ToolBackend
     from codemode.broker._decisions import Allow as Allow
     from codemode.broker._decisions import Decision as Decision
     from codemode.broker._decisions import Deny as Deny
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from codemode.broker._pii import PiiVault as PiiVault
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
+    from codemode.broker._run import RunSummary as RunSummary
     from codemode.broker._terminal import terminal_available as terminal_available
     from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
     from codemode.broker.gates import ApprovalStore as ApprovalStore

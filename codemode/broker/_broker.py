@@ -18,9 +18,8 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import mcp_types
@@ -30,6 +29,7 @@ from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
 from codemode._tracing import call_span, downstream_meta, finish_call, note_intent
 from codemode.broker._approvals import Approver
+from codemode.broker._backend import ToolBackend
 from codemode.broker._call_inputs import CallInputs
 from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
@@ -38,7 +38,7 @@ from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import map_strings
 from codemode.broker._results import FilterReport, ResultFilter
-from codemode.broker._run import RunLimits, RunState
+from codemode.broker._run import RunLimits, RunState, RunSummary
 from codemode.broker.gates import (
     ApprovalFlow,
     ArgumentGate,
@@ -57,6 +57,7 @@ from codemode.calls import (
     CallDenied,
     CallFailed,
     CallOutcome,
+    ProgressListener,
     PromptGetRequest,
     ResourceReadRequest,
     RunBinding,
@@ -93,45 +94,14 @@ REFUSED_RETRIES = 3
 """Attempts after a refusal-before-execution (429/503) before giving up."""
 
 IN_FLIGHT_WAIT_S = 120.0
+LEASE_MARGIN_S = 60.0
+"""How much longer than a long-running call's time limit its lease is held."""
 
 DENIALS_RECORDED_PER_KIND = 100
 DENIALS_RECORDED_PER_RUN = 1_000
 """A program that loops on denied calls must not turn each one into a ledger write (an fsync, a
 hash-chained event): past these caps a run's denials of one gate and tool - or all of them -
 are only counted, and the count is reported in the run's summary and flags."""
-
-
-class ToolBackend(Protocol):
-    """Sends requests to servers (the MCP host implements it)."""
-
-    async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        inputs: CallInputs | None = None,
-    ) -> mcp_types.CallToolResult: ...
-
-    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult: ...
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: dict[str, str]
-    ) -> mcp_types.GetPromptResult: ...
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: str
-    calls: int
-    denials: int
-    peak_concurrency: int
-    result_bytes: int
-    result_tokens: int
-    money_spent: float
-    flags: tuple[str, ...]
-    unknown_outcomes: int = 0
 
 
 class Broker:
@@ -189,16 +159,19 @@ class Broker:
         limits: RunLimits | None = None,
         elicitor: Elicitor | None = None,
         sampler: Sampler | None = None,
+        on_call_progress: ProgressListener | None = None,
     ) -> RunState:
         """Start tracking a run; ``approver`` overrides the broker's approver for this run only;
         ``elicitor`` is the person who answers its servers' requests for input (none: refused);
-        ``sampler`` the model that answers their requests for completions (none: refused)."""
+        ``sampler`` the model that answers their requests for completions (none: refused);
+        ``on_call_progress`` hears what calls in flight report (progress, a task's status)."""
         state = RunState(
             binding=binding,
             concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
             approver=approver,
             elicitor=elicitor,
             sampler=sampler,
+            on_call_progress=on_call_progress,
             limits=limits or RunLimits(),
         )
         self._runs[binding.run_id] = state
@@ -382,8 +355,15 @@ class Broker:
         twice is harmless, so a record lost in a crash loses nothing to reconcile."""
         return facts.risk == "low" and (call.request is None or call.request.idempotency_key is None)
 
+    def _task_time_limit(self, call: Call) -> float | None:
+        """A long-running (task) call may go on until the run's wall-time budget is spent; other
+        calls keep their server's ``call_timeout`` (None)."""
+        if not self.backend.long_running(call.server, call.name):
+            return None
+        return max(1.0, self.policy.budget.wall_time_s - call.run.elapsed())
+
     async def _ask_server(
-        self, call: Call, call_id: str, record_input: RecordInput
+        self, call: Call, call_id: str, record_input: RecordInput, time_limit_s: float | None
     ) -> mcp_types.CallToolResult:
         """The MCP call itself, under the run's concurrency cap. Raises the host's errors."""
         run = call.run
@@ -410,6 +390,8 @@ class Broker:
                     dict(call.arguments),
                     meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
                     inputs=inputs,
+                    time_limit_s=time_limit_s,
+                    on_progress=run.on_call_progress,
                 )
                 metrics = active_metrics()
                 if metrics is not None:
@@ -448,8 +430,13 @@ class Broker:
         call_id = reservation.call_id
         run = call.run
         ledger = self.ledger
+        limit = self._task_time_limit(call)
+        if limit is not None and limit + LEASE_MARGIN_S > self.lease_s:
+            # The answer may come after the lease would lapse (recovery would then call it
+            # unknown): hold the lease for the whole wait.
+            await self._record(call_id, partial(ledger.extend_lease, call_id, limit + LEASE_MARGIN_S))
         try:
-            result = await self._ask_server(call, call_id, partial(self._record_input, call_id))
+            result = await self._ask_server(call, call_id, partial(self._record_input, call_id), limit)
         except ServerRefusedError as exc:
             await self._record(
                 call_id, partial(ledger.mark_refused, call_id, exc.reason, retry_after_s=exc.retry_after)
@@ -509,7 +496,7 @@ class Broker:
             )
 
         try:
-            result = await self._ask_server(call, intent.call_id, remember)
+            result = await self._ask_server(call, intent.call_id, remember, self._task_time_limit(call))
         except ServerRefusedError as exc:
             record(None, refused=exc.reason, retry_after_s=exc.retry_after)
             return exc

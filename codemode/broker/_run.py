@@ -12,7 +12,7 @@ import anyio
 from codemode.broker._approvals import Approver
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._pii import PiiVault
-from codemode.calls import RunBinding
+from codemode.calls import ProgressListener, RunBinding
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class RunState:
     concurrency: anyio.Semaphore | None = None
     approver: Approver | None = None
     """Who approves this run's risky calls (e.g. the MCP client that asked for the run)."""
+    on_call_progress: ProgressListener | None = None
+    """Hears what this run's calls in flight report (progress notifications, task status)."""
     elicitor: Elicitor | None = None
     """The person who answers this run's servers' requests for input (never the program)."""
     sampler: Sampler | None = None
@@ -63,3 +65,16 @@ class RunState:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    calls: int
+    denials: int
+    peak_concurrency: int
+    result_bytes: int
+    result_tokens: int
+    money_spent: float
+    flags: tuple[str, ...]
+    unknown_outcomes: int = 0

@@ -458,6 +458,11 @@ class ServerConnection:
 
     # -- requests ----------------------------------------------------------------------------
 
+    def runs_as_task(self, tool: str) -> bool:
+        """Whether a call of ``tool`` is followed as a long-running task (see :mod:`._tasks`)."""
+        client = self._client
+        return client is not None and self._tasks.wants_task(client.session, tool)
+
     def _require_client(self) -> Client:
         client = self._client
         if client is None or self._state is not ConnectionState.READY:

@@ -16,6 +16,7 @@ import anyio
 import mcp_types
 from anyio.abc import TaskGroup
 
+from codemode.calls import ProgressListener
 from codemode.catalog import ServerCatalog
 from codemode.config import Config
 from codemode.errors import CatalogError
@@ -135,5 +136,13 @@ class McpHost:
         *,
         meta: dict[str, Any] | None = None,
         inputs: InputHandler | None = None,
+        time_limit_s: float | None = None,
+        on_progress: ProgressListener | None = None,
     ) -> mcp_types.CallToolResult:
-        return await self.connection(server).call_tool(tool, arguments, meta=meta, inputs=inputs)
+        return await self.connection(server).call_tool(
+            tool, arguments, meta=meta, inputs=inputs, time_limit_s=time_limit_s, on_progress=on_progress
+        )
+
+    def long_running(self, server: str, tool: str) -> bool:
+        """Whether calls of ``tool`` run as tasks, which may take longer than ``call_timeout``."""
+        return self.connection(server).runs_as_task(tool)

@@ -45,8 +45,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -57,6 +56,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
 
+from codemode.calls import CallProgress, ProgressListener
 from codemode.errors import OutcomeUnknownError
 from codemode.host._errors import root_cause
 
@@ -96,23 +96,6 @@ def unclaimed(result: mcp_types.CallToolResult) -> mcp_types.CallToolResult:
         return result
     meta = {k: v for k, v in result.meta.items() if k != TASK_META_KEY}
     return result.model_copy(update={"meta": meta or None})
-
-
-@dataclass(frozen=True)
-class CallProgress:
-    """Something a call in flight reported: a progress notification or a task's status change."""
-
-    server: str
-    tool: str
-    task_id: str | None = None
-    status: str | None = None
-    """The task's status (``working``, ``completed``...) when this is a status change."""
-    progress: float | None = None
-    total: float | None = None
-    message: str | None = None
-
-
-ProgressListener = Callable[[CallProgress], Awaitable[None]]
 
 
 class CallWatch:

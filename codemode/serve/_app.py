@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, TypedDict, cast
 
 import anyio
 import mcp_types
@@ -35,6 +36,7 @@ from codemode._tools import (
 from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor
 from codemode.broker._inputs import Sampler
+from codemode.calls import CallProgress, ProgressListener
 from codemode.serve._consent import (
     Asker,
     BackChannel,
@@ -51,6 +53,14 @@ from codemode.serve._consent import (
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
 log = logging.getLogger("codemode.serve")
+
+
+class RunProgress(TypedDict):
+    """How a run tells the client how it is doing (the engine's ``run`` keywords)."""
+
+    progress: ProgressCallback
+    progress_interval_s: float
+    on_call_progress: ProgressListener
 
 
 OPERATOR = "operator"
@@ -179,8 +189,7 @@ class CodemodeServer:
                 approver=self._approver(channel),
                 elicitor=ClientElicitor(channel),
                 sampler=ClientSampler(channel),
-                progress=self._progress(ctx),
-                progress_interval_s=self.engine.config.serve.progress_interval_s,
+                **self._progress(ctx),
                 traceparent=traceparent_of(ctx),
             )
             return _call_result(result)
@@ -216,14 +225,31 @@ class CodemodeServer:
             raise ValueError(reply.text)  # MCPServer turns this into an isError result
         return reply.text
 
-    def _progress(self, ctx: Context) -> ProgressCallback:
-        async def report(calls: int, elapsed: float) -> None:
+    def _progress(self, ctx: Context) -> RunProgress:
+        """The run's progress for the client: a periodic count, and what long calls report."""
+        started = time.monotonic()
+        last = 0.0
+
+        async def send(message: str) -> None:
+            nonlocal last
+            # Each notification's progress must exceed the last: seconds since the start, nudged.
+            last = max(time.monotonic() - started, last + 0.001)
             try:
-                await ctx.report_progress(elapsed, None, f"running: {calls} tool calls, {elapsed:.0f} s")
+                await ctx.report_progress(last, None, message)
             except Exception:  # progress is best effort; a client without a token ignores it
                 log.debug("progress notification failed", exc_info=True)
 
-        return report
+        async def periodic(calls: int, elapsed: float) -> None:
+            await send(f"running: {calls} tool calls, {elapsed:.0f} s")
+
+        async def of_call(progress: CallProgress) -> None:
+            await send(progress.describe())
+
+        return {
+            "progress": periodic,
+            "progress_interval_s": self.engine.config.serve.progress_interval_s,
+            "on_call_progress": of_call,
+        }
 
     # -- the 2026-07-28 input-required flow ---------------------------------------------------
 
@@ -265,7 +291,7 @@ class CodemodeServer:
         code: str,
         session_id: str | None,
         askers: tuple[Approver, Elicitor, Sampler],
-        progress: ProgressCallback,
+        progress: RunProgress,
         traceparent: str | None,
     ) -> None:
         with pending.scope:
@@ -278,8 +304,7 @@ class CodemodeServer:
                     approver=askers[0],
                     elicitor=askers[1],
                     sampler=askers[2],
-                    progress=progress,
-                    progress_interval_s=self.engine.config.serve.progress_interval_s,
+                    **progress,
                     traceparent=traceparent,
                 )
             except Exception as exc:  # report, don't crash the server
