@@ -29,6 +29,8 @@ _EXPORTS = {
     "BatchOptions": "codemode.batch",
     "CallbackApprover": "codemode.broker._approvals",
     "CallbackElicitor": "codemode.broker._inputs",
+    "CallbackSampler": "codemode.broker._inputs",
+    "CallProgress": "codemode.calls",
     "CatalogError": "codemode.errors",
     "ChannelError": "codemode.errors",
     "CodeMode": "codemode._engine",
@@ -46,6 +48,9 @@ _EXPORTS = {
     "PolicyError": "codemode.errors",
     "RunErrorInfo": "codemode._run_result",
     "RunResult": "codemode._run_result",
+    "Sampler": "codemode.broker._inputs",
+    "SamplingAnswer": "codemode.broker._inputs",
+    "SamplingRequest": "codemode.broker._inputs",
     "SandboxError": "codemode.errors",
     "SandboxUnavailableError": "codemode.errors",
     "SearchResult": "codemode.stubs",
@@ -82,10 +87,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.broker._approvals import CallbackApprover as CallbackApprover
     from codemode.broker._approvals import TerminalApprover as TerminalApprover
     from codemode.broker._inputs import CallbackElicitor as CallbackElicitor
+    from codemode.broker._inputs import CallbackSampler as CallbackSampler
     from codemode.broker._inputs import ElicitationAnswer as ElicitationAnswer
     from codemode.broker._inputs import ElicitationRequest as ElicitationRequest
     from codemode.broker._inputs import Elicitor as Elicitor
+    from codemode.broker._inputs import Sampler as Sampler
+    from codemode.broker._inputs import SamplingAnswer as SamplingAnswer
+    from codemode.broker._inputs import SamplingRequest as SamplingRequest
     from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
+    from codemode.calls import CallProgress as CallProgress
     from codemode.config import Config as Config
     from codemode.config import config_from_mapping as config_from_mapping
     from codemode.config import load_config as load_config

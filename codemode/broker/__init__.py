@@ -26,6 +26,11 @@ _EXPORTS = {
     "ElicitationAnswer": "codemode.broker._inputs",
     "ElicitationRequest": "codemode.broker._inputs",
     "Elicitor": "codemode.broker._inputs",
+    "CallbackSampler": "codemode.broker._inputs",
+    "RefusingSampler": "codemode.broker._inputs",
+    "Sampler": "codemode.broker._inputs",
+    "SamplingAnswer": "codemode.broker._inputs",
+    "SamplingRequest": "codemode.broker._inputs",
     "FilterReport": "codemode.broker._results",
     "NeedsApproval": "codemode.broker._decisions",
     "PiiVault": "codemode.broker._pii",
@@ -54,9 +59,14 @@ if TYPE_CHECKING:
     from codemode.broker._decisions import Deny as Deny
     from codemode.broker._decisions import NeedsApproval as NeedsApproval
     from codemode.broker._inputs import CallbackElicitor as CallbackElicitor
+    from codemode.broker._inputs import CallbackSampler as CallbackSampler
     from codemode.broker._inputs import ElicitationAnswer as ElicitationAnswer
     from codemode.broker._inputs import ElicitationRequest as ElicitationRequest
     from codemode.broker._inputs import Elicitor as Elicitor
+    from codemode.broker._inputs import RefusingSampler as RefusingSampler
+    from codemode.broker._inputs import Sampler as Sampler
+    from codemode.broker._inputs import SamplingAnswer as SamplingAnswer
+    from codemode.broker._inputs import SamplingRequest as SamplingRequest
     from codemode.broker._pii import PiiVault as PiiVault
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
