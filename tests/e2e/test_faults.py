@@ -273,6 +273,64 @@ async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_
     report_side_effects(side_effects, deployment, "broker killed between send and record", expected=1)
 
 
+READS_THEN_ONE_NOTE = (
+    "from servers.crm import get_customer\n"
+    "for n in range(1, 31):\n"
+    "    get_customer(customer_id=f'CUST-{n % 20 + 1:04d}')\n"
+)
+
+
+async def test_a_broker_killed_with_reads_unrecorded_leaves_a_ledger_that_verifies_and_one_write(
+    deploy: Deploy, eventually: Eventually, side_effects: Report, tmp_path: Path
+) -> None:
+    """Reads are recorded after the fact, in batches: a crash may lose their records, never a
+    write's, and never leaves half a record behind."""
+    deployment = deploy(policy=WRITES_NEED_NO_APPROVAL, crm_fault="hang_after_write", call_timeout=120)
+    program = tmp_path / "program.py"
+    program.write_text(READS_THEN_ONE_NOTE + one_note("CUST-0009", "crash-2"), encoding="utf-8")
+    victim = await anyio.open_process(
+        [sys.executable, str(VICTIM), str(deployment.config_path), str(program)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    family: set[psutil.Process] = set()
+    try:
+
+        def sent() -> bool:
+            with contextlib.suppress(psutil.Error):
+                family.update(psutil.Process(victim.pid).children(recursive=True))
+            if deployment.crm_write_count() != 1 or not deployment.ledger_path.exists():
+                return False
+            return any(c.tool == "add_note" and c.state == "sent" for c in deployment.calls())
+
+        await eventually(
+            sent, timeout=60, what="the reads done and the write sent, executed and not answered"
+        )
+        os.kill(victim.pid, signal.SIGKILL)
+        with anyio.fail_after(30):
+            assert await victim.wait() == -signal.SIGKILL
+    finally:
+        if victim.returncode is None:
+            victim.kill()
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        await anyio.to_thread.run_sync(lambda: psutil.wait_procs(list(family), timeout=10))
+        await victim.aclose()
+
+    with deployment.ledger() as store:
+        store.recover()
+        calls = store.list_calls(limit=100)
+        assert store.verify().ok
+    reads = [c for c in calls if c.tool == "get_customer"]
+    (write,) = [c for c in calls if c.tool == "add_note"]
+    assert write.state == "unknown", write
+    assert len(reads) <= 30 and {c.state for c in reads} <= {"succeeded"}, "whole records or none"
+    assert deployment.crm_write_count() == 1
+    report_side_effects(side_effects, deployment, "broker killed with reads unrecorded", expected=1)
+
+
 async def test_two_concurrent_calls_with_one_key_write_once_and_share_the_receipt(
     deploy: Deploy, side_effects: Report
 ) -> None:
