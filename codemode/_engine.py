@@ -538,14 +538,20 @@ class CodeMode:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    async def open_session(self, *, principal: str | None = None, tenant: str | None = None) -> str:
-        """Open a session for a principal and return its id (a later ``run(session_id=…)`` uses it)."""
+    async def open_session(
+        self, *, principal: str | None = None, tenant: str | None = None, hold_pool_slot: bool = False
+    ) -> str:
+        """Open a session for a principal and return its id (a later ``run(session_id=…)`` uses it).
+        ``hold_pool_slot``: the warm pool replaces its sandbox only when it closes (for a session
+        busy for a long time, such as a batch worker's)."""
         binding = self._bind(principal, tenant, None)
         session_id = "ses_" + secrets.token_hex(8)
-        await self._session_for(binding, session_id)
+        await self._session_for(binding, session_id, hold_pool_slot=hold_pool_slot)
         return session_id
 
-    async def _session_for(self, binding: RunBinding, session_id: str) -> Session:
+    async def _session_for(
+        self, binding: RunBinding, session_id: str, *, hold_pool_slot: bool = False
+    ) -> Session:
         """The session for (principal, tenant, id), opened on first use; idle and excess ones closed."""
         _, _, sandboxes, _ = self._require()
         await self.expire_idle_sessions()
@@ -562,7 +568,10 @@ class CodeMode:
         while len(open_sessions := sandboxes.sessions) >= limit:
             await min(open_sessions, key=lambda s: s.last_used).aclose()
         return await sandboxes.open_session(
-            principal=binding.principal, tenant=binding.tenant, session_id=session_id
+            principal=binding.principal,
+            tenant=binding.tenant,
+            session_id=session_id,
+            hold_pool_slot=hold_pool_slot,
         )
 
     async def expire_idle_sessions(self) -> int:

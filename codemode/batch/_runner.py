@@ -207,7 +207,7 @@ class EngineWorker:
         if self._session is None:
             options = self._options
             self._session = await self._engine.open_session(
-                principal=options.principal, tenant=options.tenant
+                principal=options.principal, tenant=options.tenant, hold_pool_slot=True
             )
         return await run_item(
             self._engine, self._program, self._job_id, item, attempt, self._options, self._session

@@ -115,7 +115,9 @@ class RemoteWorker:
                 "review the change with 'codemode sync' and 'codemode pin' on the driver"
             )
         options = spec.options
-        self._session = await engine.open_session(principal=options.principal, tenant=options.tenant)
+        self._session = await engine.open_session(
+            principal=options.principal, tenant=options.tenant, hold_pool_slot=True
+        )
         self._engine = engine
 
     def _workdir(self) -> tuple[Path, Path]:

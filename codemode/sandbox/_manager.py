@@ -141,11 +141,11 @@ class SandboxManager:
         if self._tg is not None:
             self._tg.start_soon(sandbox.destroy)
 
-    async def _acquire(self) -> LiveSandbox:
+    async def _acquire(self, *, hold: bool = False) -> LiveSandbox:
         if self._tg is None or self._backend is None or self._closing:
             raise SandboxError("the SandboxManager is not running (use it as `async with`)")
         assert self._pool is not None
-        sandbox = self._pool.take()
+        sandbox = await self._pool.take_soon(hold=hold)
         if sandbox is not None:
             return sandbox
         return await start_sandbox(self._backend, self.config, self._tg)
@@ -183,17 +183,20 @@ class SandboxManager:
             if self._pool is not None:
                 self._pool.release(sandbox)
 
-    async def open_session(self, *, principal: str, tenant: str, session_id: str | None = None) -> Session:
+    async def open_session(
+        self, *, principal: str, tenant: str, session_id: str | None = None, hold_pool_slot: bool = False
+    ) -> Session:
         """A sandbox kept for several runs of one principal, with interpreter state carried over.
 
         Close it with :meth:`Session.aclose` (or use it as ``async with``); leaving the manager
         closes it too. Runs of a session execute one at a time. ``session_id`` names it (unique
-        per principal and tenant); by default a random one is chosen.
+        per principal and tenant); by default a random one is chosen. ``hold_pool_slot``: the
+        warm pool replaces the session's sandbox only when the session closes (a batch worker's).
         """
         session_id = session_id or "ses_" + secrets.token_hex(8)
         if (principal, tenant, session_id) in self._sessions:
             raise SandboxError(f"a session {session_id!r} is already open for this principal")
-        sandbox = await self._acquire()
+        sandbox = await self._acquire(hold=hold_pool_slot)
         session = Session(self, sandbox, principal=principal, tenant=tenant, session_id=session_id)
         self._sessions[session.key] = session
         return session
@@ -207,9 +210,12 @@ class SandboxManager:
         """Every open session, of every principal."""
         return list(self._sessions.values())
 
-    def _forget(self, session: Session) -> None:
+    def _forget(self, session: Session, sandbox: LiveSandbox) -> None:
+        """A session closed: forget it, and let the pool replace its sandbox."""
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
+        if self._pool is not None:
+            self._pool.release(sandbox)
 
 
 class Session:
@@ -288,7 +294,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        self._manager._forget(self)  # pyright: ignore[reportPrivateUsage]
+        self._manager._forget(self, self._sandbox)  # pyright: ignore[reportPrivateUsage]
         await self._sandbox.destroy()
 
     async def __aenter__(self) -> Self:

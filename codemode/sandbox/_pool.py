@@ -8,12 +8,15 @@ reports the error).
 Starting a sandbox costs CPU (an interpreter start; for Docker, runc and the engine), and on a
 small machine that competes with the run that just took one. So the refill for a taken sandbox
 starts when that run finishes (:meth:`WarmPool.release`) or after ``REFILL_DELAY_S``, whichever
-comes first: short runs stay fast, long ones do not leave the pool empty.
+comes first: short runs stay fast, long ones do not leave the pool empty. A sandbox taken to be
+*held* (a batch worker's session, busy for the whole job) is replaced only when it is released:
+a replacement started at once would sit unused while competing with the job for the CPU.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -47,6 +50,10 @@ class WarmPool:
         self._wanted = anyio.Event()
         self._backoff = MIN_BACKOFF_S
         self._retry_at = 0.0
+        self._arrived = anyio.Event()
+        """Set (and replaced) each time a start ends, ready or failed."""
+        self._awaited = 0
+        """Takers waiting for a sandbox being started (see :meth:`take_soon`)."""
         self._claims: dict[int, float] = {}
         """Sandboxes taken and still running: id(sandbox) -> when their refill starts anyway."""
         self.last_error: str | None = None
@@ -59,16 +66,32 @@ class WarmPool:
     def ready(self) -> int:
         return sum(1 for sandbox in self._ready if sandbox.usable)
 
-    def take(self) -> LiveSandbox | None:
-        """A ready sandbox, or None when none is ready. Call :meth:`release` when its run ends."""
+    def take(self, *, hold: bool = False) -> LiveSandbox | None:
+        """A ready sandbox, or None when none is ready. Call :meth:`release` when its run ends
+        (with ``hold``, its place is refilled only then)."""
         while self._ready:
             sandbox = self._ready.popleft()
             if sandbox.usable:
-                self._claims[id(sandbox)] = time.monotonic() + REFILL_DELAY_S
+                self._claims[id(sandbox)] = math.inf if hold else time.monotonic() + REFILL_DELAY_S
                 self._wanted.set()
                 return sandbox
             self._discard(sandbox)
         return None
+
+    async def take_soon(self, *, hold: bool = False) -> LiveSandbox | None:
+        """Like :meth:`take`, but when none is ready while more are being started than others
+        wait for, wait for one: it is further along than a sandbox started now would be, and
+        starting another beside it only slows both. None when none is coming (start one)."""
+        while True:
+            sandbox = self.take(hold=hold)
+            if sandbox is not None or self._starting <= self._awaited:
+                return sandbox
+            arrived = self._arrived
+            self._awaited += 1
+            try:
+                await arrived.wait()
+            finally:
+                self._awaited -= 1
 
     def release(self, sandbox: LiveSandbox) -> None:
         """The run of a taken sandbox ended: refill its place now."""
@@ -130,3 +153,5 @@ class WarmPool:
         finally:
             self._starting -= 1
             self._wanted.set()
+            self._arrived.set()
+            self._arrived = anyio.Event()
