@@ -212,12 +212,13 @@ async def test_a_server_that_writes_and_never_answers_is_unknown_once_then_recon
     report_side_effects(side_effects, deployment, "write then no answer", expected=1)
 
 
-async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_unknown(
-    deploy: Deploy, eventually: Eventually, side_effects: Report, tmp_path: Path
+async def kill_the_broker_once_its_write_is_out(
+    deployment: Deployment, eventually: Eventually, code: str, tmp_path: Path
 ) -> None:
-    deployment = deploy(policy=WRITES_NEED_NO_APPROVAL, crm_fault="hang_after_write", call_timeout=120)
+    """Run ``code`` in a broker process of its own; SIGKILL it (and what it left behind) once its
+    ``add_note`` is sent and executed but not answered (the crm hangs after writing)."""
     program = tmp_path / "program.py"
-    program.write_text(one_note("CUST-0008", "crash-1"), encoding="utf-8")
+    program.write_text(code, encoding="utf-8")
     victim = await anyio.open_process(
         [sys.executable, str(VICTIM), str(deployment.config_path), str(program)],
         stdout=subprocess.DEVNULL,
@@ -234,7 +235,7 @@ async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_
                 return False
             return any(c.tool == "add_note" and c.state == "sent" for c in deployment.calls())
 
-        await eventually(sent, timeout=60, what="the call to be sent, executed and not answered")
+        await eventually(sent, timeout=60, what="the write to be sent, executed and not answered")
         os.kill(victim.pid, signal.SIGKILL)  # the broker, between send and recording the answer
         with anyio.fail_after(30):
             assert await victim.wait() == -signal.SIGKILL
@@ -246,6 +247,15 @@ async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_
                 proc.kill()
         await anyio.to_thread.run_sync(lambda: psutil.wait_procs(list(family), timeout=10))
         await victim.aclose()
+
+
+async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_unknown(
+    deploy: Deploy, eventually: Eventually, side_effects: Report, tmp_path: Path
+) -> None:
+    deployment = deploy(policy=WRITES_NEED_NO_APPROVAL, crm_fault="hang_after_write", call_timeout=120)
+    await kill_the_broker_once_its_write_is_out(
+        deployment, eventually, one_note("CUST-0008", "crash-1"), tmp_path
+    )
 
     with deployment.ledger() as store:  # a restarted broker opens it with recover=True; same thing
         report = store.recover()
@@ -286,38 +296,8 @@ async def test_a_broker_killed_with_reads_unrecorded_leaves_a_ledger_that_verifi
     """Reads are recorded after the fact, in batches: a crash may lose their records, never a
     write's, and never leaves half a record behind."""
     deployment = deploy(policy=WRITES_NEED_NO_APPROVAL, crm_fault="hang_after_write", call_timeout=120)
-    program = tmp_path / "program.py"
-    program.write_text(READS_THEN_ONE_NOTE + one_note("CUST-0009", "crash-2"), encoding="utf-8")
-    victim = await anyio.open_process(
-        [sys.executable, str(VICTIM), str(deployment.config_path), str(program)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    family: set[psutil.Process] = set()
-    try:
-
-        def sent() -> bool:
-            with contextlib.suppress(psutil.Error):
-                family.update(psutil.Process(victim.pid).children(recursive=True))
-            if deployment.crm_write_count() != 1 or not deployment.ledger_path.exists():
-                return False
-            return any(c.tool == "add_note" and c.state == "sent" for c in deployment.calls())
-
-        await eventually(
-            sent, timeout=60, what="the reads done and the write sent, executed and not answered"
-        )
-        os.kill(victim.pid, signal.SIGKILL)
-        with anyio.fail_after(30):
-            assert await victim.wait() == -signal.SIGKILL
-    finally:
-        if victim.returncode is None:
-            victim.kill()
-        for proc in family:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        await anyio.to_thread.run_sync(lambda: psutil.wait_procs(list(family), timeout=10))
-        await victim.aclose()
+    program = READS_THEN_ONE_NOTE + one_note("CUST-0009", "crash-2")
+    await kill_the_broker_once_its_write_is_out(deployment, eventually, program, tmp_path)
 
     with deployment.ledger() as store:
         store.recover()

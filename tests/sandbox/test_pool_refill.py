@@ -12,6 +12,7 @@ from typing import cast
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 import codemode.sandbox._pool as pool_module
 from codemode.errors import CodemodeError
@@ -53,18 +54,24 @@ async def until(condition: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"waited 10 s for {what}")
 
 
+def waiting_taker(tg: TaskGroup, pool: WarmPool) -> list[LiveSandbox | None]:
+    """Start a ``take_soon`` in ``tg``; what it got appears in the returned list."""
+    taken: list[LiveSandbox | None] = []
+
+    async def take() -> None:
+        taken.append(await pool.take_soon())
+
+    tg.start_soon(take)
+    return taken
+
+
 async def test_a_taker_waits_for_the_sandbox_being_started_instead_of_starting_another() -> None:
     starter = Starter(gated=True)
     pool = WarmPool(starter, 1, lambda s: None)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pool.run)
         await until(lambda: starter.started == 1, "the pool to start its sandbox")
-        taken: list[LiveSandbox | None] = []
-
-        async def take() -> None:
-            taken.append(await pool.take_soon())
-
-        tg.start_soon(take)
+        taken = waiting_taker(tg, pool)
         await anyio.sleep(0.05)
         assert taken == [], "it waits rather than answering 'none ready'"
         starter.go.set()
@@ -79,12 +86,7 @@ async def test_more_takers_than_starts_get_none_for_the_rest_and_a_failed_start_
     async with anyio.create_task_group() as tg:
         tg.start_soon(pool.run)
         await until(lambda: starter.started == 1, "the pool to start its sandbox")
-        taken: list[LiveSandbox | None] = []
-
-        async def take() -> None:
-            taken.append(await pool.take_soon())
-
-        tg.start_soon(take)
+        taken = waiting_taker(tg, pool)
         await anyio.sleep(0.05)
         assert await pool.take_soon() is None, "one start is awaited already: start your own"
         starter.go.set()
