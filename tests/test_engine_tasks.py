@@ -7,8 +7,6 @@ what codemode recorded from the ledger.
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,14 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode import CallbackApprover, CodeMode
-from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode import CodeMode
 from codemode.calls import CallProgress
-from codemode.catalog import save_lock
-from codemode.config import Config, config_from_mapping
-from codemode.host import McpHost
-from codemode.ledger import CallRecord, open_ledger
-from codemode.testing import approved_pins, in_process_sandbox
+from codemode.ledger import open_ledger
+from codemode.testing import in_process_sandbox
+from tests._fixture_server import FixtureServer, deploy_fixture_server
 
 pytestmark = pytest.mark.anyio
 
@@ -31,57 +26,34 @@ SERVER = Path(__file__).resolve().parent / "fixtures" / "servers" / "tasks_serve
 TRY = "try:\n    out = {call}\nexcept Exception as exc:\n    out = f'{{type(exc).__name__}}: {{exc}}'\nout\n"
 
 
-async def _approve(request: ApprovalRequest) -> ApprovalAnswer:
-    return ApprovalAnswer(True, "test")
-
-
 @dataclass
-class Deployment:
-    config: Config
-    log: Path
-    backend: str
+class Deployment(FixtureServer):
+    in_process: bool = True
+    """Programs in the in-process sandbox (fast); else in the configured backend."""
 
     def requests(self, method: str) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        lines = self.log.read_text(encoding="utf-8").splitlines()
-        return [r for r in map(json.loads, lines) if r.get("method") == method]
+        return [r for r in self.logged() if r.get("method") == method]
 
-    def calls(self) -> list[CallRecord]:
-        ledger = open_ledger(self.config.ledger_path, create=False)
-        try:
-            return ledger.list_calls(newest_first=False)
-        finally:
-            ledger.close()
-
-    def engine(self) -> CodeMode:
-        sandbox = in_process_sandbox() if self.backend == "in_process" else None
-        return CodeMode(self.config, approver=CallbackApprover(_approve), sandbox_backend=sandbox)
+    def engine(self, **options: Any) -> CodeMode:
+        return super().engine(sandbox_backend=in_process_sandbox() if self.in_process else None, **options)
 
 
 async def deploy(
     tmp_path: Path, backend: str = "in_process", call_timeout: float = 10, budget_s: float = 600
 ) -> Deployment:
-    log = tmp_path / "tasks.jsonl"
-    config = config_from_mapping(
-        {
-            "policy": {"budget": {"wall_time_s": budget_s}},
-            "servers": {
-                "tasks": {
-                    "command": sys.executable,
-                    "args": [str(SERVER), "--log", str(log)],
-                    "protocol": "legacy",
-                    "call_timeout": call_timeout,
-                }
-            },
-            "sandbox": {"backend": "process" if backend == "in_process" else backend, "pool_size": 0},
-        },
-        base_dir=tmp_path,
+    deployment = await deploy_fixture_server(
+        Deployment,
+        tmp_path,
+        "tasks",
+        SERVER,
+        log="tasks.jsonl",
+        protocol="legacy",
+        backend="process" if backend == "in_process" else backend,
+        policy={"budget": {"wall_time_s": budget_s}},
+        call_timeout=call_timeout,
     )
-    async with McpHost(config) as host:
-        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
-    log.unlink()  # the listing above is not what the tests look at
-    return Deployment(config, log, backend)
+    deployment.in_process = backend == "in_process"
+    return deployment
 
 
 @pytest.mark.parametrize("backend", ["in_process", pytest.param("docker", marks=pytest.mark.docker)])

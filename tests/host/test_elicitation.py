@@ -7,22 +7,16 @@ program runs in a real sandbox (process backend). What the server did is read fr
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from codemode import CallbackApprover, CallbackElicitor, CodeMode, ElicitationAnswer, ElicitationRequest
-from codemode.broker import ApprovalAnswer, ApprovalRequest
-from codemode.catalog import save_lock
+from codemode import CallbackElicitor, ElicitationAnswer, ElicitationRequest
 from codemode.cli._ledger_cmd import ledger as ledger_group
-from codemode.config import Config, config_from_mapping
-from codemode.host import McpHost
-from codemode.ledger import CallRecord, open_ledger
-from codemode.testing import approved_pins
+from tests._fixture_server import FixtureServer, deploy_fixture_server
 
 pytestmark = pytest.mark.anyio
 
@@ -39,27 +33,12 @@ TRY_DELETE = (
 ERAS = ["legacy", "2026-07-28"]
 
 
-async def _approve(request: ApprovalRequest) -> ApprovalAnswer:
-    return ApprovalAnswer(True, "test")
-
-
 @dataclass
-class Guarded:
-    config: Config
-    log: Path
-    asked: list[ElicitationRequest]
+class Guarded(FixtureServer):
+    asked: list[ElicitationRequest] = field(default_factory=lambda: [])
 
     def deletions(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def calls(self, run_id: str) -> list[CallRecord]:
-        ledger = open_ledger(self.config.ledger_path, create=False)
-        try:
-            return ledger.list_calls(run_id=run_id, newest_first=False)
-        finally:
-            ledger.close()
+        return self.logged()
 
     def elicitor(self, answer: ElicitationAnswer) -> CallbackElicitor:
         async def respond(request: ElicitationRequest) -> ElicitationAnswer:
@@ -68,31 +47,18 @@ class Guarded:
 
         return CallbackElicitor(respond, name="test")
 
-    def engine(self, **options: Any) -> CodeMode:
-        return CodeMode(self.config, approver=CallbackApprover(_approve), **options)
-
 
 async def _guarded(tmp_path: Path, protocol: str, **server: Any) -> Guarded:
-    log = tmp_path / "deletions.jsonl"
-    config = config_from_mapping(
-        {
-            "servers": {
-                "guarded": {
-                    "command": sys.executable,
-                    "args": [str(SERVER)],
-                    "env": {"GUARDED_LOG": str(log)},
-                    "protocol": protocol,
-                    "trusted": True,
-                    **server,
-                }
-            },
-            "sandbox": {"backend": "process", "pool_size": 0},
-        },
-        base_dir=tmp_path,
+    return await deploy_fixture_server(
+        Guarded,
+        tmp_path,
+        "guarded",
+        SERVER,
+        log="deletions.jsonl",
+        log_env="GUARDED_LOG",
+        protocol=protocol,
+        **server,
     )
-    async with McpHost(config) as host:
-        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
-    return Guarded(config, log, [])
 
 
 @pytest.fixture(params=ERAS)

@@ -17,17 +17,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from codemode import CallbackApprover, CodeMode
 from codemode._tokens import count_tokens
-from codemode.broker import ApprovalAnswer, ApprovalRequest
 from codemode.broker._inputs import CallbackSampler, SamplingAnswer, SamplingRequest
 from codemode.broker._run import RunLimits
-from codemode.catalog import save_lock
 from codemode.cli._ledger_cmd import ledger as ledger_group
-from codemode.config import Config, config_from_mapping
-from codemode.host import McpHost
-from codemode.ledger import CallRecord, open_ledger
-from codemode.testing import approved_pins
+from tests._fixture_server import FixtureServer, deploy_fixture_server
 
 pytestmark = pytest.mark.anyio
 
@@ -48,27 +42,12 @@ def summarise(text: str, max_tokens: int = 64) -> str:
     )
 
 
-async def _approve(request: ApprovalRequest) -> ApprovalAnswer:
-    return ApprovalAnswer(True, "test")
-
-
 @dataclass
-class Sampling:
-    config: Config
-    log: Path
+class Sampling(FixtureServer):
     asked: list[SamplingRequest] = field(default_factory=lambda: [])
 
     def received(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def calls(self, run_id: str) -> list[CallRecord]:
-        ledger = open_ledger(self.config.ledger_path, create=False)
-        try:
-            return ledger.list_calls(run_id=run_id, newest_first=False)
-        finally:
-            ledger.close()
+        return self.logged()
 
     def model(self, reply: str, answered_by: str = "operator") -> CallbackSampler:
         async def complete(request: SamplingRequest) -> SamplingAnswer:
@@ -77,33 +56,13 @@ class Sampling:
 
         return CallbackSampler(complete, name="test")
 
-    def engine(self, **options: Any) -> CodeMode:
-        return CodeMode(self.config, approver=CallbackApprover(_approve), **options)
-
 
 async def _sampling(tmp_path: Path, protocol: str, budget: int | None = None, **server: Any) -> Sampling:
-    log = tmp_path / "completions.jsonl"
     policy: dict[str, Any] = {} if budget is None else {"budget": {"sampling_tokens_per_run": budget}}
-    config = config_from_mapping(
-        {
-            "servers": {
-                "sampler": {
-                    "command": sys.executable,
-                    "args": [str(SERVER)],
-                    "env": {"SAMPLING_LOG": str(log)},
-                    "protocol": protocol,
-                    "trusted": True,
-                    **server,
-                }
-            },
-            "sandbox": {"backend": "process", "pool_size": 0},
-            "policy": policy,
-        },
-        base_dir=tmp_path,
+    log = {"log": "completions.jsonl", "log_env": "SAMPLING_LOG"}
+    return await deploy_fixture_server(
+        Sampling, tmp_path, "sampler", SERVER, **log, protocol=protocol, policy=policy, **server
     )
-    async with McpHost(config) as host:
-        save_lock(config.lock_path, approved_pins(host.catalogs()).lock)
-    return Sampling(config, log)
 
 
 @pytest.fixture(params=ERAS)

@@ -20,25 +20,14 @@ from mcp import Client
 
 from codemode.ledger import CallRecord, open_ledger
 from codemode.serve._consent import RELAYED_META
+from tests.host.test_sampling import SECRET, summarise
 from tests.serve.conftest import TOKENS_TOML, make_workspace, serving_http
 from tests.serve.test_serve import http, text_of
 
 pytestmark = pytest.mark.anyio
 
 SAMPLER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "sampling_server.py"
-SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
 MODES = ["auto", "legacy"]  # auto negotiates 2026-07-28 with codemode serve
-
-
-def summarise(text: str, max_tokens: int = 64) -> str:
-    return (
-        "from servers.sampler import summarise\n"
-        "try:\n"
-        f"    out = summarise(text={text!r}, max_tokens={max_tokens})['result']\n"
-        "except Exception as exc:\n"
-        "    out = f'{type(exc).__name__}: {exc}'\n"
-        "out\n"
-    )
 
 
 @pytest.fixture(scope="module")
