@@ -6,16 +6,20 @@ package happens to be installed) never loads the model, ``on`` asks for it (a wa
 alone, when the extra is missing), ``auto`` uses it when the extra is installed.
 The environment variable ``CODEMODE_SEARCH_SEMANTIC`` overrides this key for one process, so a
 ranking can be compared without editing the file: ``1``/``true``/``yes``/``on`` switch the signal on,
-``auto`` defers to the extra being installed, any other value switches it off.
+``auto`` defers to the extra being installed, any other value switches it off
+(:func:`~codemode.search._semantic.semantic_setting` decides).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict
 
-SemanticChoice = Literal["auto", "on", "off"]
+# One definition, beside the one function that reads it with its override (semantic_setting), which
+# the engine's tree and ``codemode search`` / ``tree`` both call.
+from codemode.search._semantic import Setting as SemanticChoice
+from codemode.search._semantic import semantic_setting
+
+__all__ = ["SearchConfig", "SemanticChoice", "semantic_setting"]
 
 
 class SearchConfig(BaseModel):

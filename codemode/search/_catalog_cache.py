@@ -6,9 +6,11 @@ content-addressed: its key hashes the lock's bytes, the configured servers, the 
 and this package's source, so any change to what is searched, who searches or how it is ranked
 names a different file, and a stale entry is never read.
 
-Each entry holds the index (:meth:`ToolIndex.to_bytes`) and, per tool, the fields of a search result
-at ``summary`` detail. Entries live in ``$CODEMODE_CACHE_DIR``, else ``$XDG_CACHE_HOME/codemode/search``,
-else ``~/.cache/codemode/search``; only the most recent few are kept.
+Each entry holds the index (:meth:`ToolIndex.to_bytes`: BM25 and, for a hybrid index, the tool
+vectors; callers put the model's id in the key, and loading checks it again) and, per tool, the
+fields of a search result at ``summary`` detail. Entries live in ``$CODEMODE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/codemode/search``, else ``~/.cache/codemode/search``; only the most recent few
+are kept.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemode.search._index import ToolIndex
+from codemode.search._semantic import Embedder
 
 __all__ = ["CachedRow", "CachedSearch", "cache_dir", "cache_key"]
 
-_FORMAT = "codemode-search-cache-1"
+_FORMAT = "codemode-search-cache-2"
 _KEEP = 16  # entries: one per catalog version and principal; older ones are deleted
 
 
@@ -95,6 +98,11 @@ class CachedSearch:
         self.index = index
         self.rows = dict(rows)
 
+    @property
+    def ranker(self) -> str:
+        """``hybrid`` (BM25 fused with embeddings) or ``bm25``: what answers :meth:`search`."""
+        return "hybrid" if self.index.hybrid else "bm25"
+
     def search(self, query: str, k: int) -> list[tuple[CachedRow, float]]:
         return [
             (self.rows[hit.key], hit.score) for hit in self.index.search(query, k) if hit.key in self.rows
@@ -108,7 +116,8 @@ class CachedSearch:
         return marshal.dumps((_FORMAT, self.index.to_bytes(), rows))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> CachedSearch:
+    def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> CachedSearch:
+        """The entry :meth:`to_bytes` wrote; a hybrid one needs its ``embedder`` (:class:`ValueError`)."""
         try:
             form, index_bytes, rows = marshal.loads(data)  # noqa: S302 - see _private
             if form != _FORMAT:
@@ -116,16 +125,21 @@ class CachedSearch:
             table = {key: CachedRow(*fields) for key, fields in rows}
         except (EOFError, TypeError, ValueError) as exc:
             raise ValueError(f"not a search cache entry: {exc}") from exc
-        return cls(ToolIndex.from_bytes(index_bytes), table)  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(index_bytes, bytes):
+            raise ValueError("not a search cache entry: no index")
+        return cls(ToolIndex.from_bytes(index_bytes, embedder), table)  # pyright: ignore[reportUnknownArgumentType]
 
     @classmethod
-    def load(cls, key: str, directory: Path | None = None) -> CachedSearch | None:
-        """The entry ``key``, or None when it is missing or unreadable (then it is rebuilt)."""
+    def load(
+        cls, key: str, directory: Path | None = None, embedder: Embedder | None = None
+    ) -> CachedSearch | None:
+        """The entry ``key``, or None when it is missing, unreadable, truncated or of another model
+        (then the caller rebuilds it: a damaged entry costs one slow search, never a wrong one)."""
         path = (directory or cache_dir()) / f"{key}.bin"
         try:
             if not _private(path):
                 return None
-            return cls.from_bytes(path.read_bytes())
+            return cls.from_bytes(path.read_bytes(), embedder)
         except (OSError, ValueError):
             return None
 

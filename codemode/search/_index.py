@@ -8,7 +8,7 @@ import marshal
 import re
 from collections import Counter
 from collections.abc import Iterable, KeysView, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from codemode.search._bm25 import BM25FIndex, FieldSpec
 from codemode.search._model import SearchDocument, SearchHit
@@ -48,7 +48,7 @@ _FIELDS: tuple[FieldSpec, ...] = (
 _K1 = 1.2
 # The layout of to_bytes(). Caches also key on this package's source, so a change of weights or
 # tokenisation needs no bump here; a change of the layout does.
-_FORMAT = "codemode-search-1"
+_FORMAT = "codemode-search-2"
 # Share of the fused score that comes from the embedding cosine; chosen on the benchmark's dev queries.
 SEMANTIC_WEIGHT = 0.6
 _COVERAGE_EXPONENT = 1.0
@@ -106,6 +106,26 @@ def _semantic_texts(documents: Iterable[SearchDocument]) -> list[str]:
         )
         for doc in documents
     ]
+
+
+def _load_vectors(stored: object, count: int, embedder: Embedder | None) -> tuple[SemanticIndex, float]:
+    """The semantic part :meth:`ToolIndex.to_bytes` stored, checked against ``embedder`` and ``count``."""
+    import numpy as np
+
+    from codemode.search._semantic import SemanticIndex
+
+    if not isinstance(stored, tuple) or len(stored) != 5:  # pyright: ignore[reportUnknownArgumentType]
+        raise ValueError("damaged vectors in a serialised tool index")
+    model_id, weight, rows, cols, raw = cast("tuple[object, ...]", stored)
+    if not (isinstance(rows, int) and isinstance(cols, int) and isinstance(raw, bytes)):
+        raise ValueError("damaged vectors in a serialised tool index")
+    if rows != count or not isinstance(weight, float) or len(raw) != rows * cols * 4:
+        raise ValueError("inconsistent vectors in a serialised tool index")
+    if embedder is None or embedder.model_id != model_id:
+        raise ValueError(f"a hybrid index of model {model_id!r} needs that model to search")
+    # Read-only over the loaded bytes (no copy): updates build new matrices, nothing writes to this one.
+    matrix = np.frombuffer(raw, dtype="<f4").reshape(rows, cols)
+    return SemanticIndex(embedder, matrix.astype(np.float32, copy=False)), weight
 
 
 def _check_unique(keys: Sequence[str]) -> None:
@@ -370,29 +390,44 @@ class ToolIndex:
         return len(self._slot_of)
 
     def to_bytes(self) -> bytes:
-        """The BM25 index as bytes for :meth:`from_bytes` (a cache file; not for untrusted storage).
+        """The index as bytes for :meth:`from_bytes` (a cache file; not for untrusted storage).
 
-        Loading it is far cheaper than tokenising a catalog again. The semantic part is not
-        included: vectors have their own cache (:class:`~codemode.search.EmbeddingCache`).
+        Loading it is far cheaper than tokenising a catalog again. A hybrid index also stores its
+        vectors (float32, one row per document) and its model's id and fusion weight, so loading it
+        embeds nothing: only queries are embedded then.
         """
-        if self._semantic is not None:
-            raise ValueError("a hybrid index is not serialisable; cache its embeddings instead")
         if self._positions is None and len(self._slot_of) == len(self._keys):
-            state = self._bm25.state()
-            return marshal.dumps((_FORMAT, self._keys, state, self._exact, self._vocabulary))
-        order = self._order()  # free slots or another order: numbered afresh, in document order
-        renumber = {slot: i for i, slot in enumerate(order)}
-        keys = tuple(self._keys[slot] for slot in order)
-        exact = {form: tuple(sorted(renumber[s] for s in slots)) for form, slots in self._exact.items()}
-        return marshal.dumps((_FORMAT, keys, self._bm25.state(order), exact, self._vocabulary))
+            order = None
+            keys, state, exact = self._keys, self._bm25.state(), self._exact
+        else:
+            order = self._order()  # free slots or another order: numbered afresh, in document order
+            renumber = {slot: i for i, slot in enumerate(order)}
+            keys = tuple(self._keys[slot] for slot in order)
+            state = self._bm25.state(order)
+            exact = {form: tuple(sorted(renumber[s] for s in slots)) for form, slots in self._exact.items()}
+        vectors = None
+        if self._semantic is not None:
+            matrix = self._semantic.rows(order)
+            vectors = (
+                self._semantic.model_id,
+                self._semantic_weight,
+                matrix.shape[0],
+                matrix.shape[1] if matrix.ndim == 2 else 0,
+                matrix.astype("<f4", copy=False).tobytes(),
+            )
+        return marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ToolIndex:
-        """The index :meth:`to_bytes` wrote; :class:`ValueError` if ``data`` is not one (of this version)."""
+    def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> ToolIndex:
+        """The index :meth:`to_bytes` wrote; :class:`ValueError` if ``data`` is not one (of this version).
+
+        A hybrid index needs ``embedder``, the model its vectors came from (same ``model_id``), to
+        embed queries; without it, or with another model, it is refused (:class:`ValueError`).
+        """
         try:
             # Plain tuples, dicts, strs and floats; callers read only files this user wrote.
             loaded = marshal.loads(data)  # noqa: S302
-            form, keys, state, exact, vocabulary = loaded
+            form, keys, state, exact, vocabulary, vectors = loaded
         except (EOFError, TypeError, ValueError) as exc:
             raise ValueError(f"not a serialised tool index: {exc}") from exc
         if form != _FORMAT or not isinstance(keys, tuple) or not isinstance(exact, dict):
@@ -400,7 +435,10 @@ class ToolIndex:
         bm25 = BM25FIndex.from_state(state)  # pyright: ignore[reportUnknownArgumentType]
         if len(bm25) != len(keys):  # pyright: ignore[reportUnknownArgumentType]
             raise ValueError("inconsistent tool index")
-        return cls(keys, bm25, exact, vocabulary)  # pyright: ignore[reportUnknownArgumentType]
+        if vectors is None:
+            return cls(keys, bm25, exact, vocabulary)  # pyright: ignore[reportUnknownArgumentType]
+        semantic, weight = _load_vectors(vectors, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
+        return cls(keys, bm25, exact, vocabulary, semantic, weight)  # pyright: ignore[reportUnknownArgumentType]
 
     def _query_groups(self, terms: list[str]) -> list[dict[str, float]]:
         """One ``{term: weight}`` group per distinct query word: the word, its synonyms, its completions."""

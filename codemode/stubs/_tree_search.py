@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from typing import Final
 from codemode.config import SemanticChoice
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
 from codemode.search._catalog_cache import cache_dir
-from codemode.search._semantic import SEMANTIC_ENV
+from codemode.search._semantic import MISSING_EXTRA, SEMANTIC_ENV, semantic_setting
 
 __all__ = ["SEMANTIC_ENV", "SemanticChoice", "ViewIndexes", "build_index", "semantic_wanted"]
 
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 ``off`` ranks with BM25 alone."""
 
 _MAX_VIEW_INDEXES: Final = 8
-_ON: Final = frozenset({"1", "true", "yes", "on"})
 # An update touching more than this share of the documents is no cheaper than building afresh.
 _MAX_UPDATE_SHARE: Final = 0.5
 
@@ -50,28 +48,14 @@ def _shared_embeddings() -> EmbeddingCache:
         return _embeddings
 
 
-def _setting(choice: SemanticChoice | None) -> SemanticChoice:
-    """The setting in force: :data:`SEMANTIC_ENV` (``CODEMODE_SEARCH_SEMANTIC``) when set -
-    ``1`` / ``true`` / ``yes`` / ``on`` mean on, ``auto`` defers to the extra being installed,
-    anything else means off - else ``choice`` (the ``[search] semantic`` setting); None, from
-    callers that pass no configuration, keeps the historical default: off."""
-    env = os.environ.get(SEMANTIC_ENV, "").strip().lower()
-    if env:
-        return "on" if env in _ON else "auto" if env == "auto" else "off"
-    return choice or "off"
-
-
 def semantic_wanted(choice: SemanticChoice | None) -> bool:
     """Whether to rank with the semantic signal, before knowing whether the extra is installed."""
-    return _setting(choice) != "off"
+    return semantic_setting(choice) != "off"
 
 
 @functools.cache
 def _warn_missing_extra() -> None:
-    log.warning(
-        '[search] semantic = "on" but the semantic extra is not installed'
-        " (pip install 'codemode[semantic]'); ranking with BM25 alone"
-    )
+    log.warning(MISSING_EXTRA)
 
 
 def build_index(
@@ -88,7 +72,7 @@ def build_index(
     cache folder, so a re-render after ``list_changed``, another principal's view or the next process
     embeds only tools it has not seen.
     """
-    setting = _setting(semantic)
+    setting = semantic_setting(semantic)
     embedder = load_embedder() if setting != "off" else None
     if embedder is None:
         if setting == "on":
