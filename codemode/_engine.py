@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -42,6 +42,7 @@ from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, ServerStatus, TransportFactory
+from codemode.host._inputs import RootsUpdate
 from codemode.ledger import Ledger, open_ledger
 from codemode.sandbox import RunOutcome, SandboxManager, Session
 from codemode.sandbox._backend import BackendFactory
@@ -209,6 +210,11 @@ class CodeMode:
     def statuses(self) -> list[ServerStatus]:
         host, *_ = self._require()
         return host.statuses()
+
+    async def update_roots(self, server: str, roots: Sequence[str]) -> RootsUpdate:
+        """Offer ``roots`` to ``server`` from now on, telling it where the protocol allows (see
+        :meth:`McpHost.update_roots`). ``codemode serve`` calls it when the config's roots change."""
+        return await self._require()[0].update_roots(server, roots)
 
     def drift(self) -> list[str]:
         """Tools whose live definition differs from its approved pin, or that the server no

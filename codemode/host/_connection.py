@@ -125,7 +125,7 @@ class ServerConnection:
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
         self._http_refusals = Refusals()
         self._cut_results: CutResults = {}
-        self._inputs = InputRouter(config)
+        self.inputs = InputRouter(config, lambda: self._client)  # its update_roots tells this client
         self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._mark_lost)
         # Announced list changes vs. the ones a completed re-listing has covered: between the
         # two, the catalog may describe tools the server no longer offers as listed.
@@ -198,7 +198,7 @@ class ServerConnection:
             "message_handler": self._on_message,
             # The catalog must reflect the server now; list-changed drift detection depends on it.
             "cache": None,
-            **self._inputs.client_callbacks(),
+            **self.inputs.client_callbacks(),
         }
         if self._transport is not None:
             return Client(self._transport(), **common)
@@ -520,14 +520,14 @@ class ServerConnection:
                 request_state=state,
             )
 
-        self._inputs.track(marker, inputs)
+        self.inputs.track(marker, inputs)
         try:
             if self._tasks.wants_task(client.session, name):
                 params = {"name": name, "arguments": arguments, "_meta": call_meta}
                 return await self._tasks.call(client.session, params, time_limit_s=time_limit_s, watch=watch)
             answer = await send()
             if isinstance(answer, mcp_types.InputRequiredResult):
-                answer = await drive_input_rounds(answer, partial(self._inputs.answer, inputs), send)
+                answer = await drive_input_rounds(answer, partial(self.inputs.answer, inputs), send)
         except OutcomeUnknownError:
             raise  # a task's own verdict (it was created, then lost, unfinished or cancelled)
         except InputRoundsExceeded as exc:
@@ -552,7 +552,7 @@ class ServerConnection:
             # output schema. The call did complete: its cut result is the answer.
             answer = cut
         finally:
-            self._inputs.forget(marker)
+            self.inputs.forget(marker)
             self._tasks.forget(marker)
             self._http_refusals.pop(marker)
             self._cut_results.pop(marker, None)

@@ -8,7 +8,7 @@ server and a way to send a request to one server by its configured name.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -21,7 +21,7 @@ from codemode.catalog import ServerCatalog
 from codemode.config import Config
 from codemode.errors import CatalogError
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
-from codemode.host._inputs import InputHandler
+from codemode.host._inputs import InputHandler, RootsUpdate
 from codemode.host._status import ConnectionState, ServerStatus
 
 if TYPE_CHECKING:
@@ -127,6 +127,17 @@ class McpHost:
 
     async def refresh(self, server: str) -> ServerCatalog:
         return await self.connection(server).refresh_catalog()
+
+    async def update_roots(self, server: str, roots: Sequence[str]) -> RootsUpdate:
+        """Offer ``roots`` (absolute paths) to ``server`` from now on, and send it
+        ``notifications/roots/list_changed`` where the protocol allows (2025-11-25, on a
+        connection that declared the roots capability). ``self.config`` stays as it was.
+
+        Raises:
+            CatalogError: no such server is configured and enabled.
+            ValueError: a root is not an absolute path.
+        """
+        return await self.connection(server).inputs.update_roots(roots)
 
     async def call_tool(
         self,

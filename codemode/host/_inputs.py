@@ -19,7 +19,8 @@ request             answer
 elicitation         ``elicitation = "relay"``: the call's :class:`InputHandler` (the broker
                     asks the run's person, never the program); ``"deny"``: declined, and the
                     capability is not even declared
-roots               the server's configured ``roots`` (not declared when there are none)
+roots               the server's configured ``roots`` (not declared when there are none);
+                    :meth:`InputRouter.update_roots` changes them on a live connection
 sampling            ``sampling = "relay"``: the call's handler (the broker filters the request,
                     takes it from the run's sampling budget and asks the run's model, never
                     the program); ``"deny"`` (default): refused, and the capability is not
@@ -29,23 +30,28 @@ sampling            ``sampling = "relay"``: the call's handler (the broker filte
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 import mcp_types
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
 from codemode.config import ServerConfig
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 __all__ = [
     "MAX_INPUT_ROUNDS",
     "InputHandler",
     "InputRoundsExceeded",
     "InputRouter",
+    "RootsUpdate",
     "SamplingHandler",
     "drive_input_rounds",
 ]
@@ -64,6 +70,31 @@ SAMPLING_REFUSED = (
     '"relay" passes them to the run\'s model)'
 )
 NO_MODEL_TO_ASK = "this tool call has no model to answer the server's sampling request"
+NO_ROOTS = "no roots are configured"
+
+RootsUpdate = Literal["unchanged", "notified", "updated", "reconnect needed"]
+"""What :meth:`InputRouter.update_roots` did:
+
+* ``unchanged``: the roots were already these; nothing was sent.
+* ``notified``: the server was sent ``notifications/roots/list_changed`` (2025-11-25).
+* ``updated``: the server gets the new roots the next time it asks, but was not told: it is not
+  connected (the next connection offers them), it speaks 2026-07-28 (no client notifications in
+  that revision: it asks for roots in each call's input rounds), or no roots are left on a
+  connection that never had the capability.
+* ``reconnect needed``: the connection was made without roots, so the capability was not declared
+  and cannot be on a live connection; the roots are offered from the next connection on.
+"""
+
+
+def _listed(roots: Sequence[str]) -> mcp_types.ListRootsResult:
+    for root in roots:
+        if not Path(root).is_absolute():
+            raise ValueError(f"root {root!r} is not an absolute path; write it as /full/path")
+    return mcp_types.ListRootsResult(
+        roots=[
+            mcp_types.Root(uri=FileUrl(Path(root).as_uri()), name=Path(root).name or root) for root in roots
+        ]
+    )
 
 
 class InputRoundsExceeded(Exception):
@@ -90,27 +121,55 @@ class SamplingHandler(Protocol):
 class InputRouter:
     """One connection's answers to its server's requests, and the calls they can belong to."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, live: Callable[[], Client | None] = lambda: None) -> None:
+        """``live`` gives the connection's client while there is one (for :meth:`update_roots`)."""
         self._config = config
+        self._live = live
         self._in_flight: dict[str, InputHandler | None] = {}
-        self._roots = mcp_types.ListRootsResult(
-            roots=[
-                mcp_types.Root(uri=FileUrl(Path(root).as_uri()), name=Path(root).name or root)
-                for root in config.roots
-            ]
-        )
+        self._paths = tuple(config.roots)
+        self._roots = _listed(self._paths)
+        self._declared = False
+        """Whether the latest client was made with the roots capability (see client_callbacks)."""
 
     def client_callbacks(self) -> dict[str, Any]:
         """The SDK client's callbacks: only those the config allows, so that only those
-        capabilities are declared to the server."""
+        capabilities are declared to the server (roots: with ``listChanged``, by the SDK)."""
         callbacks: dict[str, Any] = {}
         if self._config.elicitation == "relay":
             callbacks["elicitation_callback"] = self._on_elicit
         if self._config.sampling == "relay":
             callbacks["sampling_callback"] = self._on_sample
-        if self._config.roots:
+        self._declared = bool(self._roots.roots)
+        if self._declared:
             callbacks["list_roots_callback"] = self._on_list_roots
         return callbacks
+
+    @property
+    def roots(self) -> list[str]:
+        """The roots offered now (absolute paths)."""
+        return list(self._paths)
+
+    async def update_roots(self, roots: Sequence[str]) -> RootsUpdate:
+        """Offer ``roots`` (absolute paths) from now on, and tell the server on the live
+        connection, if any, when the protocol lets the host. Emptying them keeps the capability
+        declared and lists no roots. See :data:`RootsUpdate`.
+
+        Raises:
+            ValueError: a root is not an absolute path (nothing changes).
+        """
+        if tuple(roots) == self._paths:
+            return "unchanged"
+        listed = _listed(roots)
+        self._paths, self._roots = tuple(roots), listed
+        client = self._live()
+        if client is None:
+            return "updated"
+        if not self._declared:
+            return "reconnect needed" if self._paths else "updated"
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return "updated"
+        await client.session.send_notification(mcp_types.RootsListChangedNotification())
+        return "notified"
 
     def track(self, marker: str, handler: InputHandler | None) -> None:
         """A call is in flight: its server's legacy requests may go to ``handler`` (until
@@ -158,8 +217,8 @@ class InputRouter:
                 return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NOBODY_TO_ASK)
             return await handler.elicit(request.params)
         if isinstance(request, mcp_types.ListRootsRequest):
-            if not self._config.roots:
-                return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="no roots are configured")
+            if not self._roots.roots and not self._declared:
+                return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=NO_ROOTS)
             return self._roots
         if self._config.sampling == "deny":
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=SAMPLING_REFUSED)

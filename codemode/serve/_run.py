@@ -12,6 +12,7 @@ from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -23,6 +24,7 @@ from codemode.broker import Approver
 from codemode.config import Config, MissingSecretError, resolve_references
 from codemode.errors import ConfigError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
+from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
 
 if TYPE_CHECKING:
@@ -164,6 +166,13 @@ async def _housekeeping(engine: CodeMode, server: CodemodeServer) -> None:
         server.pending.expire(PENDING_RUN_TTL_S)
 
 
+def _watch_config(tg: TaskGroup, engine: CodeMode, config: Config) -> None:
+    """Roots edited in the config file apply while serving (see :mod:`codemode.serve._watch`)."""
+    watch = ConfigWatch.of(engine, config)
+    if watch is not None:
+        tg.start_soon(watch.run)
+
+
 def _default_identity(config: Config) -> Identity:
     return Identity(config.serve.principal, config.serve.tenant)
 
@@ -173,6 +182,7 @@ async def serve_stdio(config: Config, *, approver: Approver | None = None) -> No
         server = CodemodeServer(engine, default=_default_identity(config))
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
+        _watch_config(tg, engine, config)
         await server.mcp.run_stdio_async()
         tg.cancel_scope.cancel()
 
@@ -217,6 +227,7 @@ async def serve_http(
         server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
+        _watch_config(tg, engine, config)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
