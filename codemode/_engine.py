@@ -29,11 +29,12 @@ from pydantic import JsonValue
 
 from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
 from codemode._metrics import active as active_metrics
-from codemode._run_result import RunErrorInfo, RunResult
+from codemode._run_finish import finished_run
+from codemode._run_result import RunResult
 from codemode._tokens import count_tokens
 from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode._tracing import run_span
-from codemode.broker import Approver, Broker, Elicitor, FilterReport
+from codemode.broker import Approver, Broker, Elicitor
 from codemode.broker._inputs import Sampler
 from codemode.broker._run import RunLimits, RunState
 from codemode.broker._visibility import visible_to
@@ -41,8 +42,7 @@ from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRe
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import PolicyError, SandboxError
-from codemode.host import McpHost, ServerStatus, TransportFactory
-from codemode.host._inputs import RootsUpdate
+from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Ledger, open_ledger
 from codemode.sandbox import RunOutcome, SandboxManager, Session
 from codemode.sandbox._backend import BackendFactory
@@ -404,7 +404,7 @@ class CodeMode:
                     )
                     tg.cancel_scope.cancel()
                 assert outcome is not None
-                result = self._finish(binding, outcome)
+                result = finished_run(broker, binding, outcome, measure_tokens=self.measure_tokens)
             except BaseException:
                 if broker.run_state(binding.run_id) is not None:
                     broker.close_run(binding.run_id)
@@ -460,60 +460,6 @@ class CodeMode:
             record = {"calls": summary.calls, "denials": summary.denials, "purpose": purpose}
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, status, record))
-
-    def _finish(self, binding: RunBinding, outcome: RunOutcome) -> RunResult:
-        """Apply the result filter to everything that leaves the run, then close it in the broker."""
-        broker = self._broker
-        assert broker is not None
-        final_filter = broker.final_filter(binding.run_id)
-        report = FilterReport()
-        value = outcome.final
-        filtered: Any = final_filter.value(value, report)
-        stdout = final_filter.text(outcome.stdout, report)
-        stderr = final_filter.text(outcome.stderr, report)
-        error: RunErrorInfo | None = None
-        if outcome.error is not None:
-            error = RunErrorInfo(
-                kind=outcome.error.kind,
-                type=outcome.error.type,
-                message=final_filter.text(outcome.error.message, report),
-                traceback=final_filter.text(outcome.error.traceback, report),
-            )
-        summary = broker.close_run(binding.run_id)
-        flags = list(summary.flags)
-        if report.injection_suspected:
-            flags.append("instruction-like text in the final result")
-        result = RunResult(
-            status=outcome.status,
-            result=filtered,
-            result_kind="json"
-            if outcome.result_kind == "json" and not outcome.result_truncated
-            else ("stdout" if outcome.result_kind == "stdout" else "repr"),
-            stdout=stdout,
-            stderr=stderr,
-            error=error,
-            run_id=binding.run_id,
-            principal=binding.principal,
-            tenant=binding.tenant,
-            session_id=binding.session_id,
-            calls=summary.calls,
-            denials=summary.denials,
-            duration_ms=outcome.duration_ms,
-            backend=outcome.backend,
-            result_truncated=outcome.result_truncated,
-            stdout_truncated=outcome.stdout_truncated,
-            stderr_truncated=outcome.stderr_truncated,
-            secrets_redacted=report.secrets_redacted,
-            pii_tokenized=report.pii_tokenized,
-            flags=tuple(flags),
-            peak_concurrency=summary.peak_concurrency,
-            unknown_outcomes=summary.unknown_outcomes,
-            tool_result_bytes=summary.result_bytes,
-            tool_result_tokens=summary.result_tokens if self.measure_tokens else None,
-        )
-        if self.measure_tokens:
-            result = result.model_copy(update={"final_tokens": count_tokens(result.model_text())})
-        return result
 
     # -- batch -------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
 from codemode.host._host import McpHost
 from codemode.host._http import network_policy
-from codemode.host._inputs import InputHandler
+from codemode.host._inputs import InputHandler, RootsUpdate
 from codemode.host._status import ConnectionState, ServerStatus
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "ConnectionState",
     "InputHandler",
     "McpHost",
+    "RootsUpdate",
     "ServerConnection",
     "ServerStatus",
     "TransportFactory",
