@@ -1,34 +1,40 @@
-"""Broker overhead benchmark: one trivial read-only tool call through sandbox + broker vs a direct client.
+"""Broker overhead benchmark: one trivial tool call through sandbox + broker vs a direct client.
 
     .venv/bin/python benchmarks/broker_bench.py                 # readable table
     .venv/bin/python benchmarks/broker_bench.py --json          # machine-readable
     .venv/bin/python benchmarks/broker_bench.py -n 300 --backend docker
 
-Both paths call the same tool of the same example server (``crm``, over stdio, a process of
-its own for each path), in the same run, in alternating rounds so that machine noise hits
-both alike:
+All paths call the same tool of the same example server (``crm``, over stdio, a process of its
+own for each path), in the same run, in alternating rounds so that machine noise hits them alike:
 
-* ``direct``  — an ``mcp.Client`` in this process calls the tool and waits for the answer.
-* ``broker``  — a program in the sandbox calls the generated stub in a loop and times each call
+* ``direct`` — an ``mcp.Client`` in this process calls the tool and waits for the answer.
+* ``read``   — a program in the sandbox calls the generated stub in a loop and times each call
   with ``time.perf_counter()`` inside the sandbox: the channel to the host, every broker gate,
-  the ledger record before and after the call (with its fsync), the MCP call, the result filter
-  and the way back.
+  the MCP call, the result filter and the way back. The policy declares the tool read-only
+  (``[policy.consent] read_only``), so its one ledger record is queued after the answer.
+* ``write``  — the same, on an engine whose policy does not declare it read-only (consent is
+  waived with ``never``): the write path, a record written and fsync'd before the request
+  leaves and the outcome's record fsync'd after (``[ledger] durability = "full"``, the default).
+* ``write_ahead`` — the write path with ``durability = "write_ahead"``: only the record before
+  the request is fsync'd; the outcome's record is committed without waiting for the disk.
 
-The headline is the ratio of the p50s (target: within 1.3x of the direct call). Throughput is
-calls per second through the broker with 1 and with 16 calls in flight (the program fans out
-with ``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent tasks.
+The headline is the ratio of each path's p50 to the direct call's (targets: 1.3x for a read,
+2.0x for a write with its write-ahead record and fsync). Throughput is calls per second on the
+read path with 1 and with 16 calls in flight (the program fans out with
+``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent tasks. The
+per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers wrapped on the broker,
+outside the ratio's rounds.
 
 The tool is ``crm/list_writes(customer_id=…)`` for a customer without writes: a small answer,
 so the numbers show the cost of the path and not of moving data. ``--tool get_customer`` times
 a 4 KB record with e-mail addresses and phone numbers (PII tokenisation at work) instead.
-The policy declares both tools read-only (``[policy.consent] read_only``), as an operator would
-for reads: their ledger records are then written without an fsync (see ``Broker._durable``);
-``--untrusted`` leaves that out, so every record is fsync'd. Nothing is asserted.
+Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -54,6 +60,8 @@ from codemode.config import BackendChoice, load_config  # noqa: E402
 from codemode.host import McpHost  # noqa: E402
 
 CRM = ROOT / "examples" / "servers" / "crm_server.py"
+PATHS = ("read", "write", "write_ahead")
+TARGETS = {"read": 1.3, "write_ahead": 2.0}
 
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "list_writes": ("list_writes", {"customer_id": "CUST-0002"}),
@@ -90,9 +98,13 @@ def latency(name: str, samples_s: list[float]) -> Latency:
     )
 
 
-def write_config(directory: Path, backend: str, read_only: bool) -> Path:
+def write_config(directory: Path, backend: str, path: str) -> Path:
+    """A workspace whose policy sends the tools down the ``read`` or the ``write`` path."""
+    directory.mkdir(parents=True, exist_ok=True)
     config = directory / "codemode.toml"
-    declared = [f"crm/{name}" for name, _ in TOOLS.values()] if read_only else []
+    tools = json.dumps([f"crm/{name}" for name, _ in TOOLS.values()])
+    consent = f"read_only = {tools}" if path == "read" else f"never = {tools}"
+    durability = "write_ahead" if path == "write_ahead" else "full"
     config.write_text(
         f"""
 [servers.crm]
@@ -109,7 +121,10 @@ calls_per_run = 1000000
 concurrent_calls = 16
 
 [policy.consent]
-read_only = {json.dumps(declared)}
+{consent}
+
+[ledger]
+durability = "{durability}"
 """,
         encoding="utf-8",
     )
@@ -209,26 +224,32 @@ async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: i
 
 
 async def bench(
-    n: int, rounds: int, fan_out_calls: int, backend: str, tool_key: str, read_only: bool, stages: bool
+    n: int, rounds: int, fan_out_calls: int, backend: str, tool_key: str, stages: bool
 ) -> dict[str, Any]:
     tool, arguments = TOOLS[tool_key]
     directory = Path(tempfile.mkdtemp(prefix="codemode-broker-bench-"))
     try:
-        config_path = write_config(directory, backend, read_only)
-        await pin_everything(config_path)
+        configs = {path: write_config(directory / path, backend, path) for path in PATHS}
+        for config_path in configs.values():
+            await pin_everything(config_path)
         params = StdioServerParameters(
             command=sys.executable, args=[str(CRM)], env={"CRM_STATE_DIR": str(directory / "crm-direct")}
         )
-        direct: list[float] = []
-        brokered: list[float] = []
-        async with CodeMode(load_config(config_path)) as engine, mcp.Client(params) as client:
-            used_backend = engine.backend
+        samples: dict[str, list[float]] = {"direct": [], **{path: [] for path in PATHS}}
+        async with contextlib.AsyncExitStack() as stack:
+            engines = {
+                p: await stack.enter_async_context(CodeMode(load_config(c))) for p, c in configs.items()
+            }
+            client = await stack.enter_async_context(mcp.Client(params))
+            used_backend = engines["read"].backend
             await direct_loop(client, tool, arguments, 20)  # warm-up
-            await broker_run(engine, loop_program(tool, arguments, 20))
+            for engine in engines.values():
+                await broker_run(engine, loop_program(tool, arguments, 20))
             per_round = max(1, n // rounds)
             for _ in range(rounds):
-                direct += await direct_loop(client, tool, arguments, per_round)
-                brokered += await broker_run(engine, loop_program(tool, arguments, per_round))
+                samples["direct"] += await direct_loop(client, tool, arguments, per_round)
+                for path, engine in engines.items():
+                    samples[path] += await broker_run(engine, loop_program(tool, arguments, per_round))
             throughput: list[Throughput] = []
             for concurrency in (1, 16):
                 seconds = await direct_fan_out(client, tool, arguments, fan_out_calls, concurrency)
@@ -236,41 +257,46 @@ async def bench(
                     Throughput("direct", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
                 )
                 code = fan_out_program(tool, arguments, fan_out_calls, concurrency)
-                seconds = float(await broker_run(engine, code))
+                seconds = float(await broker_run(engines["read"], code))
                 throughput.append(
-                    Throughput("broker", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
+                    Throughput("read", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
                 )
-            per_stage = await breakdown(engine, tool, arguments, n) if stages else None
+            per_stage = (
+                {path: await breakdown(engine, tool, arguments, n) for path, engine in engines.items()}
+                if stages
+                else None
+            )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    series = [latency("direct", direct), latency("broker", brokered)]
-    ratio = series[1].p50_ms / series[0].p50_ms
+    series = {name: latency(name, values) for name, values in samples.items()}
+    direct = series["direct"]
     return {
         "tool": f"crm/{tool}",
         "arguments": arguments,
         "backend": used_backend,
-        "declared_read_only": read_only,
-        "latency": [asdict(s) for s in series],
-        "p50_ratio": ratio,
-        "p95_ratio": series[1].p95_ms / series[0].p95_ms,
-        "target_p50_ratio": 1.3,
+        "latency": [asdict(s) for s in series.values()],
+        "p50_ratio": {path: series[path].p50_ms / direct.p50_ms for path in PATHS},
+        "p95_ratio": {path: series[path].p95_ms / direct.p95_ms for path in PATHS},
+        "target_p50_ratio": TARGETS,
         "throughput": [asdict(t) for t in throughput],
         "breakdown_ms": per_stage,
     }
 
 
 def print_table(report: dict[str, Any]) -> None:
-    declared = "declared read-only" if report["declared_read_only"] else "not declared read-only"
-    print(f"tool {report['tool']} {report['arguments']} ({declared}), sandbox backend {report['backend']}")
+    print(f"tool {report['tool']} {report['arguments']}, sandbox backend {report['backend']}")
     print()
     print(f"{'path':<8} {'n':>6} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
     for s in report["latency"]:
         print(f"{s['name']:<8} {s['n']:>6} {s['p50_ms']:>9.2f} {s['p95_ms']:>9.2f} {s['mean_ms']:>9.2f}")
     print()
-    print(
-        f"broker / direct: p50 {report['p50_ratio']:.2f}x (target <= {report['target_p50_ratio']}x), "
-        f"p95 {report['p95_ratio']:.2f}x"
-    )
+    for path in PATHS:
+        target = report["target_p50_ratio"].get(path)
+        wanted = f"target <= {target}x" if target is not None else "no target"
+        print(
+            f"{path} / direct: p50 {report['p50_ratio'][path]:.2f}x ({wanted}), "
+            f"p95 {report['p95_ratio'][path]:.2f}x"
+        )
     print()
     print(f"{'path':<8} {'in flight':>9} {'calls':>7} {'seconds':>9} {'calls/s':>9}")
     for t in report["throughput"]:
@@ -280,10 +306,13 @@ def print_table(report: dict[str, Any]) -> None:
         )
     if report["breakdown_ms"]:
         print()
-        print("per-call p50 by stage (timers on, a run of its own)")
+        print("per-call p50 by stage, ms (timers on, runs of their own)")
         explained = dict(STAGES)
-        for stage, ms in report["breakdown_ms"].items():
-            print(f"  {stage:<28} {ms:>7.3f} ms  {explained.get(stage, '')}")
+        rows = list(next(iter(report["breakdown_ms"].values())))
+        print(f"  {'stage':<28} " + " ".join(f"{path:>7}" for path in PATHS))
+        for stage in rows:
+            values = " ".join(f"{report['breakdown_ms'][path][stage]:>7.3f}" for path in PATHS)
+            print(f"  {stage:<28} {values}  {explained.get(stage, '')}")
 
 
 def main() -> None:
@@ -293,9 +322,6 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")
     parser.add_argument("--backend", choices=list(get_args(BackendChoice)), default="auto")
     parser.add_argument("--tool", choices=sorted(TOOLS), default="list_writes")
-    parser.add_argument(
-        "--untrusted", action="store_true", help="do not declare the tool read-only in the policy"
-    )
     parser.add_argument(
         "--no-breakdown",
         action="store_true",
@@ -310,7 +336,6 @@ def main() -> None:
         options.calls,
         options.backend,
         options.tool,
-        not options.untrusted,
         not options.no_breakdown,
     )
     if options.json:

@@ -142,6 +142,7 @@ class CodeMode:
                 approvals=LedgerApprovals(self._ledger),
                 approver=self.approver,
                 lease_s=max((s.call_timeout for s in config.servers.values()), default=60.0) + 60.0,
+                durable_outcomes=config.ledger.durability == "full",
                 count_tokens=count_tokens if self.measure_tokens else None,
             )
             self._sandboxes = await stack.enter_async_context(

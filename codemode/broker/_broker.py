@@ -119,6 +119,7 @@ class Broker:
         approver: Approver | None = None,
         lease_s: float = 600.0,
         count_tokens: Callable[[str], int] | None = None,
+        durable_outcomes: bool = True,
     ) -> None:
         self.policy = policy
         self.catalog = catalog
@@ -127,6 +128,9 @@ class Broker:
         self.ledger = ledger
         self.lease_s = lease_s
         """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
+        self.durable_outcomes = durable_outcomes
+        """Whether a write's outcome record is flushed to disk before the program gets it
+        (``[ledger] durability``); its record before the request always is."""
         self.outcomes = Outcomes(policy.results, count_tokens)
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
@@ -476,7 +480,14 @@ class Broker:
             outcome, stored, receipt, filtered = self.outcomes.fresh(call, result)
             return outcome
         finally:
-            complete = partial(ledger.complete, call_id, stored, receipt=receipt, filtered=filtered)
+            complete = partial(
+                ledger.complete,
+                call_id,
+                stored,
+                receipt=receipt,
+                filtered=filtered,
+                durable=self.durable_outcomes,
+            )
             await self._record(call_id, complete)
 
     async def _send_read(self, call: Call, intent: CallIntent) -> CallOutcome | ServerRefusedError:

@@ -119,3 +119,39 @@ async def test_a_read_the_policy_declares_read_only_takes_the_read_path_on_an_un
     assert isinstance(await broker.call_tool(binding, request(tools, "lookup")), ToolResult)
     [call] = ledger.list_calls(run_id=binding.run_id)
     assert [e.kind for e in ledger.events(call.call_id)] == ["call_read"]
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["full", "write_ahead"])
+async def test_a_writes_outcome_record_is_flushed_unless_durability_is_write_ahead(
+    durable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = FakeTools(trusted=frozenset({"crm"}))
+    tools.add("crm", "add_note", lambda a: {"noted": True}, input_schema=CUSTOMER, annotations=WRITE)
+    ledger = memory_ledger()
+    flushed: list[bool] = []
+    complete = ledger.complete
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        flushed.append(kwargs["durable"])
+        return complete(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "complete", spy)
+    broker = fake_broker(tools, ledger=ledger, policy={"consent": {"never": ["crm/add_note"]}})
+    broker.durable_outcomes = durable
+    binding, _ = open_test_run(broker)
+    assert isinstance(
+        await broker.call_tool(binding, request(tools, "add_note", customer_id="C-1")), ToolResult
+    )
+    assert flushed == [durable]
+    [call] = ledger.list_calls(run_id=binding.run_id)
+    assert call.state == "succeeded"
+
+
+def test_the_ledgers_durability_setting_defaults_to_full_and_refuses_unknown_values() -> None:
+    from codemode.config import config_from_mapping
+    from codemode.errors import ConfigError
+
+    assert config_from_mapping({}).ledger.durability == "full"
+    assert config_from_mapping({"ledger": {"durability": "write_ahead"}}).ledger.durability == "write_ahead"
+    with pytest.raises(ConfigError, match="durability"):
+        config_from_mapping({"ledger": {"durability": "sometimes"}})
