@@ -129,8 +129,8 @@ class Broker:
         self.lease_s = lease_s
         """How long a sent call may stay unanswered before its lease lapses into ``unknown``."""
         self.durable_outcomes = durable_outcomes
-        """Whether a write's outcome record is flushed to disk before the program gets it
-        (``[ledger] durability``); its record before the request always is."""
+        """Whether a write's outcome is recorded and flushed to disk before the program gets it
+        (``[ledger] durability``); else it is queued. Its record before the request always is."""
         self.outcomes = Outcomes(policy.results, count_tokens)
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
@@ -480,15 +480,11 @@ class Broker:
             outcome, stored, receipt, filtered = self.outcomes.fresh(call, result)
             return outcome
         finally:
-            complete = partial(
-                ledger.complete,
-                call_id,
-                stored,
-                receipt=receipt,
-                filtered=filtered,
-                durable=self.durable_outcomes,
-            )
-            await self._record(call_id, complete)
+            if self.durable_outcomes:
+                complete = partial(ledger.complete, call_id, stored, receipt=receipt, filtered=filtered)
+                await self._record(call_id, complete)
+            else:  # written batched, after the program has its answer ([ledger] durability)
+                ledger.complete_later(call_id, stored, receipt=receipt, filtered=filtered)
 
     async def _send_read(self, call: Call, intent: CallIntent) -> CallOutcome | ServerRefusedError:
         """Send a read at once; queue its one record once it is over (see :mod:`codemode.ledger`'s

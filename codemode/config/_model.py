@@ -201,11 +201,11 @@ class LedgerConfig(_Section):
     store_arguments: bool = True
     """Keep each call's canonical arguments (needed to reconcile by read-back; may hold PII)."""
     durability: Literal["full", "write_ahead"] = "full"
-    """Which records of a call that may have a side effect are flushed to disk before the program
-    goes on. ``full``: the record written before the request leaves, and the outcome's record.
-    ``write_ahead``: only the first; the outcome's record reaches disk with the next flush (the
-    next write's, or closing the ledger). A crash of the process loses neither; a power cut may
-    then leave an answered write ``unknown``, to reconcile, and never sends it twice."""
+    """Which records of a call that may have a side effect are on disk before the program goes on.
+    ``full``: the record written before the request leaves, and the outcome's record.
+    ``write_ahead``: only the first; the outcome's record is written after the program has its
+    answer, batched with others, without an fsync. A crash then may leave an answered write
+    ``unknown``, to reconcile; it is never sent twice."""
 
     @field_validator("url")
     @classmethod

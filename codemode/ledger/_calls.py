@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from codemode.calls import CallFailed, ToolResult
+from codemode.calls import CallFailed, ToolError, ToolResult
 from codemode.catalog._hashing import canonical_json
 from codemode.ledger._context import LedgerContext, stored_text
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
@@ -92,23 +93,38 @@ def complete(
 ) -> CallRecord:
     if isinstance(outcome, CallFailed) and outcome.outcome_unknown:
         return mark_unknown(ctx, call_id, outcome.reason)
+    with ctx.write(durable=durable) as tx:
+        new = complete_in(ctx, tx, call_id, outcome, receipt=receipt, filtered=filtered)
+    return call_record(new)
+
+
+def complete_in(
+    ctx: LedgerContext,
+    tx: StoreTransaction,
+    call_id: str,
+    outcome: ToolResult | ToolError | CallFailed,
+    *,
+    receipt: str | None,
+    filtered: Mapping[str, int | bool] | None,
+    at: datetime | None = None,
+) -> Row:
+    """The ``call_completed`` event of :func:`complete`, inside the caller's transaction (``at``:
+    when the answer came, if not now)."""
     state = "succeeded" if isinstance(outcome, ToolResult) else "failed"
     fields = stored_outcome(outcome, ctx.max_result_bytes)
-    with ctx.write(durable=durable) as tx:
-        row = _require(tx, call_id, "call_completed", "complete")
-        stamp = to_text(ctx.now())
-        fields |= {
-            "state": state,
-            "receipt": receipt,
-            "filter_json": None if filtered is None else canonical_json(dict(filtered)).decode(),
-            "completed_at": stamp,
-            "lease_expires_at": None,
-            "updated_at": stamp,
-        }
-        if row["state"] == "unknown":
-            fields["resolved_by"] = "late answer"
-        new = emit(ctx, tx, "call_completed", call_id, fields, current=row)
-    return call_record(new)
+    row = _require(tx, call_id, "call_completed", "complete")
+    stamp = to_text(at or ctx.now())
+    fields |= {
+        "state": state,
+        "receipt": receipt,
+        "filter_json": None if filtered is None else canonical_json(dict(filtered)).decode(),
+        "completed_at": stamp,
+        "lease_expires_at": None,
+        "updated_at": stamp,
+    }
+    if row["state"] == "unknown":
+        fields["resolved_by"] = "late answer"
+    return emit(ctx, tx, "call_completed", call_id, fields, current=row)
 
 
 def record_input(ctx: LedgerContext, call_id: str, answer: Mapping[str, Any]) -> CallRecord:

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from codemode.calls import RunBinding
+from codemode.calls import RunBinding, ToolError, ToolResult
 from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
+from codemode.ledger._deferred import DeferredCompletion, DeferredRecords, write_deferred
 from codemode.ledger._models import (
     ApprovalRecord,
     ApprovalUse,
@@ -31,7 +32,7 @@ from codemode.ledger._models import (
     RunRecord,
     VerifyReport,
 )
-from codemode.ledger._reads import DeferredReads, ReadRecord, write_reads
+from codemode.ledger._reads import ReadRecord
 from codemode.ledger._store import Ledger
 from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore
 from codemode.ledger._time import Clock, to_text
@@ -46,9 +47,9 @@ class StoreLedger:
 
     Thread-safe as far as its store is. All methods block (I/O and, under contention, waiting
     for the store's write lock); call them from a worker thread in async code, except
-    :meth:`record_read`, which only queues. Closing the ledger writes the queued reads, then
-    closes its store. Every query, and ``finish_run``, first waits for the reads queued before
-    it, so what a caller submitted is what it reads back.
+    :meth:`record_read` and :meth:`complete_later`, which only queue. Closing the ledger writes
+    what is queued, then closes its store. Every query, and ``finish_run``, first waits for the
+    records queued before it, so what a caller submitted is what it reads back.
     """
 
     def __init__(
@@ -74,7 +75,7 @@ class StoreLedger:
             # A lost id is tampering: verify reports it; an empty log then cannot be extended.
             genesis="" if ledger_id is None else genesis_hash(ledger_id),
         )
-        self._reads = DeferredReads(lambda batch: write_reads(self._ctx, batch))
+        self._later = DeferredRecords(lambda batch: write_deferred(self._ctx, batch))
 
     @property
     def location(self) -> str:
@@ -90,13 +91,13 @@ class StoreLedger:
         return self._store
 
     def close(self) -> None:
-        self._reads.close()
+        self._later.close()
         self._store.close()
 
     def _settled(self) -> None:
-        """Wait for the reads queued so far (cheap when none are)."""
-        if self._reads.pending:
-            self._reads.flush()
+        """Wait for the records queued so far (cheap when none are)."""
+        if self._later.pending:
+            self._later.flush()
 
     def __enter__(self) -> StoreLedger:
         return self
@@ -159,8 +160,8 @@ class StoreLedger:
     def record_read(self, read: ReadRecord) -> None:
         """Queue the record of a read-only call that is over; it is written in a batch with
         others, without an fsync, off the caller's path. Never blocks on the store. A crash
-        before the batch commits loses the record and nothing else (see :mod:`._reads`)."""
-        self._reads.submit(dataclasses.replace(read, completed_at=self._ctx.now()))
+        before the batch commits loses the record and nothing else (see :mod:`._deferred`)."""
+        self._later.submit(dataclasses.replace(read, completed_at=self._ctx.now()))
 
     def would_replay(self, intent: CallIntent) -> bool:
         """Whether :meth:`reserve` would answer this keyed call with a replay of its first result.
@@ -207,6 +208,19 @@ class StoreLedger:
         return _calls.complete(
             self._ctx, call_id, outcome, receipt=receipt, durable=durable, filtered=filtered
         )
+
+    def complete_later(
+        self,
+        call_id: str,
+        outcome: ToolResult | ToolError,
+        *,
+        receipt: str | None = None,
+        filtered: Mapping[str, int | bool] | None = None,
+    ) -> None:
+        """Queue what :meth:`complete` records, to be written batched, without an fsync, off the
+        caller's path (``[ledger] durability = "write_ahead"``). Never blocks on the store. A
+        crash before it commits leaves the call ``sent``, which recovery makes ``unknown``."""
+        self._later.submit(DeferredCompletion(call_id, outcome, receipt, filtered, self._ctx.now()))
 
     def record_input(self, call_id: str, answer: Mapping[str, Any]) -> CallRecord:
         """Record how the host answered the server's request for input during a sent call

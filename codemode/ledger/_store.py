@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from codemode.calls import RunBinding
+from codemode.calls import RunBinding, ToolError, ToolResult
 from codemode.ledger._models import (
     ApprovalRecord,
     ApprovalUse,
@@ -44,6 +44,14 @@ class Ledger(Protocol):
         self, intent: CallIntent, *, lease_s: float | None = None, send: bool = False, durable: bool = True
     ) -> Reservation: ...
     def record_read(self, read: ReadRecord) -> None: ...
+    def complete_later(
+        self,
+        call_id: str,
+        outcome: ToolResult | ToolError,
+        *,
+        receipt: str | None = None,
+        filtered: Mapping[str, int | bool] | None = None,
+    ) -> None: ...
     def would_replay(self, intent: CallIntent) -> bool: ...
     def mark_denied(self, intent: CallIntent, *, gate: str, reason: str) -> CallRecord: ...
     def mark_sent(self, call_id: str, *, lease_s: float | None = None) -> CallRecord: ...

@@ -122,29 +122,36 @@ async def test_a_read_the_policy_declares_read_only_takes_the_read_path_on_an_un
 
 
 @pytest.mark.parametrize("durable", [True, False], ids=["full", "write_ahead"])
-async def test_a_writes_outcome_record_is_flushed_unless_durability_is_write_ahead(
+async def test_a_writes_outcome_is_awaited_unless_durability_is_write_ahead(
     durable: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tools = FakeTools(trusted=frozenset({"crm"}))
     tools.add("crm", "add_note", lambda a: {"noted": True}, input_schema=CUSTOMER, annotations=WRITE)
     ledger = memory_ledger()
-    flushed: list[bool] = []
-    complete = ledger.complete
+    how: list[str] = []
+    complete, complete_later = ledger.complete, ledger.complete_later
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        flushed.append(kwargs["durable"])
+    def awaited(*args: Any, **kwargs: Any) -> Any:
+        how.append("awaited")
         return complete(*args, **kwargs)
 
-    monkeypatch.setattr(ledger, "complete", spy)
+    def queued(*args: Any, **kwargs: Any) -> None:
+        how.append("queued")
+        complete_later(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "complete", awaited)
+    monkeypatch.setattr(ledger, "complete_later", queued)
     broker = fake_broker(tools, ledger=ledger, policy={"consent": {"never": ["crm/add_note"]}})
     broker.durable_outcomes = durable
     binding, _ = open_test_run(broker)
     assert isinstance(
         await broker.call_tool(binding, request(tools, "add_note", customer_id="C-1")), ToolResult
     )
-    assert flushed == [durable]
+    assert how == ["awaited" if durable else "queued"]
     [call] = ledger.list_calls(run_id=binding.run_id)
     assert call.state == "succeeded"
+    kinds = [e.kind for e in ledger.events(call.call_id)]
+    assert kinds == ["call_reserved", "call_sent", "call_completed"], "the write-ahead record either way"
 
 
 def test_the_ledgers_durability_setting_defaults_to_full_and_refuses_unknown_values() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from codemode.calls import CallFailed, ToolError, ToolResult
-from codemode.ledger import CallIntent, ReadRecord, StoreLedger
+from codemode.ledger import CallIntent, Fresh, ReadRecord, StoreLedger
 from tests.ledger.conftest import BINDING
 
 Intent = Callable[..., CallIntent]
@@ -109,6 +109,17 @@ def test_closing_the_ledger_writes_what_is_queued(
     store = first.store
     for seq in range(50):
         first.record_read(read(intent, seq, elapsed_s=0.0))
-    first._reads.close()  # pyright: ignore[reportPrivateUsage]  (the store stays open for the check)
+    first._later.close()  # pyright: ignore[reportPrivateUsage]  (the store stays open for the check)
     second = make_ledger(store)
     assert len(second.list_calls(limit=100)) == 50
+
+
+def test_an_outcome_queued_after_the_answer_completes_its_write(ledger: StoreLedger, intent: Intent) -> None:
+    reserved = ledger.reserve(intent(7, key="k7"), send=True)
+    assert isinstance(reserved, Fresh)
+    ledger.complete_later(reserved.call_id, ToolResult(structured={"ok": True}), receipt="r-7")
+    ledger.record_read(read(intent, 8, elapsed_s=0.0))  # one batch may hold both kinds
+    call = ledger.get_call(reserved.call_id)
+    assert call is not None and (call.state, call.receipt) == ("succeeded", "r-7")
+    assert [e.kind for e in ledger.events(call.call_id)] == ["call_reserved", "call_sent", "call_completed"]
+    assert ledger.verify().ok

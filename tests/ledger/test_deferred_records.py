@@ -1,4 +1,4 @@
-"""Deferred read records: group commit, and what a crash leaves behind.
+"""Records written after the fact (reads; outcomes under write_ahead): group commit, and crashes.
 
 The contract suite (``contract/test_reads.py``) checks the records on every store; this file
 checks the writer itself and the crash semantics: a process killed with reads still queued, or
@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
+import codemode.ledger._deferred as deferred_module
 import codemode.ledger._reads as reads_module
 from codemode.calls import ToolResult
 from codemode.ledger import CallIntent, Fresh, ReadRecord, open_ledger
-from codemode.ledger._reads import DeferredReads
+from codemode.ledger._deferred import Deferred, DeferredRecords
 from tests.ledger.conftest import BINDING, make_intent
 
 FORK = multiprocessing.get_context("fork")
@@ -37,13 +38,13 @@ def test_reads_queued_while_a_batch_is_written_go_in_the_next_batch_together() -
     batches: list[int] = []
     first_started, release = threading.Event(), threading.Event()
 
-    def write(batch: Sequence[ReadRecord]) -> None:
+    def write(batch: Sequence[Deferred]) -> None:
         batches.append(len(batch))
         if len(batches) == 1:
             first_started.set()
             release.wait(30)
 
-    deferred = DeferredReads(write)
+    deferred = DeferredRecords(write)
     deferred.submit(a_read(0))
     assert first_started.wait(30)
     for seq in range(1, 11):
@@ -61,13 +62,14 @@ def test_reads_queued_while_a_batch_is_written_go_in_the_next_batch_together() -
 def test_a_batch_the_store_refuses_is_retried_one_record_at_a_time() -> None:
     written: list[str] = []
 
-    def write(batch: Sequence[ReadRecord]) -> None:
-        if any(r.intent.call_id.endswith("/2") for r in batch):
+    def write(batch: Sequence[Deferred]) -> None:
+        reads = [r for r in batch if isinstance(r, ReadRecord)]
+        if any(r.intent.call_id.endswith("/2") for r in reads):
             raise OSError("disk full")
-        written.extend(r.intent.call_id for r in batch)
+        written.extend(r.intent.call_id for r in reads)
 
     started = threading.Event()
-    deferred = DeferredReads(lambda batch: (started.wait(30), write(batch))[1])
+    deferred = DeferredRecords(lambda batch: (started.wait(30), write(batch))[1])
     for seq in range(4):
         deferred.submit(a_read(seq))
     started.set()
@@ -138,9 +140,47 @@ def test_a_process_killed_with_reads_unwritten_leaves_its_writes_and_a_ledger_th
 @pytest.mark.timeout(10)  # a flush that did not hurry the writer would wait out its 60 s linger
 def test_reads_gather_while_the_writer_lingers_and_a_flush_hurries_it() -> None:
     batches: list[int] = []
-    deferred = DeferredReads(lambda batch: batches.append(len(batch)), linger_s=60)
+    deferred = DeferredRecords(lambda batch: batches.append(len(batch)), linger_s=60)
     for seq in range(3):
         deferred.submit(a_read(seq))
     deferred.flush()
     assert batches == [3]
     deferred.close()
+
+
+def _queue_the_outcome_then_die(db: str, write_json: str, ready: Any) -> None:
+    ledger = open_ledger(db)
+    ledger.begin_run(BINDING, "digest")
+    write = ledger.reserve(CallIntent.model_validate_json(write_json), send=True)
+    assert isinstance(write, Fresh)
+
+    def complete_in(*args: Any, **kwargs: Any) -> Any:
+        ready.set()
+        signal.pause()  # killed here, inside the batch's open transaction
+
+    deferred_module.complete_in = complete_in
+    ledger.complete_later(write.call_id, ToolResult(structured={"written": True}))
+    ledger.list_calls()  # hurries the writer
+    signal.pause()
+
+
+def test_a_process_killed_before_a_queued_outcome_commits_leaves_the_write_unknown_never_lost(
+    tmp_path: Path,
+) -> None:
+    """``durability = "write_ahead"``: the outcome of an answered write is queued; a crash before
+    it commits leaves the write to reconcile, as a crash during the call would."""
+    db = tmp_path / "ledger.db"
+    open_ledger(db).close()
+    ready = FORK.Event()
+    write = make_intent(0, key="write-1")
+    child = FORK.Process(target=_queue_the_outcome_then_die, args=(str(db), write.model_dump_json(), ready))
+    child.start()
+    assert ready.wait(timeout=30)
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(timeout=30)
+    with open_ledger(db) as restarted:  # recover=True
+        [call] = restarted.list_calls()
+        assert call.state == "unknown", "sent and not recorded as answered: to reconcile, never re-sent"
+        assert [c.call_id for c in restarted.unknown_calls()] == [call.call_id]
+        assert restarted.verify().ok
