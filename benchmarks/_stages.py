@@ -25,7 +25,7 @@ STAGES = (
     ("ledger before", "the record written before the request leaves (reserve + sent)"),
     ("mcp call", "the MCP request to the server and its answer, through the host"),
     ("result filter", "secret scan and redaction, PII tokenisation, size and token counts"),
-    ("ledger after", "the outcome's record: awaited for a write, only queued for a read"),
+    ("ledger after", "the outcome's record: awaited for a write, queued for a read (and write_ahead)"),
 )
 
 
@@ -99,6 +99,7 @@ def timing(broker: Broker) -> Generator[StageClock]:
         (broker.backend, "call_tool", _timed(clock, "mcp call", broker.backend.call_tool)),
         (outcomes, "fresh", _timed_sync(clock, "result filter", outcomes.fresh)),
         (broker.ledger, "record_read", _timed_sync(clock, "ledger after", broker.ledger.record_read)),
+        (broker.ledger, "complete_later", _timed_sync(clock, "ledger after", broker.ledger.complete_later)),
     ]
     try:
         for obj, name, value in patched:
