@@ -40,8 +40,13 @@ class StageClock:
         self._current[stage] += seconds
 
     def end_call(self, handled_s: float) -> None:
+        staged = 0.0
         for stage, _ in STAGES:
-            self.samples[stage].append(self._current.pop(stage, 0.0))
+            seconds = self._current.pop(stage, 0.0)
+            self.samples[stage].append(seconds)
+            staged += seconds
+        # Per call, so that the column adds up for each call (medians of parts do not add up).
+        self.samples["other broker work"].append(max(0.0, handled_s - staged))
         self.samples["broker total"].append(handled_s)
         self._current.clear()
 
