@@ -34,13 +34,13 @@ from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 class Pins:
     def __init__(self, lock_path: Path) -> None:
         self.path = lock_path
-        self._seen = _identity(lock_path)  # before reading: a write in between is seen next time
+        self._seen = file_identity(lock_path)  # before reading: a write in between is seen next time
         self._lock = load_lock(lock_path)
         self._mutex = threading.Lock()
 
     def reload_if_changed(self) -> bool:
         """Re-read the lock file if it changed since this process last read or wrote it."""
-        seen = _identity(self.path)
+        seen = file_identity(self.path)
         if seen == self._seen:
             return False
         with self._mutex:  # writers replace the file atomically: this reads one whole version
@@ -85,7 +85,7 @@ class Pins:
                 diffs.append(diff)
             if save_unchanged or updated != current:
                 save_lock(self.path, updated)
-            self._lock, self._seen = updated, _identity(self.path)
+            self._lock, self._seen = updated, file_identity(self.path)
         return diffs
 
     def approve(self, selectors: Sequence[str | None] = (None,)) -> list[str]:
@@ -93,11 +93,12 @@ class Pins:
         with self._mutex, locked(self.path):
             updated, done = approve(load_lock(self.path), selectors)
             save_lock(self.path, updated)
-            self._lock, self._seen = updated, _identity(self.path)
+            self._lock, self._seen = updated, file_identity(self.path)
         return done
 
 
-def _identity(path: Path) -> tuple[int, int, int] | None:
+def file_identity(path: Path) -> tuple[int, int, int] | None:
+    """Inode, size and modification time: a file replaced or edited in place shows a new one."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:

@@ -18,13 +18,13 @@ Roots are hints to the server: the policy's path scopes stay the enforcement.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from codemode.catalog._pins import file_identity
 from codemode.config import Config, load_config
 from codemode.errors import ConfigError
 
@@ -46,7 +46,7 @@ class ConfigWatch:
         self._running = config
         self._roots = {name: tuple(server.roots) for name, server in config.enabled_servers().items()}
         """Per connected server, the roots it is offered now."""
-        self._seen = _identity(path)
+        self._seen = file_identity(path)
         self._raw = _read(path)
 
     @classmethod
@@ -66,7 +66,7 @@ class ConfigWatch:
 
     async def check(self) -> None:
         """Apply what changed in the file since the last look, if anything did."""
-        seen = _identity(self._path)
+        seen = file_identity(self._path)
         if seen == self._seen:
             return
         self._seen = seen
@@ -124,14 +124,6 @@ def _changed(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
     changed = [key for key in sorted(new.keys() | old.keys()) if new.get(key) != old.get(key)]
     names = sorted(servers[0].keys() | servers[1].keys())
     return changed + [f"servers.{n}" for n in names if servers[0].get(n) != servers[1].get(n)]
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _read(path: Path) -> bytes | None:

@@ -14,11 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 import codemode.stubs
-from codemode.catalog import ServerCatalog, ToolSpec, approve, load_lock, observe, save_lock, tool_hash
+from codemode.catalog import ServerCatalog
 from codemode.cli._main import cli
 from codemode.search import _semantic, load_embedder
 from codemode.search._catalog_cache import cache_dir
 from codemode.stubs import _tree_search
+from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
 
 SERVERS = """
 [servers.crm]
@@ -27,36 +28,6 @@ command = "never-started"
 [servers.mail]
 command = "never-started"
 """
-
-
-def _tool(server: str, name: str, description: str) -> ToolSpec:
-    definition: dict[str, Any] = {
-        "name": name,
-        "title": None,
-        "description": description,
-        "input_schema": {"type": "object"},
-        "output_schema": None,
-        "annotations": None,
-    }
-    return ToolSpec(server=server, schema_hash=tool_hash(**definition), **definition)
-
-
-CRM = ServerCatalog(
-    server="crm",
-    tools=(
-        _tool("crm", "get_customer", "Look up one customer by id."),
-        _tool("crm", "delete_customer", "Delete a customer permanently."),
-    ),
-)
-MAIL = ServerCatalog(server="mail", tools=(_tool("mail", "send_email", "Send an email to a customer."),))
-
-
-def _approve(workspace: Path, *catalogs: ServerCatalog) -> None:
-    lock_path = workspace / "codemode.lock"
-    lock = load_lock(lock_path)
-    for catalog in catalogs:
-        lock, _ = observe(lock, catalog)
-    save_lock(lock_path, approve(lock)[0])
 
 
 def _configure(workspace: Path, semantic: str) -> None:
@@ -71,7 +42,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
     monkeypatch.setattr(_tree_search, "_embeddings", None)  # vectors cached under this test's folder
     _configure(tmp_path, "on")
-    _approve(tmp_path, CRM, MAIL)
+    approve_catalogs(tmp_path, CRM, MAIL)
     return tmp_path
 
 
@@ -167,9 +138,9 @@ def test_changing_the_lock_or_the_setting_names_another_entry(
     _configure(workspace, "on")
     run(workspace, "search", "archive an email")
     assert renders.count == 2 and entries() == sorted({*hybrid_entries, *entries()})
-    _approve(
+    approve_catalogs(
         workspace,
-        ServerCatalog(server="mail", tools=(*MAIL.tools, _tool("mail", "archive_email", "Archive."))),
+        ServerCatalog(server="mail", tools=(*MAIL.tools, tool_spec("mail", "archive_email", "Archive."))),
     )
     assert run(workspace, "search", "archive an email")[0]["tool"] == "archive_email"
     assert renders.count == 3 and len(entries()) == 3

@@ -27,7 +27,7 @@ deny_tools = ["crm/delete_customer"]
 """
 
 
-def _tool(server: str, name: str, description: str) -> ToolSpec:
+def tool_spec(server: str, name: str, description: str) -> ToolSpec:
     definition: dict[str, Any] = {
         "name": name,
         "title": None,
@@ -39,7 +39,7 @@ def _tool(server: str, name: str, description: str) -> ToolSpec:
     return ToolSpec(server=server, schema_hash=tool_hash(**definition), **definition)
 
 
-def _approve(workspace: Path, *catalogs: ServerCatalog) -> None:
+def approve_catalogs(workspace: Path, *catalogs: ServerCatalog) -> None:
     lock_path = workspace / "codemode.lock"
     lock = load_lock(lock_path)
     for catalog in catalogs:
@@ -50,11 +50,11 @@ def _approve(workspace: Path, *catalogs: ServerCatalog) -> None:
 CRM = ServerCatalog(
     server="crm",
     tools=(
-        _tool("crm", "get_customer", "Look up one customer by id."),
-        _tool("crm", "delete_customer", "Delete a customer permanently."),
+        tool_spec("crm", "get_customer", "Look up one customer by id."),
+        tool_spec("crm", "delete_customer", "Delete a customer permanently."),
     ),
 )
-MAIL = ServerCatalog(server="mail", tools=(_tool("mail", "send_email", "Send an email to a customer."),))
+MAIL = ServerCatalog(server="mail", tools=(tool_spec("mail", "send_email", "Send an email to a customer."),))
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CODEMODE_CACHE_DIR", raising=False)
     monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
     (tmp_path / "codemode.toml").write_text(CONFIG, encoding="utf-8")
-    _approve(tmp_path, CRM, MAIL)
+    approve_catalogs(tmp_path, CRM, MAIL)
     return tmp_path
 
 
@@ -106,9 +106,9 @@ def test_the_cached_answer_matches_the_uncached_one(workspace: Path) -> None:
 
 def test_approving_a_new_tool_is_seen_by_the_next_search(workspace: Path) -> None:
     assert all(hit["tool"] != "archive_email" for hit in search(workspace, "archive an email"))
-    _approve(
+    approve_catalogs(
         workspace,
-        ServerCatalog(server="mail", tools=(*MAIL.tools, _tool("mail", "archive_email", "Archive."))),
+        ServerCatalog(server="mail", tools=(*MAIL.tools, tool_spec("mail", "archive_email", "Archive."))),
     )
     assert search(workspace, "archive an email")[0]["tool"] == "archive_email"
 
