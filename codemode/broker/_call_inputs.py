@@ -55,12 +55,14 @@ class CallInputs:
         self._tool = tool
         self._elicitor = elicitor
         self._record = record
-        self._sampling = SamplingRelay(run, policy) if run is not None and policy is not None else None
+        self._run = run
+        self._policy = policy
 
     async def sample(
         self, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
-        if self._sampling is None:
+        # Built only when a server asks: most calls never sample, and this object is per call.
+        if self._run is None or self._policy is None:
             await self._record(
                 {"kind": "sampling", "action": "refused", "answered_by": "host", "note": NO_SAMPLER}
             )
@@ -73,7 +75,7 @@ class CallInputs:
             tool=self._tool,
             params=params,
         )
-        return await self._sampling.relay(request, self._record)
+        return await SamplingRelay(self._run, self._policy).relay(request, self._record)
 
     async def elicit(
         self, params: mcp_types.ElicitRequestParams
