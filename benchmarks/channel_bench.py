@@ -6,15 +6,19 @@
 Both sides are as in production: the host's :class:`HostChannel` on an anyio event loop in
 this process, and the in-sandbox runtime's blocking client in a child process. Each round
 trip is one ``call`` request (the frame a stub call sends) and the host's reply, answered by a
-handler that does nothing, so no gate, ledger or server is involved. The echo baseline sends
-the same request bytes from a child process over a bare Unix socket to a thread here that
-writes back the same reply bytes: the floor that any framing across processes pays. Nothing
-is asserted.
+handler that does nothing, so no gate, ledger or server is involved. Two baselines send the
+same request bytes from a child process over a bare Unix socket and get the same reply bytes
+back: ``echo`` from a blocking thread here (the floor that any framing across processes pays),
+``loop echo`` from a minimal :class:`asyncio.Protocol` on an event loop here (the floor for any
+host that serves its sandboxes from one event loop, as codemode's does). The three run
+alternately, ``--rounds`` times, and the medians of each round's p50 are reported. Nothing is
+asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import socket
 import statistics
@@ -173,34 +177,102 @@ def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
         return [float(t) for t in json.loads(done.stdout)]
 
 
+def loop_echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
+    """The same frames answered by a minimal asyncio protocol: parse each frame in
+    ``data_received`` and write the reply bytes (the event loop's floor)."""
+
+    class Echo(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.buffer = bytearray()
+            self.transport: asyncio.Transport | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            assert isinstance(transport, asyncio.Transport)
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            while len(self.buffer) >= wire.HEADER.size:
+                (length,) = wire.HEADER.unpack_from(self.buffer)
+                if len(self.buffer) < wire.HEADER.size + length:
+                    return
+                del self.buffer[: wire.HEADER.size + length]
+                assert self.transport is not None
+                self.transport.write(reply)
+
+    async def run(path: str) -> list[float]:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_unix_server(Echo, path)
+        argv = [sys.executable, "-c", ECHO_CLIENT, path, str(count), request.hex()]
+        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+        out, _ = await process.communicate()
+        server.close()
+        return [float(t) for t in json.loads(out)]
+
+    with tempfile.TemporaryDirectory(prefix="codemode-loop-echo-bench-") as tmp:
+        return asyncio.run(run(str(Path(tmp) / "echo.sock")))
+
+
+def _row(times: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": statistics.median(times),
+        "p95_ms": percentile(times, 0.95),
+        "per_s": len(times) / (sum(times) / 1000),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-n", type=int, default=2000, help="round trips per side [2000]")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds [3]")
     args = parser.parse_args()
-    channel, request, reply = anyio.run(channel_round_trips, args.n)
-    echo = echo_round_trips(args.n, request, reply)
+    names = ("channel", "echo", "loop echo")
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    request = reply = b""
+    for _ in range(args.rounds):
+        channel, request, reply = anyio.run(channel_round_trips, args.n)
+        rounds["channel"].append(_row(channel))
+        rounds["echo"].append(_row(echo_round_trips(args.n, request, reply)))
+        rounds["loop echo"].append(_row(loop_echo_round_trips(args.n, request, reply)))
     rows = {
         name: {
-            "p50_ms": round(statistics.median(times), 4),
-            "p95_ms": round(percentile(times, 0.95), 4),
-            "per_s": round(len(times) / (sum(times) / 1000), 1),
+            key: round(statistics.median(r[key] for r in rounds[name]), 4)
+            for key in ("p50_ms", "p95_ms", "per_s")
         }
-        for name, times in (("channel", channel), ("echo", echo))
+        for name in names
     }
-    ratio = rows["channel"]["p50_ms"] / rows["echo"]["p50_ms"]
-    summary = {"round_trips": args.n, "request_bytes": len(request), "reply_bytes": len(reply), **rows}
-    summary["p50_ratio"] = round(ratio, 2)
+    channel_p50 = rows["channel"]["p50_ms"]
+    ratios = {
+        "channel_vs_echo": round(channel_p50 / rows["echo"]["p50_ms"], 2),
+        "channel_vs_loop_echo": round(channel_p50 / rows["loop echo"]["p50_ms"], 2),
+        "loop_echo_vs_echo": round(rows["loop echo"]["p50_ms"] / rows["echo"]["p50_ms"], 2),
+    }
+    summary: dict[str, Any] = {
+        "round_trips": args.n,
+        "rounds": args.rounds,
+        "request_bytes": len(request),
+        "reply_bytes": len(reply),
+        **rows,
+        "p50_ratios": ratios,
+        "p50_per_round_ms": {name: [round(r["p50_ms"], 4) for r in rounds[name]] for name in names},
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
         return
-    print(f"{args.n} round trips; request {len(request)} B, reply {len(reply)} B")
-    print(f"{'':<8} {'p50 ms':>8} {'p95 ms':>8} {'per s':>9}")
+    print(
+        f"{args.n} round trips x {args.rounds} alternating rounds (medians); "
+        f"request {len(request)} B, reply {len(reply)} B"
+    )
+    print(f"{'':<10} {'p50 ms':>8} {'p95 ms':>8} {'per s':>9}   p50 per round")
     for name, row in rows.items():
-        print(f"{name:<8} {row['p50_ms']:>8} {row['p95_ms']:>8} {row['per_s']:>9}")
-    print(f"channel / echo at p50: {ratio:.2f}x")
+        per_round = " ".join(f"{p:.4f}" for p in summary["p50_per_round_ms"][name])
+        print(f"{name:<10} {row['p50_ms']:>8.4f} {row['p95_ms']:>8.4f} {row['per_s']:>9.1f}   {per_round}")
+    print(f"channel / echo at p50:       {ratios['channel_vs_echo']:.2f}x")
+    print(f"channel / loop echo at p50:  {ratios['channel_vs_loop_echo']:.2f}x")
+    print(f"loop echo / echo at p50:     {ratios['loop_echo_vs_echo']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -13,25 +13,32 @@ outside a run is refused. At most ``max_inflight`` requests are handled at once:
 channel stops reading the socket, so a sandbox cannot make the host spawn unbounded work. Any
 protocol violation (bad frame, oversize, too deep, not JSON-RPC) closes the connection.
 
+The connection is served by :class:`codemode.sandbox._frame_protocol.FrameProtocol` (an
+:class:`asyncio.Protocol`: frames are cut and decoded as bytes arrive, replies are written as whole
+frames), which is why this module needs anyio's asyncio backend. Each request runs as a task in
+:meth:`serve`'s task group, so slow handlers do not hold up the others.
+
 Method names, message shapes, error codes and limits are the wire contract's
 (:mod:`codemode.sandbox._wire`), the same file the in-sandbox runtime reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
 import os
 import re
 import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from codemode.calls import (
@@ -46,7 +53,8 @@ from codemode.calls import (
 )
 from codemode.errors import ChannelError, SandboxError
 from codemode.sandbox import _wire as wire
-from codemode.sandbox._framing import ChannelClosed, FrameReader, encode
+from codemode.sandbox._frame_protocol import FrameProtocol
+from codemode.sandbox._framing import ChannelClosed, encode
 from codemode.sandbox._unix_listener import UnixListener
 
 __all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext"]
@@ -203,10 +211,10 @@ class HostChannel:
         self._owner = owner
         self._secret = secrets.token_urlsafe(32)
         self._listener: UnixListener | None = None
-        self._stream: SocketStream | None = None
-        self._reader: FrameReader | None = None
-        self._send_lock = anyio.Lock()
-        self._inflight = anyio.Semaphore(max_inflight)
+        self._protocol: FrameProtocol | None = None
+        self._max_inflight = max(1, max_inflight)
+        self._inflight = 0
+        self._served = False
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
         self._context: RunContext | None = None
@@ -257,16 +265,18 @@ class HostChannel:
                         tg.start_soon(self._poll_gave_up, gave_up, tg)
                     pending = 0
 
-                    async def attempt(stream: SocketStream) -> None:
+                    async def attempt(connection: socket.socket) -> None:
                         nonlocal pending
                         won = False
-                        reader = FrameReader(stream, HELLO_FRAME_BYTES)
+                        protocol = FrameProtocol(HELLO_FRAME_BYTES)
                         try:
+                            loop = asyncio.get_running_loop()
+                            await loop.connect_accepted_socket(lambda: protocol, connection)
                             with anyio.move_on_after(HELLO_TIMEOUT_S):
-                                won = await self._authenticate(stream, reader)
-                            if won and self._stream is None:
-                                self._stream, self._reader = stream, reader
-                                reader.max_frame_bytes = self.max_frame_bytes
+                                won = await self._authenticate(protocol)
+                            if won and self._protocol is None:
+                                self._protocol = protocol
+                                protocol.max_frame_bytes = self.max_frame_bytes
                                 tg.cancel_scope.cancel()
                             else:
                                 won = False
@@ -281,16 +291,17 @@ class HostChannel:
                         finally:
                             pending -= 1
                             if not won:
-                                await anyio.aclose_forcefully(stream)
+                                protocol.close()
+                                connection.close()
 
                     while True:
-                        stream = await listener.accept()
+                        connection = await listener.accept_socket()
                         if pending >= MAX_PENDING_HELLOS:
-                            await anyio.aclose_forcefully(stream)
+                            connection.close()
                             continue
                         pending += 1
-                        tg.start_soon(attempt, stream)
-            if self._stream is None:
+                        tg.start_soon(attempt, connection)
+            if self._protocol is None:
                 failure = self._close_reason or (
                     f"the sandbox did not connect within {within_s:g} s"
                     if deadline.cancelled_caught
@@ -312,8 +323,8 @@ class HostChannel:
                 tg.cancel_scope.cancel()
                 return
 
-    async def _authenticate(self, stream: SocketStream, reader: FrameReader) -> bool:
-        message = _classify(await reader.read())
+    async def _authenticate(self, protocol: FrameProtocol) -> bool:
+        message = _classify(await _first_message(protocol))
         if message.kind != "request" or message.method != wire.HELLO:
             return False
         try:
@@ -323,7 +334,7 @@ class HostChannel:
         if not hmac.compare_digest(params.secret.encode(), self._secret.encode()):
             return False
         if params.protocol != PROTOCOL_VERSION:
-            await stream.send(
+            protocol.write(
                 encode(wire.error_response(message.id, wire.INVALID_REQUEST, "unsupported protocol version"))
             )
             self._close_reason = (
@@ -332,7 +343,7 @@ class HostChannel:
             )
             raise ChannelError(self._close_reason)
         hello: wire.HelloResult = {"protocol": PROTOCOL_VERSION, "max_frame_bytes": self.max_frame_bytes}
-        await stream.send(encode(wire.response(message.id, hello)))
+        protocol.write(encode(wire.response(message.id, hello)))
         return True
 
     # -- running ---------------------------------------------------------------------------
@@ -361,34 +372,46 @@ class HostChannel:
 
     async def serve(self) -> None:
         """Answer the sandbox until the connection ends. Never raises (failures close the channel)."""
-        reader = self._reader
+        protocol = self._protocol
         try:
-            if reader is None:
+            if protocol is None:
                 self._close_reason = "the sandbox never connected"
                 return
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                self._served = True
                 try:
-                    while True:
-                        message = _classify(await reader.read())
-                        if message.kind == "response":
-                            self._deliver(message)
-                            continue
-                        await self._inflight.acquire()
-                        tg.start_soon(self._dispatch, message)
-                except ChannelClosed as exc:
-                    self._close_reason = self._close_reason or str(exc)
-                except ChannelError as exc:
-                    self._violation = True
-                    self._close_reason = f"protocol violation: {exc}"
-                    log.warning("sandbox channel %s closed: %s", self.directory, self._close_reason)
+                    protocol.sink = self._receive
+                    protocol.release()  # held since the hello: deliver what is buffered, read on
+                    await protocol.closed.wait()
                 finally:
                     tg.cancel_scope.cancel()
+            error = protocol.error
+            if isinstance(error, ChannelClosed) or error is None:
+                self._close_reason = self._close_reason or str(error or "the connection closed")
+            else:
+                self._violation = True
+                self._close_reason = f"protocol violation: {error}"
+                log.warning("sandbox channel %s closed: %s", self.directory, self._close_reason)
         except Exception as exc:  # a bug here must not take the manager's task group down
             log.exception("sandbox channel %s failed", self.directory)
             self._close_reason = f"channel failure: {exc}"
         finally:
             await self._shutdown()
+
+    def _receive(self, raw: Any) -> None:
+        """One message from the sandbox, on the event loop (raises ChannelError on a violation)."""
+        message = _classify(raw)
+        if message.kind == "response":
+            self._deliver(message)
+            return
+        tg = self._tg
+        assert tg is not None
+        assert self._protocol is not None
+        self._inflight += 1
+        if self._inflight == self._max_inflight:
+            self._protocol.hold()  # stop reading: the sandbox cannot make the host spawn more
+        tg.start_soon(self._dispatch, message)
 
     async def _shutdown(self) -> None:
         self._closed.set()
@@ -396,33 +419,30 @@ class HostChannel:
             pending.error = ChannelClosed(self._close_reason or "the channel closed")
             pending.event.set()
         self._pending.clear()
-        if self._stream is not None:
-            await anyio.aclose_forcefully(self._stream)
+        if self._protocol is not None:
+            self._protocol.close()
 
     async def aclose(self) -> None:
         """Close the connection (the sandbox's runtime exits when it sees the end of its channel)."""
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
-        if self._stream is not None:
-            await anyio.aclose_forcefully(self._stream)
+        if self._protocol is not None:
+            self._protocol.close(ChannelClosed("the connection closed"))
         if self._listener is not None:
             await self._listener.aclose()
             self._listener = None
         self._remove_rendezvous()
-        if self._reader is None or self._tg is None:
+        if not self._served:
             # serve() never ran: nothing else will mark the channel closed.
             self._closed.set()
+        await anyio.lowlevel.checkpoint()
 
     async def _send(self, message: dict[str, Any]) -> None:
-        stream = self._stream
-        if stream is None:
+        protocol = self._protocol
+        if protocol is None:
             raise ChannelClosed("not connected")
-        frame = encode(message)
-        async with self._send_lock:
-            try:
-                await stream.send(frame)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                raise ChannelClosed(f"the connection broke: {exc}") from None
+        protocol.write(encode(message))  # a whole frame: writers never interleave
+        await protocol.drain()
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request to the sandbox and wait for its answer.
@@ -468,7 +488,9 @@ class HostChannel:
             with contextlib.suppress(ChannelClosed):
                 await self._send(reply)
         finally:
-            self._inflight.release()
+            self._inflight -= 1
+            if self._inflight == self._max_inflight - 1 and self._protocol is not None:
+                self._protocol.release()  # was held at the limit: read on
 
     async def _answer(self, message: _Message) -> Any:
         method = message.method
@@ -506,6 +528,33 @@ class HostChannel:
         if source is None:
             return {"found": False}
         return {"found": True, "source": source.source, "is_package": source.is_package}
+
+
+async def _first_message(protocol: FrameProtocol) -> Any:
+    """The connection's first message; the flow is then held until :meth:`HostChannel.serve`."""
+    first: list[Any] = []
+    arrived = anyio.Event()
+
+    def sink(message: Any) -> None:
+        first.append(message)
+        protocol.hold()
+        protocol.sink = None
+        arrived.set()
+
+    protocol.sink = sink
+    protocol.release()
+    async with anyio.create_task_group() as tg:
+
+        async def watch_close() -> None:
+            await protocol.closed.wait()
+            arrived.set()
+
+        tg.start_soon(watch_close)
+        await arrived.wait()
+        tg.cancel_scope.cancel()
+    if not first:
+        raise protocol.error or ChannelClosed("the connection closed")
+    return first[0]
 
 
 async def _guard(call: Awaitable[CallOutcome], *, mutating: bool) -> CallOutcome:

@@ -1,4 +1,4 @@
-"""Reading frames on the host: the channel's frames, with the host's own exceptions.
+"""The channel's frame rules on the host: limits, decoding, and the host's own exceptions.
 
 The frame format and the JSON rules are the wire contract's (:mod:`codemode.sandbox._wire`, the
 same file the in-sandbox runtime reads). Everything read here comes from the sandbox and is
@@ -10,18 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
-from anyio.abc import ByteReceiveStream
-from anyio.streams.buffered import BufferedByteReceiveStream
-
 from codemode.errors import ChannelError
 from codemode.sandbox import _wire as wire
 
 __all__ = [
     "HEADER",
     "MAX_DEPTH",
+    "THREAD_DECODE_BYTES",
     "ChannelClosed",
-    "FrameReader",
     "FrameTooLarge",
     "MalformedMessage",
     "decode",
@@ -35,7 +31,7 @@ encode = wire.encode_frame
 json_depth = wire.json_depth
 # Bodies larger than this are decoded in a worker thread so a big (but legal) frame does not stall
 # every other sandbox's channel on the event loop.
-_THREAD_DECODE_BYTES = 256 * 1024
+THREAD_DECODE_BYTES = 256 * 1024
 
 
 class ChannelClosed(ChannelError):
@@ -56,33 +52,3 @@ def decode(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         return wire.decode_body(body, max_depth=max_depth)
     except wire.WireError as exc:
         raise MalformedMessage(str(exc)) from None
-
-
-class FrameReader:
-    """Reads frames from a byte stream, enforcing ``max_frame_bytes`` before reading a body."""
-
-    def __init__(self, stream: ByteReceiveStream, max_frame_bytes: int) -> None:
-        self._stream = BufferedByteReceiveStream(stream)
-        self.max_frame_bytes = max_frame_bytes
-
-    async def _exactly(self, size: int) -> bytes:
-        try:
-            return await self._stream.receive_exactly(size)
-        except (
-            anyio.EndOfStream,
-            anyio.IncompleteRead,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-        ):
-            raise ChannelClosed("the connection closed") from None
-        except OSError as exc:
-            raise ChannelClosed(f"the connection broke: {exc}") from None
-
-    async def read(self) -> Any:
-        (length,) = HEADER.unpack(await self._exactly(HEADER.size))
-        if length > self.max_frame_bytes:
-            raise FrameTooLarge(f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes}")
-        body = await self._exactly(length)
-        if length > _THREAD_DECODE_BYTES:
-            return await anyio.to_thread.run_sync(decode, body)
-        return decode(body)

@@ -45,18 +45,24 @@ class UnixListener:
             raise
         return cls(sock)
 
-    async def accept(self) -> SocketStream:
+    async def accept_socket(self) -> socket.socket:
+        """The next connection as a plain non-blocking socket (the caller owns and closes it)."""
         while True:
             await anyio.wait_readable(self._sock)
             try:
                 connection, _ = self._sock.accept()
             except BlockingIOError:  # another waiter took it, or the peer gave up already
                 continue
-            try:
-                return await SocketStream.from_socket(connection)
-            except BaseException:
-                connection.close()
-                raise
+            connection.setblocking(False)
+            return connection
+
+    async def accept(self) -> SocketStream:
+        connection = await self.accept_socket()
+        try:
+            return await SocketStream.from_socket(connection)
+        except BaseException:
+            connection.close()
+            raise
 
     async def aclose(self) -> None:
         with contextlib.suppress(OSError):

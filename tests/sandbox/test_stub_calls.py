@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -222,3 +223,20 @@ async def test_stubs_rendered_by_codemode_call_the_real_server_through_the_sandb
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [{"total": 3}, "x", {"id": 4, "name": "item-4"}, True]
     no_leftovers()
+
+
+def test_stub_calls_work_on_an_event_loop_that_anyio_did_not_start(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    """Ray's async actors and callers using ``asyncio.run`` run the engine on a bare asyncio loop:
+    nothing there names the async library, and the channel must still answer the program."""
+    code = "from servers.demo import add\n[add(a=i, b=1)['total'] for i in range(3)]"
+
+    async def main() -> Any:
+        async with SandboxManager(make_config()) as manager:
+            return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+
+    outcome = asyncio.run(main())
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == [1, 2, 3]
+    assert outcome.calls == 3
