@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 from pathlib import Path
 
 from codemode._resources import resource_dir
@@ -97,9 +98,9 @@ def install_runtime(base: Path) -> Path:
     target = base / f"runtime-{digest}"
     if all((target / name).is_file() for name in runtime_files()):
         return target
-    staging = base / f".runtime-{digest}-tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o755)
+    # A staging folder of its own: host processes starting at once (test workers, batch workers)
+    # each stage a copy, and the first rename wins.
+    staging = Path(tempfile.mkdtemp(prefix=f".runtime-{digest}-", suffix="-tmp", dir=base))
     stage_runtime(staging)
     staging.chmod(0o755)
     try:

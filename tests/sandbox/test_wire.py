@@ -16,9 +16,11 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import threading
 import types
 import typing
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,31 @@ def test_the_runtime_digest_follows_the_wire_contract(
     installed = install_runtime(base)
     assert installed.name == f"runtime-{after}"
     assert (installed / WIRE_MODULE).read_bytes() == changed.read_bytes()
+
+
+def test_host_processes_installing_the_runtime_at_once_each_get_a_whole_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test workers or batch workers starting together all stage the runtime; the first rename wins
+    and nobody's staging folder is pulled from under it."""
+    starters = 4
+    all_staging = threading.Barrier(starters, timeout=30)
+    stage = _files.stage_runtime
+
+    def stage_together(target: Path) -> None:
+        stage(target)
+        all_staging.wait()  # every starter is mid-install at once
+
+    monkeypatch.setattr(_files, "stage_runtime", stage_together)
+    base = tmp_path / "base"
+    base.mkdir()
+    with ThreadPoolExecutor(starters) as pool:
+        installed = [
+            future.result() for future in [pool.submit(install_runtime, base) for _ in range(starters)]
+        ]
+    assert len(set(installed)) == 1
+    assert sorted(path.name for path in base.iterdir()) == [installed[0].name]
+    assert all((installed[0] / name).is_file() for name in runtime_files())
 
 
 # -- the host's validators and the wire's shapes -------------------------------------------------
