@@ -279,6 +279,7 @@ def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise WireError("message nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError(f"message is not valid JSON: {str(exc)[:200]}") from None
-    if json_depth(value) > max_depth:
+    # Each level opens with a bracket of its own, so a body with few brackets needs no walk.
+    if body.count(b"[") + body.count(b"{") > max_depth and json_depth(value) > max_depth:
         raise WireError(f"message nested deeper than {max_depth} levels")
     return value

@@ -51,6 +51,17 @@ def test_decode_refuses_malformed_bodies(body: bytes, problem: str) -> None:
         decode(body)
 
 
+def test_decode_counts_levels_not_brackets_in_strings() -> None:
+    """Brackets inside strings make a body worth walking, but only real nesting is refused."""
+    shallow = json.dumps({"text": "[" * 200, "items": [[1], {"k": "{" * 100}]}).encode()
+    assert decode(shallow)["items"] == [[1], {"k": "{" * 100}]
+    exactly_64 = b"[" * 64 + b"]" * 64
+    assert json_depth(decode(exactly_64)) == 64
+    hidden = json.dumps({"pad": "]" * 100, "deep": json.loads(b"[" * 64 + b"]" * 64)}).encode()
+    with pytest.raises(MalformedMessage, match="deeper than 64"):
+        decode(hidden)
+
+
 def test_encode_writes_a_length_prefix() -> None:
     frame = encode({"a": 1})
     assert struct.unpack(">I", frame[:4])[0] == len(frame) - 4
