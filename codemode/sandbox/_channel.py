@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hmac
 import logging
 import os
@@ -221,7 +222,9 @@ class HostChannel:
         self._closed = anyio.Event()
         self._close_reason: str | None = None
         self._violation = False
-        self._tg: TaskGroup | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        """The sandbox's requests being answered, each in a task of its own."""
+        self._request_context: contextvars.Context | None = None
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -377,15 +380,16 @@ class HostChannel:
             if protocol is None:
                 self._close_reason = "the sandbox never connected"
                 return
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                self._served = True
-                try:
-                    protocol.sink = self._receive
-                    protocol.release()  # held since the hello: deliver what is buffered, read on
-                    await protocol.closed.wait()
-                finally:
-                    tg.cancel_scope.cancel()
+            self._served = True
+            # Requests run in copies of this task's context, not of whichever callback read them.
+            self._request_context = contextvars.copy_context()
+            try:
+                protocol.sink = self._receive
+                protocol.release()  # held since the hello: deliver what is buffered, read on
+                await protocol.closed.wait()
+            finally:
+                protocol.sink = None
+                await self._stop_requests()
             error = protocol.error
             if isinstance(error, ChannelClosed) or error is None:
                 self._close_reason = self._close_reason or str(error or "the connection closed")
@@ -405,13 +409,32 @@ class HostChannel:
         if message.kind == "response":
             self._deliver(message)
             return
-        tg = self._tg
-        assert tg is not None
         assert self._protocol is not None
+        assert self._request_context is not None
         self._inflight += 1
         if self._inflight == self._max_inflight:
             self._protocol.hold()  # stop reading: the sandbox cannot make the host spawn more
-        tg.start_soon(self._dispatch, message)
+        # A plain asyncio task: an anyio task group's start_soon cost more per request than the
+        # rest of the channel (0.19 -> 0.15 ms a round trip). serve() cancels and awaits them.
+        task = asyncio.get_running_loop().create_task(
+            self._dispatch(message), context=self._request_context.copy()
+        )
+        self._requests.add(task)
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._requests.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("sandbox channel %s: a request's task failed", self.directory, exc_info=error)
+
+    async def _stop_requests(self) -> None:
+        """Cancel the requests still being answered and wait until each has ended."""
+        tasks = list(self._requests)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(tasks)
 
     async def _shutdown(self) -> None:
         self._closed.set()
@@ -424,10 +447,8 @@ class HostChannel:
 
     async def aclose(self) -> None:
         """Close the connection (the sandbox's runtime exits when it sees the end of its channel)."""
-        if self._tg is not None:
-            self._tg.cancel_scope.cancel()
         if self._protocol is not None:
-            self._protocol.close(ChannelClosed("the connection closed"))
+            self._protocol.close(ChannelClosed("the connection closed"))  # serve() ends with it
         if self._listener is not None:
             await self._listener.aclose()
             self._listener = None
