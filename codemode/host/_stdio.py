@@ -1,10 +1,11 @@
 """codemode's stdio transport: a server process, its pipes, and bounded framing of what it writes.
 
-It plays the part of the SDK's ``stdio_client`` (the same streams, the same shutdown order:
-close stdin, wait, SIGTERM the process group, wait, SIGKILL), with one difference that matters
-for safety: the server's output is framed by :mod:`codemode.host._frames`, so a line is never
-held past ``max_message_bytes`` and a line that does not decode fails one request instead of the
-connection.
+It plays the part of the SDK's ``stdio_client`` (the same shutdown order: close stdin, wait,
+SIGTERM the process group, wait, SIGKILL), with two differences. One matters for safety: the
+server's output is framed by :mod:`codemode.host._frames`, so a line is never held past
+``max_message_bytes`` and a line that does not decode fails one request instead of the
+connection. The other is speed: requests are written by the task that sends them
+(:class:`StdinWriter`), not handed to a writer task.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from subprocess import PIPE
-from typing import TextIO
+from types import TracebackType
+from typing import Self, TextIO
 
 import anyio
 import mcp_types as types
-from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import ByteSendStream, Process
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
@@ -29,17 +31,13 @@ from codemode.host._frames import CutResults, LineFramer, Oversized, decode_fram
 
 __all__ = ["StdioStreams", "stdio_transport"]
 
-StdioStreams = tuple[
-    MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
-]
+StdioStreams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], "StdinWriter"]
 """What the session reads (messages, or errors it logs) and where it writes."""
 
 CLOSE_GRACE_S = 2.0
 """Time a server has to exit by itself once its stdin is closed (the spec's first step)."""
 TERM_GRACE_S = 2.0
 """Time between SIGTERM and SIGKILL to the server's process group."""
-FLUSH_S = 0.5
-"""Time the writer has to send what the session already handed it, at shutdown."""
 _READ_CHUNK = 64 * 1024
 
 
@@ -64,10 +62,10 @@ async def stdio_transport(
         start_new_session=True,
     )
     reader_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, writer_receive = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight: dict[types.RequestId, str] = {}
     markers: dict[types.RequestId, str] = {}
-    writer_done = anyio.Event()
+    assert process.stdin is not None
+    write_stream = StdinWriter(process.stdin, in_flight, markers, on_broken=reader_send.aclose)
 
     async def read_stdout() -> None:
         assert process.stdout is not None
@@ -93,37 +91,77 @@ async def stdio_transport(
                             delivering = False
                             break
 
-    async def write_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with writer_receive:
-                async for item in writer_receive:
-                    message = item.message
-                    if isinstance(message, types.JSONRPCRequest):
-                        in_flight[message.id] = message.method
-                        if (marker := marker_in(message.params)) is not None:
-                            markers[message.id] = marker
-                    body = message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(body.encode("utf-8") + b"\n")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # The server stopped reading: end the session's read side so no request waits forever.
-            await reader_send.aclose()
-        finally:
-            writer_done.set()
-
     async with anyio.create_task_group() as group:
         group.start_soon(read_stdout)
-        group.start_soon(write_stdin)
         try:
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):
                 read_stream.close()
                 write_stream.close()
-                with anyio.move_on_after(FLUSH_S):
-                    await writer_done.wait()
                 await _stop(process)
             group.cancel_scope.cancel()
+
+
+class StdinWriter:
+    """The session's write side: each message is written to the server's stdin by the task that
+    sends it.
+
+    The SDK's stdio client hands each message to a writer task through a memory stream, which
+    costs two event-loop turns before the request reaches the pipe; here it costs none. A message
+    is one line written whole, so senders never interleave. Once the server stops reading, every
+    send fails and the read side is ended, so that no request waits for an answer for ever.
+    """
+
+    def __init__(
+        self,
+        stdin: ByteSendStream,
+        in_flight: dict[types.RequestId, str],
+        markers: dict[types.RequestId, str],
+        *,
+        on_broken: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._stdin = stdin
+        self._in_flight = in_flight
+        self._markers = markers
+        self._on_broken = on_broken
+        self._closed = False
+        self._broken = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest):
+            self._in_flight[message.id] = message.method
+            if (marker := marker_in(message.params)) is not None:
+                self._markers[message.id] = marker
+        line = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+        try:
+            await self._stdin.send(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            self._broken = True
+            await self._on_broken()
+            raise anyio.BrokenResourceError from None
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def _answered(message: SessionMessage) -> types.RequestId | None:
