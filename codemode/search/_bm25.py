@@ -24,6 +24,8 @@ slot that a later addition takes, so no other document is renumbered.
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,6 +94,30 @@ def _count(
     return counts
 
 
+_DOC_BYTES = array("i").itemsize  # 4 on every platform CPython supports
+_POSTING_BYTES = _DOC_BYTES + 8
+_SWAP = sys.byteorder != "little"  # packed postings are little-endian wherever they were written
+
+
+def _pack(docs: Sequence[int], values: Sequence[float]) -> bytes:
+    doc_array, value_array = array("i", docs), array("d", values)
+    if _SWAP:
+        doc_array.byteswap()
+        value_array.byteswap()
+    return doc_array.tobytes() + value_array.tobytes()
+
+
+def _unpack(blob: bytes) -> _Postings:
+    split = len(blob) // _POSTING_BYTES * _DOC_BYTES
+    doc_array, value_array = array("i"), array("d")
+    doc_array.frombytes(blob[:split])
+    value_array.frombytes(blob[split:])
+    if _SWAP:
+        doc_array.byteswap()
+        value_array.byteswap()
+    return tuple(doc_array), tuple(value_array)
+
+
 class BM25FIndex:
     """Inverted index of finished BM25F contributions: ``term -> ((slot, ...), (contribution, ...))``.
 
@@ -99,7 +125,7 @@ class BM25FIndex:
     once, to the same value by any thread), so it is safe to share between threads.
     """
 
-    __slots__ = ("_capacity", "_n_docs", "_norms", "_postings", "_raw")
+    __slots__ = ("_capacity", "_n_docs", "_norms", "_packed", "_postings", "_raw")
 
     def __init__(
         self,
@@ -108,12 +134,15 @@ class BM25FIndex:
         raw: _Raw | None = None,
         capacity: int | None = None,
         norms: tuple[tuple[float, ...], ...] = (),
+        packed: dict[str, bytes] | None = None,
     ) -> None:
         self._n_docs = n_docs
         self._capacity = n_docs if capacity is None else capacity
         self._postings = postings
         self._raw = raw
         self._norms = norms
+        self._packed = packed
+        """Per term, its postings as bytes (see :meth:`packed_state`), unpacked on first use."""
 
     @classmethod
     def build(
@@ -202,10 +231,19 @@ class BM25FIndex:
         return BM25FIndex(n_docs, {}, new_raw, len(counts), _norms(new_raw, n_docs))
 
     def _finish(self, term: str) -> _Postings | None:
-        """The finished postings of ``term`` (computed from the raw counts on first use)."""
+        """The finished postings of ``term`` (computed from the raw counts, or unpacked, on first use)."""
         plist = self._postings.get(term)
-        if plist is not None or self._raw is None:
+        if plist is not None:
             return plist
+        if self._packed is not None:
+            blob = self._packed.get(term)
+            if blob is None:
+                return None
+            plist = _unpack(blob)
+            self._postings[term] = plist  # the same value whichever thread gets here first
+            return plist
+        if self._raw is None:
+            return None
         raw = self._raw
         dlist = raw.slots.get(term)
         if dlist is None:
@@ -266,6 +304,34 @@ class BM25FIndex:
                 raise ValueError("inconsistent BM25 postings")
         return cls(n_docs, postings)
 
+    def packed_state(self, order: Sequence[int] | None = None) -> tuple[int, dict[str, bytes]]:
+        """:meth:`state` with each term's postings packed into bytes: its documents (int32) then
+        their contributions (float64), little-endian. :meth:`from_packed` reads it without building
+        a tuple per posting: a query unpacks only the few terms it reads."""
+        n_docs, postings = self.state(order)
+        return n_docs, {term: _pack(docs, values) for term, (docs, values) in postings.items()}
+
+    @classmethod
+    def from_packed(cls, state: tuple[int, dict[str, bytes]]) -> BM25FIndex:
+        """The index of :meth:`packed_state`; :class:`ValueError` if it is inconsistent (checked as
+        :meth:`from_state` checks: lengths, and the first and last document of each term)."""
+        try:
+            n_docs, packed = state
+        except (TypeError, ValueError) as exc:
+            raise ValueError("inconsistent BM25 postings") from exc
+        if not isinstance(n_docs, int) or not isinstance(packed, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError("inconsistent BM25 postings")
+        for blob in packed.values():
+            size = len(blob) if isinstance(blob, bytes) else 0  # pyright: ignore[reportUnnecessaryIsInstance]
+            n = size // _POSTING_BYTES
+            if not n or size % _POSTING_BYTES:
+                raise ValueError("inconsistent BM25 postings")
+            first = int.from_bytes(blob[:_DOC_BYTES], "little", signed=True)
+            last = int.from_bytes(blob[(n - 1) * _DOC_BYTES : n * _DOC_BYTES], "little", signed=True)
+            if not (0 <= first < n_docs and 0 <= last < n_docs):
+                raise ValueError("inconsistent BM25 postings")
+        return cls(n_docs, {}, packed=packed)
+
     def doc_terms(self, slot: int) -> list[str]:
         """The terms of the document in ``slot`` (empty for a free slot or an index without statistics)."""
         counts = self._raw.counts[slot] if self._raw is not None and 0 <= slot < self._capacity else None
@@ -274,11 +340,15 @@ class BM25FIndex:
     def has_term(self, term: str) -> bool:
         if self._raw is not None:
             return term in self._raw.slots
+        if self._packed is not None:
+            return term in self._packed
         return term in self._postings
 
     def terms(self) -> list[str]:
         if self._raw is not None:
             return list(self._raw.slots)
+        if self._packed is not None:
+            return list(self._packed)
         return list(self._postings)
 
     def score(

@@ -10,7 +10,9 @@ Each entry holds the index (:meth:`ToolIndex.to_bytes`: BM25 and, for a hybrid i
 vectors; callers put the model's id in the key, and loading checks it again) and, per tool, the
 fields of a search result at ``summary`` detail. Entries live in ``$CODEMODE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/codemode/search``, else ``~/.cache/codemode/search``; only the most recent few
-are kept.
+are kept. Beside them: ``config/`` (what ``codemode search`` took from a validated config, see
+:mod:`codemode.cli._search_cache`) and ``tokenizer/`` (the query tokenizer's table, see
+:mod:`codemode.search._bpe`), both sealed with their sha256 (:func:`write_sealed`).
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ import functools
 import hashlib
 import marshal
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from codemode.search._index import ToolIndex
 from codemode.search._semantic import Embedder
 
-__all__ = ["CachedRow", "CachedSearch", "cache_dir", "cache_key"]
+__all__ = ["CachedRow", "CachedSearch", "cache_dir", "cache_key", "read_sealed", "write_sealed"]
 
-_FORMAT = "codemode-search-cache-2"
+_FORMAT = "codemode-search-cache-3"
 _KEEP = 16  # entries: one per catalog version and principal; older ones are deleted
 
 
@@ -76,6 +78,14 @@ def _private(path: Path) -> bool:
     return owner_ok and not info.st_mode & 0o022
 
 
+def _row_fields(row: CachedRow) -> tuple[str, ...]:
+    return (row.server, row.tool, row.module, row.path, row.import_line, row.summary)
+
+
+_ROW_FIELDS = 6
+_HEAD_BYTES = 8
+
+
 @dataclass(frozen=True, slots=True)
 class CachedRow:
     """What a search result shows for one tool, besides its score and detail."""
@@ -92,11 +102,16 @@ class CachedRow:
 class CachedSearch:
     """An index plus the rows it returns, loaded from or saved to one cache entry."""
 
-    __slots__ = ("index", "rows")
+    __slots__ = ("_fields", "index")
 
     def __init__(self, index: ToolIndex, rows: Mapping[str, CachedRow]) -> None:
         self.index = index
-        self.rows = dict(rows)
+        self._fields = {key: _row_fields(row) for key, row in rows.items()}
+        """Per key, the fields of its :class:`CachedRow`: a row object is made only for a result."""
+
+    @property
+    def rows(self) -> dict[str, CachedRow]:
+        return {key: CachedRow(*fields) for key, fields in self._fields.items()}
 
     @property
     def ranker(self) -> str:
@@ -104,30 +119,39 @@ class CachedSearch:
         return "hybrid" if self.index.hybrid else "bm25"
 
     def search(self, query: str, k: int) -> list[tuple[CachedRow, float]]:
+        fields = self._fields
         return [
-            (self.rows[hit.key], hit.score) for hit in self.index.search(query, k) if hit.key in self.rows
+            (CachedRow(*fields[hit.key]), hit.score)
+            for hit in self.index.search(query, k)
+            if hit.key in fields
         ]
 
     def to_bytes(self) -> bytes:
-        rows = tuple(
-            (key, (r.server, r.tool, r.module, r.path, r.import_line, r.summary))
-            for key, r in self.rows.items()
-        )
-        return marshal.dumps((_FORMAT, self.index.to_bytes(), rows))
+        # The rows' length, the rows, then the index: loading reads the index in place (no copy).
+        head = marshal.dumps((_FORMAT, self._fields))
+        return len(head).to_bytes(_HEAD_BYTES, "little") + head + self.index.to_bytes()
 
     @classmethod
     def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> CachedSearch:
         """The entry :meth:`to_bytes` wrote; a hybrid one needs its ``embedder`` (:class:`ValueError`)."""
+        view = memoryview(data)
+        size = int.from_bytes(view[:_HEAD_BYTES], "little")
         try:
-            form, index_bytes, rows = marshal.loads(data)  # noqa: S302 - see _private
+            if len(view) < _HEAD_BYTES + size:
+                raise ValueError("truncated")
+            form, table = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302 - see _private
             if form != _FORMAT:
                 raise ValueError("another cache format")
-            table = {key: CachedRow(*fields) for key, fields in rows}
         except (EOFError, TypeError, ValueError) as exc:
             raise ValueError(f"not a search cache entry: {exc}") from exc
-        if not isinstance(index_bytes, bytes):
-            raise ValueError("not a search cache entry: no index")
-        return cls(ToolIndex.from_bytes(index_bytes, embedder), table)  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(table, dict):
+            raise ValueError("not a search cache entry: no rows")
+        fields = cast("dict[object, object]", table)
+        if not all(isinstance(row, tuple) and len(row) == _ROW_FIELDS for row in fields.values()):  # pyright: ignore[reportUnknownArgumentType]
+            raise ValueError("not a search cache entry: damaged rows")
+        found = cls(ToolIndex.from_bytes(view[_HEAD_BYTES + size :], embedder), {})
+        found._fields = cast("dict[str, tuple[str, ...]]", fields)
+        return found
 
     @classmethod
     def load(
@@ -145,15 +169,46 @@ class CachedSearch:
 
     def save(self, key: str, directory: Path | None = None) -> None:
         """Write the entry atomically and drop the oldest beyond a few; a failure only costs speed."""
-        folder = directory or cache_dir()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.to_bytes())
-            os.replace(tmp, folder / f"{key}.bin")
-            entries = sorted(folder.glob("*.bin"), key=lambda p: p.stat().st_mtime, reverse=True)
-            for old in entries[_KEEP:]:
-                old.unlink(missing_ok=True)
-        except OSError:
-            return
+        _write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
+
+
+def _write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
+    """Write ``path`` atomically, then delete all but the ``keep`` newest files of its folder with
+    its suffix; a failure only costs speed (the next process builds the file again)."""
+    import tempfile  # here: ~3 ms to import, and a cached search writes nothing
+
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        entries = sorted(folder.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> None:
+    """Write ``payload`` behind its sha256 (see :func:`read_sealed`), atomically; keep ``keep`` files."""
+    _write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
+
+
+def read_sealed(path: Path) -> bytes | None:
+    """The payload :func:`write_sealed` stored at ``path``; None when the file is missing, could have
+    been written by another user, or is damaged (truncated, or any byte changed: its sha256 differs).
+
+    For small derived files that are cheap to hash and must never be trusted blindly.
+    """
+    try:
+        if not _private(path):
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    digest, payload = data[:32], data[32:]
+    if len(digest) != 32 or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload

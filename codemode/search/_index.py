@@ -48,7 +48,8 @@ _FIELDS: tuple[FieldSpec, ...] = (
 _K1 = 1.2
 # The layout of to_bytes(). Caches also key on this package's source, so a change of weights or
 # tokenisation needs no bump here; a change of the layout does.
-_FORMAT = "codemode-search-2"
+_FORMAT = "codemode-search-3"
+_HEAD_BYTES = 8  # the length of the marshalled part, before it
 # Share of the fused score that comes from the embedding cosine; chosen on the benchmark's dev queries.
 SEMANTIC_WEIGHT = 0.6
 _COVERAGE_EXPONENT = 1.0
@@ -108,18 +109,21 @@ def _semantic_texts(documents: Iterable[SearchDocument]) -> list[str]:
     ]
 
 
-def _load_vectors(stored: object, count: int, embedder: Embedder | None) -> tuple[SemanticIndex, float]:
-    """The semantic part :meth:`ToolIndex.to_bytes` stored, checked against ``embedder`` and ``count``."""
+def _load_vectors(
+    stored: object, raw: memoryview, count: int, embedder: Embedder | None
+) -> tuple[SemanticIndex, float]:
+    """The semantic part :meth:`ToolIndex.to_bytes` stored (``raw``: the matrix's bytes), checked
+    against ``embedder`` and ``count``."""
     import numpy as np
 
     from codemode.search._semantic import SemanticIndex
 
     if not isinstance(stored, tuple) or len(stored) != 5:  # pyright: ignore[reportUnknownArgumentType]
         raise ValueError("damaged vectors in a serialised tool index")
-    model_id, weight, rows, cols, raw = cast("tuple[object, ...]", stored)
-    if not (isinstance(rows, int) and isinstance(cols, int) and isinstance(raw, bytes)):
+    model_id, weight, rows, cols, size = cast("tuple[object, ...]", stored)
+    if not (isinstance(rows, int) and isinstance(cols, int) and isinstance(size, int)):
         raise ValueError("damaged vectors in a serialised tool index")
-    if rows != count or not isinstance(weight, float) or len(raw) != rows * cols * 4:
+    if rows != count or not isinstance(weight, float) or not len(raw) == size == rows * cols * 4:
         raise ValueError("inconsistent vectors in a serialised tool index")
     if embedder is None or embedder.model_id != model_id:
         raise ValueError(f"a hybrid index of model {model_id!r} needs that model to search")
@@ -398,46 +402,58 @@ class ToolIndex:
         """
         if self._positions is None and len(self._slot_of) == len(self._keys):
             order = None
-            keys, state, exact = self._keys, self._bm25.state(), self._exact
+            keys, state, exact = self._keys, self._bm25.packed_state(), self._exact
         else:
             order = self._order()  # free slots or another order: numbered afresh, in document order
             renumber = {slot: i for i, slot in enumerate(order)}
             keys = tuple(self._keys[slot] for slot in order)
-            state = self._bm25.state(order)
+            state = self._bm25.packed_state(order)
             exact = {form: tuple(sorted(renumber[s] for s in slots)) for form, slots in self._exact.items()}
         vectors = None
+        raw = b""
         if self._semantic is not None:
             matrix = self._semantic.rows(order)
+            raw = matrix.astype("<f4", copy=False).tobytes()
             vectors = (
                 self._semantic.model_id,
                 self._semantic_weight,
                 matrix.shape[0],
                 matrix.shape[1] if matrix.ndim == 2 else 0,
-                matrix.astype("<f4", copy=False).tobytes(),
+                len(raw),
             )
-        return marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors))
+        # The matrix follows the marshalled part, whose length comes first: loading reads it in place.
+        head = marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors))
+        return len(head).to_bytes(_HEAD_BYTES, "little") + head + raw
 
     @classmethod
-    def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> ToolIndex:
+    def from_bytes(cls, data: bytes | memoryview, embedder: Embedder | None = None) -> ToolIndex:
         """The index :meth:`to_bytes` wrote; :class:`ValueError` if ``data`` is not one (of this version).
 
         A hybrid index needs ``embedder``, the model its vectors came from (same ``model_id``), to
-        embed queries; without it, or with another model, it is refused (:class:`ValueError`).
+        embed queries; without it, or with another model, it is refused (:class:`ValueError`). Its
+        vectors are read in place: the index keeps ``data`` alive.
         """
+        view = memoryview(data)
+        size = int.from_bytes(view[:_HEAD_BYTES], "little")
         try:
+            if len(view) < _HEAD_BYTES + size:
+                raise ValueError("truncated")
             # Plain tuples, dicts, strs and floats; callers read only files this user wrote.
-            loaded = marshal.loads(data)  # noqa: S302
+            loaded = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302
             form, keys, state, exact, vocabulary, vectors = loaded
         except (EOFError, TypeError, ValueError) as exc:
             raise ValueError(f"not a serialised tool index: {exc}") from exc
         if form != _FORMAT or not isinstance(keys, tuple) or not isinstance(exact, dict):
             raise ValueError("not a serialised tool index of this version")
-        bm25 = BM25FIndex.from_state(state)  # pyright: ignore[reportUnknownArgumentType]
+        bm25 = BM25FIndex.from_packed(state)  # pyright: ignore[reportUnknownArgumentType]
         if len(bm25) != len(keys):  # pyright: ignore[reportUnknownArgumentType]
             raise ValueError("inconsistent tool index")
+        raw = view[_HEAD_BYTES + size :]
         if vectors is None:
+            if raw:
+                raise ValueError("inconsistent tool index: bytes after it")
             return cls(keys, bm25, exact, vocabulary)  # pyright: ignore[reportUnknownArgumentType]
-        semantic, weight = _load_vectors(vectors, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
+        semantic, weight = _load_vectors(vectors, raw, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
         return cls(keys, bm25, exact, vocabulary, semantic, weight)  # pyright: ignore[reportUnknownArgumentType]
 
     def _query_groups(self, terms: list[str]) -> list[dict[str, float]]:
