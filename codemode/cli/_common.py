@@ -8,14 +8,16 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, get_args
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from codemode.config import BackendChoice, Config, default_config_path, load_config
 from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from codemode.config import Config
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,11 +25,38 @@ R = TypeVar("R")
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
-BACKEND_CHOICE = click.Choice(list(get_args(BackendChoice)))
-"""``--backend``'s values: the config's ``[sandbox] backend`` choices, named once there."""
+# ``stdout``, ``stderr`` (rich consoles) and ``BACKEND_CHOICE`` are made on first use (see
+# __getattr__): rich and the pydantic config models cost ~110 ms to import, and a cached
+# ``codemode search --json`` needs neither. Declared here so that type checkers see them.
+if TYPE_CHECKING:
+    stdout: Console
+    stderr: Console
+    BACKEND_CHOICE: click.Choice[str]
+    """``--backend``'s values: the config's ``[sandbox] backend`` choices, named once there."""
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+
+def __getattr__(name: str) -> object:
+    if name in ("stdout", "stderr"):
+        return console(name == "stderr")
+    if name == "BACKEND_CHOICE":
+        from codemode.config import BackendChoice
+
+        choice = click.Choice(list(get_args(BackendChoice)))
+        globals()[name] = choice  # made once: later lookups find the module attribute
+        return choice
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def console(to_stderr: bool) -> Console:
+    """The rich console on stderr or stdout (``stderr`` / ``stdout``), made on first use."""
+    from rich.console import Console
+
+    name = "stderr" if to_stderr else "stdout"
+    made = globals().get(name)
+    if not isinstance(made, Console):
+        made = Console(stderr=to_stderr, soft_wrap=True)
+        globals()[name] = made
+    return made
 
 
 def config_option(fn: Callable[P, R]) -> Callable[P, R]:
@@ -48,11 +77,14 @@ def json_option(fn: Callable[P, R]) -> Callable[P, R]:
 
 def progress(message: str, show: bool = True) -> contextlib.AbstractContextManager[object]:
     """A spinner with ``message`` on stderr while the block runs (nothing when ``show`` is false)."""
-    return stderr.status(message) if show else contextlib.nullcontext()
+    return console(True).status(message) if show else contextlib.nullcontext()
 
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> NoReturn:
+    from rich.markup import escape
+
     # Messages name config sections and selectors ("[ledger] url", "SERVER[/TOOL]"): text, not markup.
+    stderr = console(True)
     stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if hint:
         stderr.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False)
@@ -67,16 +99,20 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except CodemodeError as exc:
-            stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
+            from rich.markup import escape
+
+            console(True).print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
-            stderr.print("interrupted")
+            console(True).print("interrupted")
             sys.exit(130)
 
     return wrapper
 
 
 def load(config_path: Path | None) -> Config:
+    from codemode.config import default_config_path, load_config
+
     return load_config(default_config_path(config_path))
 
 

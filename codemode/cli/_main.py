@@ -8,7 +8,6 @@ import os
 import click
 
 from codemode._otel_export import ENDPOINT_VARIABLES, export_from_environment
-from codemode._version import codemode_version
 
 # name -> (module, attribute, one-line help). A command's module is imported only when that
 # command runs (or its own --help is asked for): `codemode --version` and `codemode --help`
@@ -57,10 +56,28 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, help_text) for name, (_, _, help_text) in COMMANDS.items()])
 
 
+def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    """``--version``, as ``click.version_option`` prints it, but the version is looked up only when
+    asked for: importlib.metadata costs ~20 ms, which every other command would pay at import."""
+    if not value or ctx.resilient_parsing:
+        return
+    from codemode._version import codemode_version
+
+    click.echo(f"codemode, version {codemode_version()}", color=ctx.color)
+    ctx.exit()
+
+
 @click.group(
     cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
-@click.version_option(codemode_version(), prog_name="codemode")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """codemode: let an AI agent use many MCP servers by writing code.
 

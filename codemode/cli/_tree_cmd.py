@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from codemode.cli._common import (
-    config_option,
-    fail,
-    handle_errors,
-    json_option,
-    load,
-    print_json,
-    stderr,
-    stdout,
-)
-from codemode.config import Config, SemanticChoice
+from codemode.cli import _common
+from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json
 
 if TYPE_CHECKING:
     from codemode.catalog import ServerCatalog
+    from codemode.config import Config, SemanticChoice
     from codemode.search._catalog_cache import CachedSearch
     from codemode.search._semantic import Embedder
     from codemode.stubs import VirtualTree
 
-# ``codemode search`` from a cached index imports none of the catalog, stub or broker modules: in a
-# fresh process those imports alone cost more than the whole cached search.
+# ``codemode search`` from a cached index imports none of the catalog, stub, config or broker modules
+# (nor rich, for --json): in a fresh process those imports alone cost more than the whole cached
+# search. See codemode.cli._search_cache.
 
 live_option = click.option(
     "--live",
@@ -64,17 +56,11 @@ def approved_catalogs(config: Config) -> list[ServerCatalog]:
 
 
 def ranking(config: Config) -> tuple[SemanticChoice, Embedder | None]:
-    """``[search] semantic`` as the engine reads it (same function, same override) and the model to
-    rank with: None for BM25 alone, and then, if the signal was asked for, the engine's warning."""
-    from codemode.search._semantic import MISSING_EXTRA, load_embedder, semantic_setting
+    """``[search] semantic`` as the engine reads it and the model to rank with (see
+    :func:`codemode.cli._search_cache.ranking_for`)."""
+    from codemode.cli._search_cache import ranking_for
 
-    setting = semantic_setting(config.search.semantic)
-    embedder = load_embedder() if setting != "off" else None
-    if embedder is None and setting == "on":
-        from rich.markup import escape
-
-        stderr.print(f"[yellow]warning:[/] {escape(MISSING_EXTRA)}", markup=True, highlight=False)
-    return setting, embedder
+    return ranking_for(config.search.semantic)
 
 
 def load_tree(config: Config, live: bool = False, semantic: SemanticChoice | None = None) -> VirtualTree:
@@ -104,40 +90,13 @@ def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> 
     return tree if principal is None else tree.restrict(visible_to(config.policy, principal))
 
 
-def _cache_parts(
-    config: Config, principal: str | None, embedder: Embedder | None
-) -> list[bytes | str] | None:
-    """What a cached search depends on, or None when it cannot be cached (no lock).
+def build_search(
+    config: Config, principal: str | None, setting: SemanticChoice, embedder: Embedder | None
+) -> CachedSearch:
+    """The index of what ``principal`` may use and the rows it returns, built from the lock."""
+    from codemode.search._catalog_cache import CachedRow, CachedSearch
 
-    The ranker is part of it: BM25, or hybrid with the model's id (its files' identity), so turning
-    the setting on or off, or another model, names another entry.
-    """
-    try:
-        lock = config.lock_path.read_bytes()
-    except OSError:
-        return None
-    ranker = "bm25" if embedder is None else f"hybrid:{embedder.model_id}"
-    parts: list[bytes | str] = [ranker, lock, json.dumps(sorted(config.servers))]
-    if principal is not None:
-        rules = config.policy.principal(principal)
-        parts += [principal, rules.model_dump_json() if rules is not None else "refused"]
-    return parts
-
-
-def cached_search(config: Config, principal: str | None) -> CachedSearch:
-    """The index of what ``principal`` may use, from the cache if the lock, policy and ranker are
-    unchanged; else built from the lock (a hybrid one embeds only tools its vector cache lacks)."""
-    import codemode
-    from codemode.search._catalog_cache import CachedRow, CachedSearch, cache_key
-
-    setting, embedder = ranking(config)
-    parts = _cache_parts(config, principal, embedder)
-    key = cache_key(parts, [Path(codemode.__file__).parent / "stubs"]) if parts is not None else None
-    if key is not None:
-        found = CachedSearch.load(key, embedder=embedder)
-        if found is not None:
-            return found
-    # "off" when the model is missing: the warning is printed above, once.
+    # "off" when the model is missing: the warning is printed already, once.
     semantic: SemanticChoice = setting if embedder is not None else "off"
     view = principal_view(config, load_tree(config, semantic=semantic), principal)
     index, results = view.search_snapshot()
@@ -145,10 +104,7 @@ def cached_search(config: Config, principal: str | None) -> CachedSearch:
         module: CachedRow(r.server, r.tool, r.module, r.path, r.import_line, r.text)
         for module, r in results.items()
     }
-    built = CachedSearch(index, rows)
-    if key is not None and index.hybrid == (embedder is not None):  # never file it under another ranker
-        built.save(key)
-    return built
+    return CachedSearch(index, rows)
 
 
 @click.command()
@@ -192,7 +148,7 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
         return
     for entry in entries:
         suffix = "/" if entry.kind == "directory" else ""
-        stdout.print(f"{entry.path}{suffix}  [dim]{entry.summary}[/]", highlight=False)
+        _common.stdout.print(f"{entry.path}{suffix}  [dim]{entry.summary}[/]", highlight=False)
 
 
 @click.command()
@@ -226,16 +182,18 @@ def search(
     Ranks with BM25, fused with embeddings when [search] semantic (or CODEMODE_SEARCH_SEMANTIC) says
     so; each JSON result's "ranker" says which ("bm25" or "hybrid").
     """
-    config = load(config_path)
     results: list[dict[str, Any]]
     if live or detail == "full":  # full detail renders the stubs, so the cache would save nothing
+        config = load(config_path)
         setting, embedder = ranking(config)
         ranker = "hybrid" if embedder is not None else "bm25"
         semantic: SemanticChoice = setting if embedder is not None else "off"
         view = principal_view(config, load_tree(config, live, semantic), principal)
         results = [dataclasses.asdict(r) for r in view.search(query, k=k, detail=detail)]
     else:
-        found = cached_search(config, principal)
+        from codemode.cli._search_cache import cached_search
+
+        found = cached_search(config_path, principal)
         ranker = found.ranker
         results = [
             {
@@ -255,6 +213,7 @@ def search(
     if as_json:
         print_json(results)
         return
+    stdout, stderr = _common.stdout, _common.stderr
     # On stderr: stdout stays one result per line for scripts.
     stderr.print(f"[dim]ranked by {ranker}[/]", markup=True, highlight=False)
     if not results:

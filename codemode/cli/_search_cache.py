@@ -1,0 +1,236 @@
+"""``codemode search`` from its cached index, without validating codemode.toml again.
+
+The cached index (:mod:`codemode.search._catalog_cache`) is keyed by what a search depends on: the
+lock's bytes, the configured servers, the principal's policy and the ranker. Reading those from a
+:class:`~codemode.config.Config` means importing pydantic and building every config model, about
+100 ms of a fresh process that otherwise answers in well under that.
+
+So the facts a search takes from the config (the lock's path, ``[search] semantic``, the server
+names, the principal's rules) are kept in a small *memo*, keyed by the config file's real path and
+exact bytes (and the principal, and the source of the code that reads it). The same bytes validate
+to the same config, so a memo stands for a validation that already passed. It is only a shortcut to
+the index's key: the lock is still read and hashed into that key on every search, so a change of
+pins still names another entry. A memo is sealed with its sha256 and ignored (then rewritten) when
+damaged, when another user could have written it, or when the policy file it names has changed;
+any miss falls back to loading the config, which reports errors as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
+
+if TYPE_CHECKING:
+    from codemode.config import Config
+    from codemode.search._catalog_cache import CachedSearch
+    from codemode.search._semantic import Embedder
+
+__all__ = ["ConfigFacts", "cached_search", "config_file", "ranking_for"]
+
+_FORMAT = "codemode-search-config-1"
+_SETTINGS = ("auto", "on", "off")
+# Mirrors codemode.config._load (DEFAULT_CONFIG_NAME, CONFIG_ENV_VAR): importing that package builds
+# every config model, which is what this module avoids. tests/search/test_search_memo.py pins them.
+_CONFIG_ENV_VAR = "CODEMODE_CONFIG"
+_DEFAULT_CONFIG_NAME = "codemode.toml"
+
+
+def config_file(explicit: Path | None) -> Path:
+    """``codemode.config.default_config_path(explicit)``: ``explicit``, ``$CODEMODE_CONFIG`` or
+    ``./codemode.toml``."""
+    if explicit is not None:
+        return Path(explicit)
+    env = os.environ.get(_CONFIG_ENV_VAR)
+    return Path(env) if env else Path(_DEFAULT_CONFIG_NAME)
+
+
+def ranking_for(choice: Literal["auto", "on", "off"]) -> tuple[Literal["auto", "on", "off"], Embedder | None]:
+    """``[search] semantic`` as the engine reads it (same function, same override) and the model to
+    rank with: None for BM25 alone, and then, if the signal was asked for, the engine's warning."""
+    from codemode.search import _semantic
+
+    setting = _semantic.semantic_setting(choice)
+    embedder = _semantic.load_embedder() if setting != "off" else None
+    if embedder is None and setting == "on":
+        from rich.markup import escape
+
+        from codemode.cli._common import console
+
+        console(True).print(
+            f"[yellow]warning:[/] {escape(_semantic.MISSING_EXTRA)}", markup=True, highlight=False
+        )
+    return setting, embedder
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFacts:
+    """What a cached search takes from a validated codemode.toml (plain strings: see :meth:`dumps`)."""
+
+    lock_path: str
+    semantic: str
+    """``[search] semantic`` as written (the environment's override is applied when it is read)."""
+    servers: str
+    """The configured server names, sorted, as JSON."""
+    rules: str | None
+    """The principal's rules as JSON, ``"refused"`` if it has none, None when no principal is given."""
+    policy_file: str | None = None
+    """The ``[policy] file`` the config includes, and the sha256 of its bytes when validated."""
+    policy_digest: str | None = None
+
+    @classmethod
+    def of(cls, config: Config, principal: str | None, source: bytes | None = None) -> ConfigFacts:
+        """The facts of ``config``; ``source`` (its file's bytes) names any policy file it includes."""
+        rules = None
+        if principal is not None:
+            found = config.policy.principal(principal)
+            rules = found.model_dump_json() if found is not None else "refused"
+        policy_file = policy_digest = None
+        if source is not None and (included := _policy_include(source, config.base_dir)) is not None:
+            try:
+                policy_digest = hashlib.sha256(included.read_bytes()).hexdigest()
+                policy_file = str(included)
+            except OSError:
+                policy_digest = policy_file = None
+        return cls(
+            str(config.lock_path),
+            config.search.semantic,
+            json.dumps(sorted(config.servers)),
+            rules,
+            policy_file,
+            policy_digest,
+        )
+
+    @property
+    def choice(self) -> Literal["auto", "on", "off"]:
+        return cast('Literal["auto", "on", "off"]', self.semantic)
+
+    def parts(self, embedder: Embedder | None, principal: str | None) -> list[bytes | str] | None:
+        """What the cached index depends on, or None when it cannot be cached (no lock).
+
+        The ranker is part of it: BM25, or hybrid with the model's id (its files' identity), so turning
+        the setting on or off, or another model, names another entry.
+        """
+        try:
+            lock = Path(self.lock_path).read_bytes()
+        except OSError:
+            return None
+        ranker = "bm25" if embedder is None else f"hybrid:{embedder.model_id}"
+        parts: list[bytes | str] = [ranker, lock, self.servers]
+        if principal is not None and self.rules is not None:
+            parts += [principal, self.rules]
+        return parts
+
+    def policy_unchanged(self) -> bool:
+        if self.policy_file is None:
+            return True
+        try:
+            return hashlib.sha256(Path(self.policy_file).read_bytes()).hexdigest() == self.policy_digest
+        except OSError:
+            return False
+
+    def dumps(self) -> bytes:
+        return marshal.dumps((_FORMAT, *astuple(self)))
+
+    @classmethod
+    def loads(cls, data: bytes) -> ConfigFacts | None:
+        """The facts :meth:`dumps` wrote, or None for anything else."""
+        try:
+            loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write
+        except (EOFError, TypeError, ValueError):
+            return None
+        if not isinstance(loaded, tuple) or len(loaded) != 7 or loaded[0] != _FORMAT:  # pyright: ignore[reportUnknownArgumentType]
+            return None
+        fields = cast("tuple[object, ...]", loaded)[1:]
+        lock_path, semantic, servers, rules, policy_file, policy_digest = fields
+        if not (isinstance(lock_path, str) and isinstance(servers, str) and semantic in _SETTINGS):
+            return None
+        if not all(value is None or isinstance(value, str) for value in (rules, policy_file, policy_digest)):
+            return None
+        if (policy_file is None) != (policy_digest is None):
+            return None
+        return cls(
+            lock_path, str(semantic), servers, *cast("tuple[str | None, str | None, str | None]", fields[3:])
+        )
+
+
+def _policy_include(source: bytes, base_dir: Path) -> Path | None:
+    """The file ``[policy] file = "..."`` names in ``source`` (as load_config resolves it), if any."""
+    import tomllib  # here: only a search that loads the config gets this far
+
+    try:
+        data = tomllib.loads(source.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    policy = data.get("policy")
+    if isinstance(policy, dict) and isinstance(name := cast("dict[str, object]", policy).get("file"), str):
+        return base_dir / name
+    return None
+
+
+def _memo_path(config_path: Path, source: bytes, principal: str | None) -> Path:
+    import codemode
+    from codemode.search._catalog_cache import cache_dir, cache_key
+
+    package = Path(codemode.__file__).parent
+    parts: list[bytes | str] = [_FORMAT, os.path.realpath(config_path), source]
+    parts += ["principal", principal] if principal is not None else ["everyone"]
+    # The code that validates the config and derives the facts is part of the key: a memo written
+    # by another version of it is never read.
+    key = cache_key(parts, [package / "config", Path(__file__).parent])
+    return cache_dir() / "config" / f"{key}.bin"
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
+    """The index of what ``principal`` may use: from the cache, through the config memo, when the
+    config, the lock, the policy and the ranker are unchanged; else built from the lock (a hybrid
+    one embeds only tools its vector cache lacks) after loading the config."""
+    import codemode
+    from codemode.search._catalog_cache import CachedSearch, cache_key, read_sealed, write_sealed
+
+    stubs = [Path(codemode.__file__).parent / "stubs"]
+    path = config_file(explicit)
+    source = _read(path)
+    memo = _memo_path(path, source, principal) if source is not None else None
+    ranked: tuple[Literal["auto", "on", "off"], Embedder | None] | None = None
+    payload = read_sealed(memo) if memo is not None else None
+    facts = ConfigFacts.loads(payload) if payload is not None else None
+    if facts is not None and facts.policy_unchanged():
+        ranked = ranking_for(facts.choice)
+        parts = facts.parts(ranked[1], principal)
+        found = CachedSearch.load(cache_key(parts, stubs), embedder=ranked[1]) if parts is not None else None
+        if found is not None:
+            return found
+    from codemode.cli._common import load
+    from codemode.cli._tree_cmd import build_search
+
+    config = load(explicit)
+    validated = ConfigFacts.of(config, principal, source)
+    # Filed under the bytes read before loading only if the file still holds them (not edited since);
+    # not rewritten when it says the same (a workspace without a lock never hits the index cache).
+    if memo is not None and validated != facts and _read(path) == source:
+        write_sealed(memo, validated.dumps())
+    if ranked is None or facts is None or facts.semantic != validated.semantic:
+        ranked = ranking_for(config.search.semantic)
+    setting, embedder = ranked
+    parts = validated.parts(embedder, principal)
+    key = cache_key(parts, stubs) if parts is not None else None
+    if key is not None:
+        found = CachedSearch.load(key, embedder=embedder)
+        if found is not None:
+            return found
+    built = build_search(config, principal, setting, embedder)
+    if key is not None and built.index.hybrid == (embedder is not None):  # never file it under another ranker
+        built.save(key)
+    return built

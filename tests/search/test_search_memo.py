@@ -1,0 +1,192 @@
+"""``codemode search`` answers a cached search through a memo of the validated config, and the memo
+never outlives what it stands for: the config's bytes, its policy file, the lock and the principal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import codemode.config
+from codemode.catalog import ServerCatalog
+from codemode.cli import _search_cache
+from codemode.cli._main import cli
+from codemode.cli._search_cache import ConfigFacts, config_file
+from codemode.config import default_config_path, load_config
+from codemode.search._catalog_cache import cache_dir, read_sealed, write_sealed
+from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
+
+CONFIG = """
+[servers.crm]
+command = "never-started"
+
+[servers.mail]
+command = "never-started"
+
+[policy]
+file = "policy.toml"
+"""
+
+POLICY = """
+[principals.clerk]
+tools = ["crm/*"]
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CODEMODE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
+    (tmp_path / "codemode.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "policy.toml").write_text(POLICY, encoding="utf-8")
+    approve_catalogs(tmp_path, CRM, MAIL)
+    return tmp_path
+
+
+class Loads:
+    """Counts full config loads: a search answered through the memo loads nothing."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = codemode.config.load_config
+
+        def counting(*args: Any, **kwargs: Any) -> codemode.config.Config:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(codemode.config, "load_config", counting)
+
+
+def search(workspace: Path, *args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(
+        cli, ["search", *args, "--json", "--config", str(workspace / "codemode.toml")]
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def memos() -> list[Path]:
+    return sorted((cache_dir() / "config").glob("*.bin"))
+
+
+def test_a_repeated_search_loads_no_config_and_answers_the_same(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = Loads(monkeypatch)
+    first = search(workspace, "remove a customer")
+    assert loads.count == 1 and len(memos()) == 1
+    assert search(workspace, "remove a customer") == first
+    assert search(workspace, "remove a customer", "--principal", "clerk") != first  # a memo per principal
+    assert loads.count == 2 and len(memos()) == 2
+    search(workspace, "remove a customer", "--principal", "clerk")
+    assert loads.count == 2
+
+
+def test_a_changed_lock_is_seen_although_the_config_is_not_loaded(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    search(workspace, "archive an email")
+    loads = Loads(monkeypatch)
+    approve_catalogs(
+        workspace,
+        ServerCatalog(server="mail", tools=(*MAIL.tools, tool_spec("mail", "archive_email", "Archive."))),
+    )
+    assert search(workspace, "archive an email")[0]["tool"] == "archive_email"
+    assert loads.count == 1  # the memo's key was current, the index's was not: rebuilt from the config
+    assert search(workspace, "archive an email")[0]["tool"] == "archive_email"
+    assert loads.count == 1
+
+
+def test_an_edited_config_or_policy_file_is_validated_again(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = Loads(monkeypatch)
+    assert "delete_customer" in {hit["tool"] for hit in search(workspace, "delete", "--principal", "clerk")}
+    (workspace / "policy.toml").write_text(
+        POLICY + 'deny_tools = ["crm/delete_customer"]\n', encoding="utf-8"
+    )
+    assert "delete_customer" not in {
+        hit["tool"] for hit in search(workspace, "delete", "--principal", "clerk")
+    }
+    assert loads.count == 2
+    (workspace / "codemode.toml").write_text(
+        CONFIG + "\n[search]\nsemantic = 'sometimes'\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(cli, ["search", "delete", "--config", str(workspace / "codemode.toml")])
+    assert result.exit_code == 2 and "search.semantic" in result.stderr  # the error, as without a memo
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "shared"])
+def test_a_damaged_or_shared_memo_is_ignored_and_rewritten(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    first = search(workspace, "look up customer")
+    [memo] = memos()
+    data = memo.read_bytes()
+    if damage == "shared":
+        memo.chmod(0o666)
+    else:
+        flipped = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+        memo.write_bytes({"flip": flipped, "truncate": data[:-10], "empty": b""}[damage])
+    assert read_sealed(memo) is None
+    loads = Loads(monkeypatch)
+    assert search(workspace, "look up customer") == first
+    assert loads.count == 1
+    assert memo.read_bytes() == data and memo.stat().st_mode & 0o022 == 0
+
+
+def test_facts_that_do_not_parse_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memo.bin"
+    write_sealed(path, b"\x00not marshal")
+    payload = read_sealed(path)
+    assert payload is not None and ConfigFacts.loads(payload) is None
+    good = ConfigFacts("/x/codemode.lock", "on", "[]", None)
+    assert ConfigFacts.loads(good.dumps()) == good
+    odd = ConfigFacts("/x/codemode.lock", "sometimes", "[]", None)
+    assert ConfigFacts.loads(odd.dumps()) is None
+
+
+def test_the_memo_names_what_load_config_validated(workspace: Path) -> None:
+    config = load_config(workspace / "codemode.toml")
+    source = (workspace / "codemode.toml").read_bytes()
+    facts = ConfigFacts.of(config, "clerk", source)
+    assert facts.lock_path == str(config.lock_path)
+    assert facts.policy_file == str(workspace.resolve() / "policy.toml") and facts.policy_unchanged()
+    assert facts.servers == json.dumps(["crm", "mail"]) and facts.semantic == "off"
+    assert facts.rules is not None and "crm/*" in facts.rules
+
+
+def test_the_config_file_is_found_as_load_config_finds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CODEMODE_CONFIG", raising=False)
+    assert config_file(None) == default_config_path(None)
+    assert config_file(Path("x.toml")) == default_config_path(Path("x.toml"))
+    monkeypatch.setenv("CODEMODE_CONFIG", "/elsewhere/c.toml")
+    assert config_file(None) == default_config_path(None) == Path("/elsewhere/c.toml")
+    assert _search_cache.config_file is config_file
+
+
+def test_a_cached_json_search_imports_no_config_models_nor_rich(workspace: Path) -> None:
+    argv = ["search", "customer", "--json", "--config", str(workspace / "codemode.toml")]
+    probe = (
+        "import sys\n"
+        "from codemode.cli._main import cli\n"
+        "try:\n"
+        f"    cli({argv!r}, prog_name='codemode')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(repr(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(workspace / "cache")}
+    command = [sys.executable, "-c", probe]
+    subprocess.run(command, capture_output=True, env=env, check=True)  # builds the index and the memo
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    loaded = set(eval(done.stderr.strip().splitlines()[-1]))  # our own probe's repr
+    assert json.loads(done.stdout)[0]["ranker"] == "bm25"
+    assert not loaded & {"pydantic", "rich", "numpy", "tokenizers"}, loaded
