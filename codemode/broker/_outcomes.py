@@ -22,7 +22,7 @@ import mcp_types
 from codemode._metrics import active as active_metrics
 from codemode._tracing import note, note_filtering
 from codemode.broker._facts import Call
-from codemode.broker._pii import PiiVault
+from codemode.broker._pii import PiiVault, pii_kinds_in
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.calls import CallOutcome, ToolError, ToolResult, content_blocks
@@ -54,35 +54,33 @@ class Outcomes:
         receipt = find_receipt(result)
         note(receipt=receipt)
         # Filtered for the run before the record, so that the record holds the whole report.
-        outcome = self.for_run(call, stored, report)
+        outcome = self.for_run(call, stored, report, injection_scanned=True)
         filtered = report.as_dict()
         note_filtering(filtered)
         return Answer(outcome, stored, receipt, filtered)
 
-    def for_run(self, call: Call, outcome: CallOutcome, report: FilterReport | None = None) -> CallOutcome:
-        """The per-run pass (see the table above). What it changes is added to ``report``."""
+    def for_run(
+        self,
+        call: Call,
+        outcome: CallOutcome,
+        report: FilterReport | None = None,
+        *,
+        injection_scanned: bool = False,
+    ) -> CallOutcome:
+        """The per-run pass (see the table above). What it changes is added to ``report``.
+
+        ``injection_scanned``: the storage pass of this very answer has already looked for
+        instruction-like text, so only PII is left to find. The outcome is then visited field by
+        field only when its JSON text as a whole holds a PII candidate (no pattern spans a quote,
+        so a match inside any field is a match in the whole text). Most answers hold none and go
+        through unchanged, without being copied.
+        """
         run = call.run
         report = FilterReport() if report is None else report
-        result_filter = ResultFilter(self._per_run_policy, run.vault)
-        if isinstance(outcome, ToolResult):
-            outcome = outcome.model_copy(
-                update={
-                    "structured": result_filter.value(outcome.structured, report),
-                    "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
-                    ),
-                }
-            )
-        elif isinstance(outcome, ToolError):
-            outcome = outcome.model_copy(
-                update={
-                    "message": result_filter.text(outcome.message, report),
-                    "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
-                    ),
-                }
-            )
         encoded = canonical_json(outcome.model_dump(mode="json"))
+        if not injection_scanned or self._may_hold_pii(encoded.decode()):
+            outcome = self._run_pass(run.vault, outcome, report)
+            encoded = canonical_json(outcome.model_dump(mode="json"))
         tokens = self.count_tokens(encoded.decode()) if self.count_tokens is not None else 0
         with run.lock:
             run.result_bytes += len(encoded)
@@ -92,4 +90,30 @@ class Outcomes:
         metrics = active_metrics()
         if metrics is not None:
             metrics.result_bytes.inc(len(encoded))
+        return outcome
+
+    def _may_hold_pii(self, text: str) -> bool:
+        policy = self._per_run_policy
+        return policy.pii != "off" and bool(policy.pii_kinds) and bool(pii_kinds_in(text, policy.pii_kinds))
+
+    def _run_pass(self, vault: PiiVault, outcome: CallOutcome, report: FilterReport) -> CallOutcome:
+        result_filter = ResultFilter(self._per_run_policy, vault)
+        if isinstance(outcome, ToolResult):
+            return outcome.model_copy(
+                update={
+                    "structured": result_filter.value(outcome.structured, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
+        if isinstance(outcome, ToolError):
+            return outcome.model_copy(
+                update={
+                    "message": result_filter.text(outcome.message, report),
+                    "content": content_blocks(
+                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                    ),
+                }
+            )
         return outcome
