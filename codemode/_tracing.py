@@ -70,6 +70,13 @@ def run_span(
 def call_span(binding: RunBinding, request: ToolCallRequest) -> Generator[Span]:
     """The span of one tool call, a child of its run's span, current inside the block."""
     run = _run_spans.get(binding.run_id)
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # No SDK installed: a call span would only be a non-recording copy of its parent's
+        # context. The run's span stands in for it (its context is what goes downstream), which
+        # saves building one on every call.
+        with trace.use_span(run if run is not None else trace.INVALID_SPAN, end_on_exit=False) as span:
+            yield span
+        return
     parent = trace.set_span_in_context(run) if run is not None else None
     attributes = {
         "codemode.run_id": binding.run_id,
