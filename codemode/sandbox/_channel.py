@@ -527,7 +527,8 @@ class HostChannel:
         outcome: CallOutcome
         if method == wire.CALL:
             call = _params(_CallParams, message.params)
-            request = ToolCallRequest(seq=context.take_seq(), **call.model_dump())
+            # Validated just above, strictly: built without a second validation and argument copy.
+            request = ToolCallRequest.model_construct(seq=context.take_seq(), **dict(call))
             outcome = await _guard(context.handler.call_tool(context.binding, request), mutating=True)
         elif method == wire.READ_RESOURCE:
             read = _params(_ReadParams, message.params)
