@@ -15,8 +15,9 @@ protocol violation (bad frame, oversize, too deep, not JSON-RPC) closes the conn
 
 The connection is served by :class:`codemode.sandbox._frame_protocol.FrameProtocol` (an
 :class:`asyncio.Protocol`: frames are cut and decoded as bytes arrive, replies are written as whole
-frames), which is why this module needs anyio's asyncio backend. Each request runs as a task in
-:meth:`serve`'s task group, so slow handlers do not hold up the others.
+frames), which is why this module needs anyio's asyncio backend. Each request runs in an asyncio
+task of its own, so slow handlers do not hold up the others; :meth:`serve` cancels and awaits
+those still running when the connection ends.
 
 Method names, message shapes, error codes and limits are the wire contract's
 (:mod:`codemode.sandbox._wire`), the same file the in-sandbox runtime reads.
