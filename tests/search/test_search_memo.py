@@ -40,10 +40,8 @@ tools = ["crm/*"]
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv("CODEMODE_CACHE_DIR", raising=False)
-    monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
+def workspace(tmp_path: Path, private_search_cache: Path) -> Path:
+    del private_search_cache  # requested for its environment
     (tmp_path / "codemode.toml").write_text(CONFIG, encoding="utf-8")
     (tmp_path / "policy.toml").write_text(POLICY, encoding="utf-8")
     approve_catalogs(tmp_path, CRM, MAIL)
