@@ -1,4 +1,4 @@
-"""The host's UNIX-socket listener for sandbox channels, with streams that survive cancellation.
+"""The host's UNIX-socket listener for sandbox channels, with an accept that survives cancellation.
 
 Why not ``anyio.create_unix_listener``: on asyncio, anyio (4.16) waits for a UNIX socket with
 ``loop.add_reader(fd, future.set_result)``. When that wait is cancelled in the same loop turn in
@@ -7,9 +7,9 @@ the already queued callback sets a result on the cancelled future, and the loop 
 ``InvalidStateError`` from a bare callback. Nothing is lost, but an embedding application sees an
 error it cannot attribute, and anyio's test runner fails the test that happened to be running.
 
-Here connections are accepted with :func:`anyio.wait_readable`, which tolerates that race, and each
-is wrapped by :meth:`anyio.abc.SocketStream.from_socket`, which reads through an asyncio transport
-instead of raw readiness callbacks (a cancelled receive leaves its bytes buffered for the next).
+Here connections are accepted with :func:`anyio.wait_readable`, which tolerates that race; the
+channel then reads each through an asyncio transport
+(:class:`codemode.sandbox._frame_protocol.FrameProtocol`), not through raw readiness callbacks.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ import socket
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketStream
 
 __all__ = ["UnixListener"]
 
 
 class UnixListener:
-    """A listening UNIX socket at ``path``; :meth:`accept` returns transport-backed streams."""
+    """A listening UNIX socket at ``path``; :meth:`accept_socket` returns each connection."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -55,14 +54,6 @@ class UnixListener:
                 continue
             connection.setblocking(False)
             return connection
-
-    async def accept(self) -> SocketStream:
-        connection = await self.accept_socket()
-        try:
-            return await SocketStream.from_socket(connection)
-        except BaseException:
-            connection.close()
-            raise
 
     async def aclose(self) -> None:
         with contextlib.suppress(OSError):

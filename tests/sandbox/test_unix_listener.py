@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import SocketStream
 
 from codemode.sandbox._unix_listener import UnixListener
 
@@ -29,7 +30,7 @@ async def _connected(path: Path) -> tuple[UnixListener, socket.socket]:
 
 async def test_a_receive_cancelled_in_the_turn_its_bytes_arrive_keeps_them(tmp_path: Path) -> None:
     listener, client = await _connected(tmp_path / "s")
-    stream = await listener.accept()
+    stream = await SocketStream.from_socket(await listener.accept_socket())
     outcome: list[str] = []
 
     async def receive() -> None:
@@ -59,7 +60,7 @@ async def test_a_receive_cancelled_in_the_turn_its_bytes_arrive_keeps_them(tmp_p
 async def test_an_accept_cancelled_as_a_client_connects_raises_nothing(tmp_path: Path) -> None:
     path = tmp_path / "s"
     listener = UnixListener.bind(path, mode=0o600)
-    task = asyncio.ensure_future(listener.accept())
+    task = asyncio.ensure_future(listener.accept_socket())
     await anyio.sleep(0.05)
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     client.connect(str(path))
@@ -68,10 +69,10 @@ async def test_an_accept_cancelled_as_a_client_connects_raises_nothing(tmp_path:
         await task
     await anyio.sleep(0.05)
     with anyio.fail_after(5):
-        stream = await listener.accept()  # the connection still waits in the backlog
-    await stream.send(b"hi")
+        connection = await listener.accept_socket()  # the connection still waits in the backlog
+    connection.sendall(b"hi")
     assert client.recv(2) == b"hi"
-    await stream.aclose()
+    connection.close()
     await listener.aclose()
     client.close()
 
