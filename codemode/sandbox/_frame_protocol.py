@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -28,14 +27,13 @@ from codemode.sandbox._framing import HEADER, THREAD_DECODE_BYTES, ChannelClosed
 
 __all__ = ["FrameProtocol"]
 
-_library: ContextVar[str | None] | None
-try:
-    from sniffio import current_async_library_cvar as _library
-except ImportError:  # then anyio asks asyncio for the running loop, which callbacks do have
-    _library = None
 
 Sink = Callable[[Any], None]
-"""Receives each decoded message; raising :class:`ChannelError` from it ends the connection."""
+"""Receives each decoded message; raising :class:`ChannelError` from it ends the connection.
+
+It runs in a protocol callback, outside any task, where anyio cannot tell which library runs on a
+loop it did not start (a Ray actor's, a caller's ``asyncio.run``): a sink uses asyncio directly.
+"""
 
 
 class FrameProtocol(asyncio.Protocol):
@@ -165,7 +163,7 @@ class FrameProtocol(asyncio.Protocol):
                     # Kept referenced: the loop holds tasks only weakly.
                     self._decode_task = asyncio.get_running_loop().create_task(self._decode_off_loop(body))
                     return
-                _deliver(self.sink, decode(body))
+                self.sink(decode(body))
         except ChannelError as exc:
             self.close(exc)
             return
@@ -200,27 +198,8 @@ class FrameProtocol(asyncio.Protocol):
         if self.error is not None or self.sink is None:
             return
         try:
-            _deliver(self.sink, message)
+            self.sink(message)
         except ChannelError as exc:
             self.close(exc)
             return
         self._pump()
-
-
-def _deliver(sink: Sink, message: Any) -> None:
-    """Call ``sink`` naming asyncio as the running library.
-
-    Protocol callbacks run outside any task, and anyio finds its backend through sniffio, which
-    looks for the library's context variable, then for a current task. Under ``anyio.run`` that
-    variable is set in every context the loop copies; on a loop that anyio did not start (a Ray
-    actor's, or a caller's ``asyncio.run``) neither is there, and a sink that starts a task in an
-    anyio task group would fail, ending the connection.
-    """
-    if _library is None:
-        sink(message)
-        return
-    token = _library.set("asyncio")
-    try:
-        sink(message)
-    finally:
-        _library.reset(token)
