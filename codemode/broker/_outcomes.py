@@ -78,10 +78,12 @@ class Outcomes:
         run = call.run
         report = FilterReport() if report is None else report
         encoded = canonical_json(outcome.model_dump(mode="json"))
-        if not injection_scanned or self._may_hold_pii(encoded.decode()):
+        text = encoded.decode()
+        if not injection_scanned or self._may_hold_pii(text):
             outcome = self._run_pass(run.vault, outcome, report)
             encoded = canonical_json(outcome.model_dump(mode="json"))
-        tokens = self.count_tokens(encoded.decode()) if self.count_tokens is not None else 0
+            text = encoded.decode()
+        tokens = self.count_tokens(text) if self.count_tokens is not None else 0
         with run.lock:
             run.result_bytes += len(encoded)
             run.result_tokens += tokens
