@@ -73,8 +73,11 @@ def plain_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextlib.contextmanager
-def serving_http(workspace: Path, *args: str) -> Generator[str]:
-    """`codemode serve --transport http` on a free port, with alice's, bob's and ops's tokens; its URL."""
+def serving_http(workspace: Path, *args: str, stderr_copy: Path | None = None) -> Generator[str]:
+    """`codemode serve --transport http` on a free port, with alice's, bob's and ops's tokens; its URL.
+
+    ``stderr_copy``: a file that gets each line of the server's stderr as it comes.
+    """
     env = {
         **os.environ,
         "CODEMODE_TEST_ALICE": TOKENS["alice"],
@@ -95,12 +98,18 @@ def serving_http(workspace: Path, *args: str) -> Generator[str]:
 
     def watch() -> None:
         assert process.stderr is not None
+        copy = stderr_copy.open("w", encoding="utf-8") if stderr_copy is not None else None
         for line in process.stderr:
             lines.append(line)
+            if copy is not None:
+                copy.write(line)
+                copy.flush()
             if line.startswith("READY ") and not url:
                 url.append(line.split()[1])
                 ready.set()
         ready.set()
+        if copy is not None:
+            copy.close()
 
     threading.Thread(target=watch, daemon=True).start()
     try:

@@ -10,12 +10,10 @@ running config as it was, and serve says so on stderr.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.serve.conftest import make_workspace
+from tests.serve.conftest import make_workspace, serving_http
 from tests.serve.test_serve import http, text_of
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "rooted_server.py"
@@ -40,28 +38,6 @@ def rooted_workspace(directory: Path, protocol: str) -> tuple[Path, Path]:
         f'protocol = "{protocol}"\ntrusted = true\nroots = ["/srv/data"]\n'
     )
     return make_workspace(directory, server), log
-
-
-@contextlib.contextmanager
-def serving(workspace: Path, errors: Path) -> Generator[str]:
-    """`codemode serve --transport http` on a free port, its stderr in ``errors``; its URL."""
-    command = [sys.executable, "-m", "codemode.cli", "serve", "--transport", "http", "--port", "0"]
-    with errors.open("w") as sink:
-        process = subprocess.Popen(
-            [*command, "--config", str(workspace)], stdout=subprocess.DEVNULL, stderr=sink
-        )
-    try:
-        wait_for(lambda: "READY " in errors.read_text() or process.poll() is not None)
-        ready = [line for line in errors.read_text().splitlines() if line.startswith("READY ")]
-        assert ready, f"codemode serve did not start:\n{errors.read_text()}"
-        yield ready[0].split()[1]
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def wait_for(predicate: Callable[[], bool]) -> None:
@@ -93,7 +69,7 @@ def logged(log: Path) -> list[dict[str, Any]]:
 def test_roots_edited_while_serving_reach_the_server_without_a_restart(tmp_path: Path, protocol: str) -> None:
     workspace, log = rooted_workspace(tmp_path, protocol)
     new = ["file:///srv/reports", "file:///srv/archive"]
-    with serving(workspace, tmp_path / "serve.err") as url:
+    with serving_http(workspace, stderr_copy=tmp_path / "serve.err") as url:
         before = list_roots(url)
         log.unlink(missing_ok=True)  # what the server logged before the edit is not under test
         workspace.write_text(
@@ -120,7 +96,7 @@ def test_an_edit_that_does_not_load_is_ignored_and_other_changes_wait_for_a_rest
     workspace, log = rooted_workspace(tmp_path, "legacy")
     errors = tmp_path / "serve.err"
     original = workspace.read_text()
-    with serving(workspace, errors) as url:
+    with serving_http(workspace, stderr_copy=errors) as url:
         log.unlink(missing_ok=True)
         # Not TOML at all, then TOML that does not validate (a relative root).
         workspace.write_text(original.replace('roots = ["/srv/data"]', 'roots = ["/srv/broken"'))
