@@ -16,6 +16,7 @@ By default ``medium`` and above need approval, so any tool not known to be read-
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -156,5 +157,12 @@ class PolicyConfig(_Section):
         if name in self.principals:
             return self.principals[name]
         if self.mode == "allow":
-            return PrincipalPolicy(tenants=[self.default_tenant])
+            return _open_principal(self.default_tenant)
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _open_principal(tenant: str) -> PrincipalPolicy:
+    # Built once per tenant, not on every call that asks (the model is frozen, so sharing is safe).
+    # Not cached on the policy: model_copy would carry a cached value over to a changed copy.
+    return PrincipalPolicy(tenants=[tenant])

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
 
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
@@ -223,6 +224,21 @@ async def test_risk_never_lowered_by_untrusted_or_contradictory_hints(
     assert isinstance(decision, Allow) and decision.facts.risk == risk
 
 
+async def test_the_tool_gate_remembers_policy_answers_per_principal_tool_pin_and_trust() -> None:
+    tool = spec(annotations={"readOnlyHint": True})
+    rules = policy(principals={"alice": {"tools": ["crm/*"]}, "bob": {"tools": ["other/*"]}})
+    catalog = Catalog(tool, trusted=True)
+    gate = ToolGate(rules, catalog, Pins(tool))
+    for _ in range(2):  # the second round answers from the memo, and must answer the same
+        alice = await gate.check(context(tool, principal="alice"), Facts())
+        assert isinstance(alice, Allow) and alice.facts.risk == "low"
+        bob = await gate.check(context(tool, principal="bob"), Facts())
+        assert isinstance(bob, Deny) and "may not use" in bob.reason
+    catalog.trusted = False  # the server's hints stop counting: the risk is worked out anew
+    untrusted = await gate.check(context(tool, principal="alice"), Facts())
+    assert isinstance(untrusted, Allow) and untrusted.facts.risk == "high"
+
+
 # -- arguments ----------------------------------------------------------------------------------
 
 
@@ -273,6 +289,83 @@ async def test_argument_gate_refuses_oversized_and_deeply_nested_arguments() -> 
     assert isinstance(decision, Deny) and "nested deeper" in decision.reason
     big = await arguments_decision({"customer_id": "CUST-0001", "note": "x" * 2_000_000})
     assert isinstance(big, Deny) and "bytes" in big.reason
+
+
+PLAIN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "limit": {"type": "number", "maximum": 100},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["limit"],
+}
+"""No regular expression and no reference: checked by the compiled validator."""
+
+
+async def plain_decision(
+    gate: ArgumentGate, arguments: dict[str, Any], schema: dict[str, Any] = PLAIN_SCHEMA
+) -> Any:
+    return await gate.check(context(spec(), arguments), Facts(pinned={"inputSchema": schema}))
+
+
+async def test_a_schema_without_patterns_or_references_is_checked_by_the_compiled_validator() -> None:
+    gate = ArgumentGate(policy())
+    assert isinstance(await plain_decision(gate, {"limit": 5, "tags": ["a"]}), Allow)
+    (built,) = gate._validators.values()  # pyright: ignore[reportPrivateUsage]
+    assert not isinstance(built, str) and built.compiled is not None
+    # Refusals are worded by the interpreted validator, with the location, as for any schema.
+    too_big = await plain_decision(gate, {"limit": 500})
+    assert isinstance(too_big, Deny) and too_big.reason == (
+        "invalid argument at limit: 500 is greater than the maximum of 100"
+    )
+    wrong_type = await plain_decision(gate, {"limit": 5, "tags": [1]})
+    assert isinstance(wrong_type, Deny) and wrong_type.reason.startswith("invalid argument at tags/0:")
+    missing = await plain_decision(gate, {})
+    assert isinstance(missing, Deny) and "required" in missing.reason
+
+
+async def test_a_refusal_by_the_compiled_validator_stands_when_the_interpreted_one_would_accept() -> None:
+    gate = ArgumentGate(policy())
+    await plain_decision(gate, {"limit": 5})
+    ((key, built),) = gate._validators.items()  # pyright: ignore[reportPrivateUsage]
+    assert not isinstance(built, str)
+    refuses_all = jsonschema_rs.validator_for({"not": {}})
+    gate._validators[key] = dataclasses.replace(built, compiled=refuses_all)  # pyright: ignore[reportPrivateUsage]
+    decision = await plain_decision(gate, {"limit": 5})
+    assert isinstance(decision, Deny) and "do not match the tool's schema" in decision.reason
+    # NaN is not above any maximum for Python's comparisons, so only the compiled validator sees it.
+    nan = await plain_decision(ArgumentGate(policy()), {"limit": float("nan")})
+    assert isinstance(nan, Deny)
+
+
+async def test_numbers_beyond_64_bits_are_compared_exactly() -> None:
+    gate = ArgumentGate(policy())
+    assert isinstance(await plain_decision(gate, {"limit": -(10**400)}), Allow)
+    refused = await plain_decision(gate, {"limit": 10**400})
+    assert isinstance(refused, Deny) and refused.reason.startswith("invalid argument at limit:")
+
+
+async def test_a_schema_the_compiled_validator_cannot_build_is_still_enforced() -> None:
+    unknown_dialect = {**PLAIN_SCHEMA, "$schema": "https://127.0.0.1/an-unknown-dialect"}
+    gate = ArgumentGate(policy())
+    assert isinstance(await plain_decision(gate, {"limit": 5}, unknown_dialect), Allow)
+    (built,) = gate._validators.values()  # pyright: ignore[reportPrivateUsage]
+    assert not isinstance(built, str) and built.compiled is None
+    refused = await plain_decision(gate, {"limit": 500}, unknown_dialect)
+    assert isinstance(refused, Deny) and "greater than the maximum" in refused.reason
+
+
+async def test_schemas_with_patterns_or_references_are_not_compiled() -> None:
+    with_reference = {
+        "$defs": {"n": {"type": "number"}},
+        "type": "object",
+        "properties": {"limit": {"$ref": "#/$defs/n"}},
+    }
+    for schema, arguments in ((SCHEMA, {"customer_id": "CUST-0001"}), (with_reference, {"limit": 5})):
+        gate = ArgumentGate(policy())
+        assert isinstance(await plain_decision(gate, arguments, schema), Allow)
+        (built,) = gate._validators.values()  # pyright: ignore[reportPrivateUsage]
+        assert not isinstance(built, str) and built.compiled is None
 
 
 # -- resource scope -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import lookup
+from codemode.broker.gates._tool import MEMO_ENTRIES
 from codemode.config import PolicyConfig
 
 
@@ -22,9 +23,22 @@ class BudgetGate:
 
     def __init__(self, policy: PolicyConfig) -> None:
         self.budget = policy.budget
+        self._rules: dict[tuple[str, str], tuple[float, int | None]] = {}
+        """Per tool: its price and its per-run call cap (glob lookups, done once: the policy is frozen)."""
+
+    def _tool_rules(self, server: str, tool: str) -> tuple[float, int | None]:
+        rules = self._rules.get((server, tool))
+        if rules is None:
+            if len(self._rules) >= MEMO_ENTRIES:
+                self._rules.clear()
+            rules = self._rules[(server, tool)] = (
+                lookup(self.budget.costs, server, tool) or 0.0,
+                lookup(self.budget.calls_per_tool, server, tool),
+            )
+        return rules
 
     async def check(self, call: Call, facts: Facts) -> Decision:
-        cost = (lookup(self.budget.costs, call.server, call.name) or 0.0) if call.kind == "tool" else 0.0
+        cost = self._tool_rules(call.server, call.name)[0] if call.kind == "tool" else 0.0
         with call.run.lock:
             reason = self._exceeded(call, cost)
         return Deny(self.name, reason) if reason else Allow(facts.with_(cost=cost))
@@ -56,7 +70,7 @@ class BudgetGate:
             return f"result budget exhausted ({budget.result_bytes_per_run:,} bytes per run)"
         if call.kind != "tool":
             return None  # per-tool caps and prices name tools, not resources or prompts
-        per_tool = lookup(budget.calls_per_tool, call.server, call.name)
+        per_tool = self._tool_rules(call.server, call.name)[1]
         if per_tool is not None and run.calls_per_tool[call.label] >= per_tool:
             return f"call budget for {call.label} exhausted ({per_tool} per run)"
         caps = [cap for cap in (budget.money_per_run, run.limits.money) if cap is not None]

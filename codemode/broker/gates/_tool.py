@@ -13,8 +13,8 @@ from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
 from codemode.broker._visibility import may_use
-from codemode.catalog import LockFile, ToolSpec
-from codemode.config import PolicyConfig
+from codemode.catalog import LockFile, PinnedDefinition, ToolSpec
+from codemode.config import PolicyConfig, Risk
 
 
 class CatalogView(Protocol):
@@ -42,6 +42,10 @@ class LockView(Protocol):
     def lock(self) -> LockFile: ...
 
 
+MEMO_ENTRIES = 65_536
+"""Bound on each memo of policy answers below (one entry per principal and tool in use)."""
+
+
 class ToolGate:
     name = "tool"
 
@@ -49,12 +53,36 @@ class ToolGate:
         self.policy = policy
         self.catalog = catalog
         self.pins = pins
+        # The policy is frozen for the gate's life, so what it says about a principal and a tool
+        # is worked out once, not on every call (glob matching over every selector).
+        self._usable: dict[tuple[str, str, str], bool] = {}
+        self._risks: dict[tuple[str, str, str, bool], Risk] = {}
+
+    def _may_use(self, principal: str, server: str, tool: str) -> bool:
+        key = (principal, server, tool)
+        usable = self._usable.get(key)
+        if usable is None:
+            if len(self._usable) >= MEMO_ENTRIES:
+                self._usable.clear()
+            usable = self._usable[key] = may_use(self.policy, principal, server, tool)
+        return usable
+
+    def _risk(self, server: str, tool: str, approved: PinnedDefinition, trusted: bool) -> Risk:
+        # The pinned hash covers the annotations the risk is read from.
+        key = (server, tool, approved.hash, trusted)
+        risk = self._risks.get(key)
+        if risk is None:
+            if len(self._risks) >= MEMO_ENTRIES:
+                self._risks.clear()
+            annotations = approved.definition.get("annotations")
+            risk = self._risks[key] = tool_risk(self.policy, server, tool, annotations, trusted=trusted)
+        return risk
 
     async def check(self, call: Call, facts: Facts) -> Decision:
         request = call.request
         assert request is not None, "the tool gate checks tool calls"
         label = call.label
-        if not may_use(self.policy, call.binding.principal, request.server, request.tool):
+        if not self._may_use(call.binding.principal, request.server, request.tool):
             return Deny(self.name, f"principal {call.binding.principal!r} may not use {label}")
         entry = self.pins.lock.entry(request.server, request.tool)
         approved = entry.approved if entry else None
@@ -84,9 +112,7 @@ class ToolGate:
                 f"review with 'codemode pin --diff {label}' and approve to use it",
             )
         trusted = self.catalog.is_trusted(request.server)
-        risk = tool_risk(
-            self.policy, request.server, request.tool, approved.definition.get("annotations"), trusted=trusted
-        )
+        risk = self._risk(request.server, request.tool, approved, trusted)
         return Allow(facts.with_(tool=live, pinned=approved.definition, trusted=trusted, risk=risk))
 
 
