@@ -24,7 +24,7 @@ from codemode._tracing import note, note_filtering
 from codemode.broker._facts import Call
 from codemode.broker._pii import PiiVault, pii_kinds_in
 from codemode.broker._receipts import find_receipt
-from codemode.broker._results import FilterReport, ResultFilter
+from codemode.broker._results import FilterReport, ResultFilter, unique_content
 from codemode.calls import CallOutcome, ToolError, ToolResult, content_blocks
 from codemode.catalog import canonical_json
 from codemode.config import ResultPolicy
@@ -50,8 +50,9 @@ class Outcomes:
         """When set, tokens of every tool result are counted (for token-cost comparisons)."""
 
     def fresh(self, call: Call, result: mcp_types.CallToolResult) -> Answer:
-        stored, report = self._storage_filter.tool_result(result)
-        receipt = find_receipt(result)
+        content = unique_content(result)
+        stored, report = self._storage_filter.tool_result(result, content)
+        receipt = find_receipt(result, content)
         note(receipt=receipt)
         # Filtered for the run before the record, so that the record holds the whole report.
         outcome = self.for_run(call, stored, report, injection_scanned=True)

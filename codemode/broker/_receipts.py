@@ -13,6 +13,7 @@ even for a failed task, because it is the server's own handle on what happened.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 import mcp_types
@@ -55,7 +56,11 @@ def _task_id(result: mcp_types.CallToolResult) -> str | None:
     return None
 
 
-def find_receipt(result: mcp_types.CallToolResult) -> str | None:
+def find_receipt(
+    result: mcp_types.CallToolResult, content: Sequence[mcp_types.ContentBlock] | None = None
+) -> str | None:
+    """``content``: the result's blocks to search, when the caller has already dropped the text
+    copy of the structured content (searched already, as the structured value)."""
     task_id = _task_id(result)
     if task_id is not None:
         return task_id
@@ -64,7 +69,7 @@ def find_receipt(result: mcp_types.CallToolResult) -> str | None:
     found = _from_value(result.structured_content)
     if found:
         return found
-    for block in result.content:
+    for block in result.content if content is None else content:
         if isinstance(block, mcp_types.TextContent) and block.text.lstrip().startswith("{"):
             try:
                 found = _from_value(json.loads(block.text))

@@ -14,7 +14,7 @@ from typing import Any
 
 import mcp_types
 
-from codemode._redaction import redact_secrets, redact_value_counting, secret_kinds_in
+from codemode._redaction import might_hold_secrets, redact_secrets, redact_value_counting, secret_kinds_in
 from codemode.broker._media import media_problem
 from codemode.broker._pii import PiiVault, map_strings, pii_kinds_in, scrub_text
 from codemode.calls import ContentBlock, ToolError, ToolResult
@@ -106,11 +106,14 @@ class ResultFilter:
             return value
         if isinstance(value, str):
             return self.text(value, report)
-        if self.policy.redact_secrets:
+        text = json.dumps(value, ensure_ascii=False)
+        if self.policy.redact_secrets and might_hold_secrets(text):
             # Field names and name/value pairs mark secrets that no pattern over the text can see.
             value, found = redact_value_counting(value)
-            report.secrets_redacted += found
-        plan = self._plan(json.dumps(value, ensure_ascii=False))
+            if found:
+                report.secrets_redacted += found
+                text = json.dumps(value, ensure_ascii=False)
+        plan = self._plan(text)
         report.injection_suspected |= plan.injection
         if not plan.secrets and not plan.pii:
             return value
@@ -155,23 +158,32 @@ class ResultFilter:
         cut = text.encode()[:budget].decode("utf-8", "ignore")
         return None, [{"type": "text", "text": cut + marker}]
 
-    def tool_result(self, result: mcp_types.CallToolResult) -> tuple[ToolResult | ToolError, FilterReport]:
+    def tool_result(
+        self, result: mcp_types.CallToolResult, content: list[mcp_types.ContentBlock] | None = None
+    ) -> tuple[ToolResult | ToolError, FilterReport]:
+        """Filter ``result``; ``content`` is its :func:`unique_content`, when the caller has it."""
         report = FilterReport()
-        content = list(result.content)
-        if result.structured_content is not None and not result.is_error:
-            # Servers repeat structuredContent as JSON text for old clients; the program gets the
-            # structured value, so the copy is dropped before it costs filtering and transfer.
-            content = [b for b in content if not _duplicates(b, result.structured_content)]
-        blocks = self._blocks(content, report)
+        blocks = self._blocks(unique_content(result) if content is None else content, report)
         structured = (
             self.value(result.structured_content, report) if result.structured_content is not None else None
         )
         structured, blocks = self._cap(structured, blocks, report)
-        content = tuple(ContentBlock.model_validate(b) for b in blocks)
+        kept = tuple(ContentBlock.model_validate(b) for b in blocks)
         if result.is_error:
             message = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
-            return ToolError(message=message or "the tool reported an error", content=content), report
-        return ToolResult(structured=structured, content=content, truncated=report.truncated), report
+            return ToolError(message=message or "the tool reported an error", content=kept), report
+        return ToolResult(structured=structured, content=kept, truncated=report.truncated), report
+
+
+def unique_content(result: mcp_types.CallToolResult) -> list[mcp_types.ContentBlock]:
+    """The result's content blocks without the JSON text copy of its structured content.
+
+    Servers repeat ``structuredContent`` as JSON text for old clients; the program gets the
+    structured value, so the copy is dropped before it costs filtering and transfer.
+    """
+    if result.structured_content is None or result.is_error:
+        return list(result.content)
+    return [b for b in result.content if not _duplicates(b, result.structured_content)]
 
 
 def _duplicates(block: mcp_types.ContentBlock, structured: Any) -> bool:

@@ -9,7 +9,8 @@ import pytest
 
 from codemode.broker import PiiVault, ResultFilter, redact_secrets
 from codemode.broker._pii import map_strings
-from codemode.broker._results import FilterReport
+from codemode.broker._receipts import find_receipt
+from codemode.broker._results import FilterReport, unique_content
 from codemode.calls import ToolError, ToolResult
 from codemode.config import ResultPolicy
 
@@ -182,3 +183,26 @@ def test_pii_detectors_still_find_real_numbers(text: str) -> None:
     outcome, report, _ = filtered(result({"v": text}))
     assert "<pii:" in outcome.structured["v"], text  # type: ignore[union-attr]
     assert report.pii_tokenized == 1
+
+
+def test_the_receipt_search_skips_only_the_text_copy_of_the_structured_content() -> None:
+    raw = mcp_types.CallToolResult(
+        content=[
+            mcp_types.TextContent(type="text", text='{"total": 0}'),
+            mcp_types.TextContent(type="text", text='{"receipt_id": "R-1"}'),
+        ],
+        structured_content={"total": 0},
+    )
+    content = unique_content(raw)
+    assert [b.text for b in content if isinstance(b, mcp_types.TextContent)] == ['{"receipt_id": "R-1"}']
+    assert find_receipt(raw, content) == find_receipt(raw) == "R-1"
+    stored, _, _ = filtered(raw)
+    assert isinstance(stored, ToolResult) and len(stored.content) == 1
+
+
+def test_a_value_with_a_secret_field_is_redacted_and_counted_once() -> None:
+    raw = result(structured={"user": "ana", "api_key": "not-a-pattern-just-a-name"})
+    stored, report, _ = filtered(raw)
+    assert isinstance(stored, ToolResult)
+    assert stored.structured == {"user": "ana", "api_key": "[REDACTED:apikey]"}
+    assert report.secrets_redacted == 1
