@@ -234,9 +234,13 @@ class WireError(ValueError):
     """A frame body that is not acceptable JSON (not UTF-8, not JSON, NaN, too deep)."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""Made once: ``json.dumps`` with any non-default option builds a new encoder on every call."""
+
+
 def encode_body(message: Any) -> bytes:
     """One message's frame body: compact UTF-8 JSON, no NaN or infinities."""
-    return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return _ENCODER.encode(message).encode()
 
 
 def encode_frame(message: Any) -> bytes:
@@ -267,6 +271,10 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""Made once, as ``_ENCODER`` is (it keeps no state between documents)."""
+
+
 def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep.
 
@@ -274,7 +282,7 @@ def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     iterative walk after parsing enforces the protocol's much smaller limit.
     """
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        value = _DECODER.decode(body.decode("utf-8"))
     except RecursionError:
         raise WireError("message nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
