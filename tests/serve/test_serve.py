@@ -221,7 +221,7 @@ async def test_a_long_run_sends_progress_notifications(plain_workspace: Path, mo
 
     async with Client(stdio(plain_workspace), mode=mode) as client:
         result = await client.call_tool(
-            "run_code", {"code": "import time\ntime.sleep(2.5)\n'done'"}, progress_callback=on_progress
+            "run_code", {"code": "import time\ntime.sleep(4.5)\n'done'"}, progress_callback=on_progress
         )
     assert not result.is_error, text_of(result)
     assert len(seen) >= 2
