@@ -76,6 +76,8 @@ from codemode.ledger._store_protocol import (
     CallQuery,
     EventRow,
     LedgerStore,
+    RunFacet,
+    RunQuery,
     StoreError,
     StoreTransaction,
 )
@@ -117,6 +119,8 @@ __all__ = [
     "Reservation",
     "Resolution",
     "RetryClass",
+    "RunFacet",
+    "RunQuery",
     "RunRecord",
     "SqliteLedger",
     "SqliteStore",

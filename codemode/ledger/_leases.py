@@ -19,7 +19,7 @@ from codemode.ledger._models import RecoveryReport
 from codemode.ledger._owner import owner_alive
 from codemode.ledger._reduce import Row
 from codemode.ledger._states import IN_FLIGHT
-from codemode.ledger._store_protocol import CallQuery, StoreTransaction
+from codemode.ledger._store_protocol import CallQuery, RunQuery, StoreTransaction
 from codemode.ledger._time import to_text
 
 
@@ -97,7 +97,7 @@ def recover(ctx: LedgerContext) -> RecoveryReport:
                 continue
             settled = expire(ctx, tx, row, now)
             (unknown if settled["state"] == "unknown" else abandoned).append(str(row["call_id"]))
-        for run in tx.runs(status="running"):
+        for run in tx.runs(RunQuery(status="running")):
             if owner_alive(cast("str | None", run["owner"])) is False:
                 run_id = str(run["run_id"])
                 emit(

@@ -34,7 +34,7 @@ from codemode.ledger._models import (
 )
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._store import Ledger
-from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore
+from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore, RunFacet, RunQuery
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
 
@@ -120,9 +120,30 @@ class StoreLedger:
     def get_run(self, run_id: str) -> RunRecord | None:
         return _runs.get_run(self._ctx, run_id)
 
-    def list_runs(self, *, limit: int = 50) -> list[RunRecord]:
-        """Most recent first."""
-        return _runs.list_runs(self._ctx, limit)
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: str | None = None,
+        principal: str | None = None,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[RunRecord]:
+        """Most recent first; the runs matching every filter given (``since``/``until`` inclusive)."""
+        query = RunQuery(
+            status=status,
+            principal=principal,
+            tenant=tenant,
+            since=None if since is None else to_text(since),
+            until=None if until is None else to_text(until),
+            limit=limit,
+        )
+        return _runs.list_runs(self._ctx, query)
+
+    def run_values(self, column: RunFacet) -> list[str]:
+        """Every principal, tenant or status (``column``) that some run has, sorted."""
+        return _runs.run_values(self._ctx, column)
 
     # ── calls ───────────────────────────────────────────────────────────────────────────────
 

@@ -17,7 +17,15 @@ from psycopg.rows import dict_row
 from codemode.ledger._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
-from codemode.ledger._store_protocol import ApprovalQuery, CallQuery, EventRow, StoreError
+from codemode.ledger._store_protocol import (
+    RUN_FACETS,
+    ApprovalQuery,
+    CallQuery,
+    EventRow,
+    RunFacet,
+    RunQuery,
+    StoreError,
+)
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -33,6 +41,8 @@ def _names(columns: Iterable[str]) -> sql.Composed:
 
 # Table and column names reach the SQL only as quoted identifiers from _schema constants.
 _SELECT = {t: sql.SQL("SELECT {} FROM {}").format(_names(c), sql.Identifier(t)) for t, c in COLUMNS.items()}
+_OPERATORS = {"=": sql.SQL("="), ">=": sql.SQL(">="), "<=": sql.SQL("<=")}
+"""The comparisons a :class:`RunQuery` uses, as SQL (anything else is a bug: KeyError)."""
 _SELECT_ROW = {
     t: sql.SQL("{} WHERE {} = %s").format(_SELECT[t], sql.Identifier(PRIMARY_KEY[t])) for t in COLUMNS
 }
@@ -187,17 +197,29 @@ class PostgresTransaction:
             params.append(query.limit)
         return self.fetch(statement, params)
 
-    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[Row]:
+    def runs(self, query: RunQuery) -> list[Row]:
         statement = _SELECT["runs"]
-        params: list[Any] = []
-        if status is not None:
-            statement = sql.SQL("{} WHERE status = %s").format(statement)
-            params.append(status)
+        conditions = query.conditions()
+        params: list[Any] = [value for _, _, value in conditions]
+        if conditions:
+            where = [
+                sql.SQL("{} {} %s").format(sql.Identifier(column), _OPERATORS[operator])
+                for column, operator, _ in conditions
+            ]
+            statement = sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where))
         statement = sql.SQL("{} ORDER BY started_at DESC, run_id DESC").format(statement)
-        if limit is not None:
+        if query.limit is not None:
             statement = sql.SQL("{} LIMIT %s").format(statement)
-            params.append(limit)
+            params.append(query.limit)
         return self.fetch(statement, params)
+
+    def run_values(self, column: RunFacet) -> list[str]:
+        if column not in RUN_FACETS:
+            raise ValueError(f"runs cannot be listed by {column!r}")
+        statement = sql.SQL("SELECT DISTINCT {} AS value FROM runs ORDER BY value").format(
+            sql.Identifier(column)
+        )
+        return [str(row["value"]) for row in self.fetch(statement)]
 
     def approvals(self, query: ApprovalQuery) -> list[Row]:
         statement = sql.SQL(

@@ -11,6 +11,7 @@ from codemode.ledger._errors import LedgerStateError
 from codemode.ledger._events import emit
 from codemode.ledger._models import RunRecord
 from codemode.ledger._records import run_record
+from codemode.ledger._store_protocol import RunFacet, RunQuery
 from codemode.ledger._stored import stored_summary
 from codemode.ledger._time import to_text
 
@@ -48,7 +49,12 @@ def get_run(ctx: LedgerContext, run_id: str) -> RunRecord | None:
     return None if row is None else run_record(row)
 
 
-def list_runs(ctx: LedgerContext, limit: int) -> list[RunRecord]:
+def list_runs(ctx: LedgerContext, query: RunQuery) -> list[RunRecord]:
     with ctx.read() as tx:
-        rows = tx.runs(limit=limit)
+        rows = tx.runs(query)
     return [run_record(r) for r in rows]
+
+
+def run_values(ctx: LedgerContext, column: RunFacet) -> list[str]:
+    with ctx.read() as tx:
+        return tx.run_values(column)

@@ -37,7 +37,15 @@ from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
 from codemode.ledger._sqlite_ddl import DDL, added_columns
-from codemode.ledger._store_protocol import ApprovalQuery, CallQuery, EventRow, StoreError
+from codemode.ledger._store_protocol import (
+    RUN_FACETS,
+    ApprovalQuery,
+    CallQuery,
+    EventRow,
+    RunFacet,
+    RunQuery,
+    StoreError,
+)
 
 Synchronous = Literal["full", "normal"]
 MEMORY = ":memory:"
@@ -221,17 +229,24 @@ class SqliteTransaction:
             params.append(query.limit)
         return self._all(sql, params)
 
-    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[Row]:
+    def runs(self, query: RunQuery) -> list[Row]:
         sql = f"SELECT {', '.join(COLUMNS['runs'])} FROM runs"  # noqa: S608
-        params: list[Any] = []
-        if status is not None:
-            sql += " WHERE status = ?"
-            params.append(status)
+        conditions = query.conditions()
+        params: list[Any] = [value for _, _, value in conditions]
+        if conditions:
+            # Column names and operators come from RunQuery, never from the caller's values.
+            sql += " WHERE " + " AND ".join(f"{column} {operator} ?" for column, operator, _ in conditions)
         sql += " ORDER BY started_at DESC, run_id DESC"
-        if limit is not None:
+        if query.limit is not None:
             sql += " LIMIT ?"
-            params.append(limit)
+            params.append(query.limit)
         return self._all(sql, params)
+
+    def run_values(self, column: RunFacet) -> list[str]:
+        if column not in RUN_FACETS:
+            raise ValueError(f"runs cannot be listed by {column!r}")
+        rows = self._all(f"SELECT DISTINCT {column} AS value FROM runs ORDER BY value")  # noqa: S608
+        return [str(row["value"]) for row in rows]
 
     def approvals(self, query: ApprovalQuery) -> list[Row]:
         return self._all(

@@ -28,6 +28,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._store_protocol import RunFacet
 
 
 class Ledger(Protocol):
@@ -37,7 +38,17 @@ class Ledger(Protocol):
     def begin_run(self, binding: RunBinding, code_digest: str) -> RunRecord: ...
     def finish_run(self, run_id: str, status: str, summary: Mapping[str, Any] | None = None) -> RunRecord: ...
     def get_run(self, run_id: str) -> RunRecord | None: ...
-    def list_runs(self, *, limit: int = 50) -> list[RunRecord]: ...
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: str | None = None,
+        principal: str | None = None,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[RunRecord]: ...
+    def run_values(self, column: RunFacet) -> list[str]: ...
 
     # calls
     def reserve(

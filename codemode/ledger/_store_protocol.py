@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from codemode.errors import LedgerError
 from codemode.ledger._reduce import Row
@@ -62,6 +62,37 @@ class CallQuery:
     receipt: str | None = None
     newest_first: bool = False
     limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """A selection of runs, newest first (``started_at``, then ``run_id``, descending).
+
+    ``since`` and ``until`` are ledger times (:func:`codemode.ledger._time.to_text`: fixed width,
+    so they compare as text), both inclusive."""
+
+    status: str | None = None
+    principal: str | None = None
+    tenant: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int | None = None
+
+    def conditions(self) -> list[tuple[str, str, str]]:
+        """``(column, operator, value)`` for each filter set; each store writes them in its dialect."""
+        wanted = (
+            ("status", "=", self.status),
+            ("principal", "=", self.principal),
+            ("tenant", "=", self.tenant),
+            ("started_at", ">=", self.since),
+            ("started_at", "<=", self.until),
+        )
+        return [(column, operator, value) for column, operator, value in wanted if value is not None]
+
+
+RunFacet = Literal["principal", "tenant", "status"]
+RUN_FACETS: tuple[RunFacet, ...] = ("principal", "tenant", "status")
+"""The run columns :meth:`StoreTransaction.run_values` lists (the only ones it accepts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +161,12 @@ class StoreTransaction(Protocol):
 
     def calls(self, query: CallQuery) -> list[Row]: ...
 
-    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[Row]:
-        """Runs, newest first (``started_at``, then ``run_id``, descending)."""
+    def runs(self, query: RunQuery) -> list[Row]:
+        """The runs ``query`` selects, newest first (``started_at``, then ``run_id``, descending)."""
+        ...
+
+    def run_values(self, column: RunFacet) -> list[str]:
+        """Every distinct value of ``column`` (one of :data:`RUN_FACETS`) among the runs, sorted."""
         ...
 
     def approvals(self, query: ApprovalQuery) -> list[Row]: ...

@@ -277,6 +277,9 @@ async def test_runs_are_filtered_by_principal_tenant_status_and_time(tmp_path: P
         assert _shown((await kit.client.get(f"/console/live?until={earlier}", headers=OPERATOR)).text) == []
         index = await kit.client.get("/console?principal=alice", headers=OPERATOR)
         assert 'data-live="/console/live?principal=alice"' in index.text, "the poll keeps the filter"
+        # The pickers offer every principal and tenant in the ledger, not only those shown.
+        for choice in ("alice", "bob", "acme", "globex"):
+            assert f'<option value="{choice}">' in index.text, choice
         for bad, expected in (("since=yesterday", "since: 'yesterday'"), ("limit=0", "limit: '0'")):
             refused = await kit.client.get(f"/console?{bad}", headers=OPERATOR)
             assert refused.status_code == 400 and expected in refused.text.replace("&#39;", "'"), bad

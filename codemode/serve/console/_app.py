@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from urllib.parse import urlencode
 
 import anyio
@@ -131,9 +132,13 @@ class Console:
             "poll_ms": POLL_INTERVAL_MS,
         }
 
-    async def _index_context(self, request: Request, session: Session) -> dict[str, object]:
+    async def _index_context(
+        self, request: Request, session: Session, *, with_choices: bool = True
+    ) -> dict[str, object]:
         run_filter = RunFilter.parse(request.query_params)
-        found = await anyio.to_thread.run_sync(list_runs, self.ledger, run_filter)
+        found = await anyio.to_thread.run_sync(
+            partial(list_runs, self.ledger, run_filter, with_choices=with_choices)
+        )
         query = run_filter.query()
         return {
             **self._base(session),
@@ -154,7 +159,8 @@ class Console:
         return page("index.html", {**context, "notice": notice})
 
     async def live(self, request: Request, session: Session) -> Response:
-        return page("_live.html", await self._index_context(request, session))
+        # The poll refreshes the runs only: the pickers are on the page it updates.
+        return page("_live.html", await self._index_context(request, session, with_choices=False))
 
     async def _run_context(self, run_id: str, session: Session) -> dict[str, object]:
         evidence = await anyio.to_thread.run_sync(run_detail, self.ledger, run_id)

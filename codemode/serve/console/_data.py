@@ -17,8 +17,6 @@ from codemode.host import ServerStatus
 from codemode.ledger import Ledger, RunRecord, VerifyReport
 from codemode.ledger._evidence import RunEvidence, run_evidence
 
-SCAN_RUNS = 5_000
-"""The newest runs a filter looks through (the ledger lists runs newest first, unfiltered)."""
 MAX_SHOWN = 500
 KNOWN_STATUSES = ("running", "ok", "error", "interrupted")
 
@@ -71,15 +69,6 @@ class RunFilter:
             limit=int(limit_text),
         )
 
-    def matches(self, run: RunRecord) -> bool:
-        return (
-            (not self.principal or run.principal == self.principal)
-            and (not self.tenant or run.tenant == self.tenant)
-            and (not self.status or run.status == self.status)
-            and (self.since is None or run.started_at >= self.since)
-            and (self.until is None or run.started_at <= self.until)
-        )
-
     def query(self) -> dict[str, str]:
         """The filter as form values (the page fills its inputs and its poll URL from them)."""
 
@@ -101,22 +90,30 @@ class RunFilter:
 @dataclass(frozen=True)
 class RunList:
     runs: list[RunRecord]
-    scanned: int
     principals: list[str] = field(default_factory=lambda: [])
     tenants: list[str] = field(default_factory=lambda: [])
     statuses: list[str] = field(default_factory=lambda: [])
 
 
-def list_runs(ledger: Ledger, run_filter: RunFilter) -> RunList:
-    """The newest runs that match, and every principal, tenant and status seen (for the pickers)."""
-    scanned = ledger.list_runs(limit=SCAN_RUNS)
-    matching = [run for run in scanned if run_filter.matches(run)][: run_filter.limit]
+def list_runs(ledger: Ledger, run_filter: RunFilter, *, with_choices: bool = True) -> RunList:
+    """The newest runs that match, filtered by the ledger's own query (so every run is searched,
+    however many there are), and, ``with_choices``, every principal, tenant and status that some
+    run has (for the filter's pickers)."""
+    runs = ledger.list_runs(
+        limit=run_filter.limit,
+        status=run_filter.status or None,
+        principal=run_filter.principal or None,
+        tenant=run_filter.tenant or None,
+        since=run_filter.since,
+        until=run_filter.until,
+    )
+    if not with_choices:
+        return RunList(runs=runs)
     return RunList(
-        runs=matching,
-        scanned=len(scanned),
-        principals=sorted({r.principal for r in scanned}),
-        tenants=sorted({r.tenant for r in scanned}),
-        statuses=sorted({*KNOWN_STATUSES, *(r.status for r in scanned)}),
+        runs=runs,
+        principals=ledger.run_values("principal"),
+        tenants=ledger.run_values("tenant"),
+        statuses=sorted({*KNOWN_STATUSES, *ledger.run_values("status")}),
     )
 
 

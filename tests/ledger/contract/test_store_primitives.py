@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from codemode.ledger import ApprovalQuery, CallQuery, LedgerStore, StoreError
+from codemode.ledger import ApprovalQuery, CallQuery, LedgerStore, RunQuery, StoreError
 from codemode.ledger._reduce import empty_row
 from codemode.ledger._schema import COLUMNS
 from tests.ledger._rows import approval_row, call_row, event
@@ -134,9 +134,53 @@ def test_run_queries_are_newest_first(store: LedgerStore) -> None:
             )
             tx.insert("runs", row)
     with store.transaction(write=False) as tx:
-        assert [r["run_id"] for r in tx.runs()] == ["r2", "r3", "r1"]
-        assert [r["run_id"] for r in tx.runs(limit=1)] == ["r2"]
-        assert [r["run_id"] for r in tx.runs(status="running")] == ["r2", "r3"]
+        assert [r["run_id"] for r in tx.runs(RunQuery())] == ["r2", "r3", "r1"]
+        assert [r["run_id"] for r in tx.runs(RunQuery(limit=1))] == ["r2"]
+        assert [r["run_id"] for r in tx.runs(RunQuery(status="running"))] == ["r2", "r3"]
+
+
+def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_status(
+    store: LedgerStore,
+) -> None:
+    runs = (
+        ("r1", "alice", "acme", "ok", "1"),
+        ("r2", "bob", "acme", "error", "2"),
+        ("r3", "alice", "globex", "running", "3"),
+        ("r4", "alice", "acme", "running", "4"),
+    )
+    with store.transaction(write=True) as tx:
+        for run_id, principal, tenant, status, second in runs:
+            row = empty_row("runs")
+            row.update(
+                run_id=run_id,
+                principal=principal,
+                tenant=tenant,
+                trace_id="x",
+                code_digest="d",
+                status=status,
+                started_at=f"2026-01-01T00:00:0{second}.000000Z",
+            )
+            tx.insert("runs", row)
+
+    def found(query: RunQuery) -> list[str]:
+        with store.transaction(write=False) as tx:
+            return [str(r["run_id"]) for r in tx.runs(query)]
+
+    assert found(RunQuery(principal="alice")) == ["r4", "r3", "r1"]
+    assert found(RunQuery(principal="alice", tenant="acme")) == ["r4", "r1"]
+    assert found(RunQuery(principal="alice", tenant="acme", limit=1)) == ["r4"]
+    assert found(RunQuery(status="running", tenant="globex")) == ["r3"]
+    assert found(RunQuery(since="2026-01-01T00:00:02.000000Z", until="2026-01-01T00:00:03.000000Z")) == [
+        "r3",
+        "r2",
+    ], "both ends inclusive"
+    assert found(RunQuery(principal="alice' OR '1'='1")) == [], "values are parameters, never SQL"
+    with store.transaction(write=False) as tx:
+        assert tx.run_values("principal") == ["alice", "bob"]
+        assert tx.run_values("tenant") == ["acme", "globex"]
+        assert tx.run_values("status") == ["error", "ok", "running"]
+        with pytest.raises(ValueError, match="cannot be listed"):
+            tx.run_values("code_digest")  # pyright: ignore[reportArgumentType]
 
 
 def test_approval_query_finds_only_usable_pre_issued_matches_in_issue_order(store: LedgerStore) -> None:
