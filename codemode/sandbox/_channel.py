@@ -37,11 +37,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from codemode.calls import (
     CallFailed,
@@ -55,6 +55,18 @@ from codemode.calls import (
 )
 from codemode.errors import ChannelError, SandboxError
 from codemode.sandbox import _wire as wire
+from codemode.sandbox._channel_messages import (
+    CallParams,
+    HelloParams,
+    ImportParams,
+    Message,
+    PromptParams,
+    ReadParams,
+    RpcError,
+    classify,
+    parse_params,
+    response_frame,
+)
 from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import ChannelClosed, encode
 from codemode.sandbox._unix_listener import UnixListener
@@ -74,13 +86,6 @@ DEFAULT_MAX_INFLIGHT = 32
 _MODULE_NAME = re.compile(r"servers(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-class _RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 @dataclass
 class RunContext:
     """What the host binds to the run currently executing in the sandbox."""
@@ -96,83 +101,6 @@ class RunContext:
         self.next_seq += 1
         self.calls += 1
         return seq
-
-
-# -- what the sandbox may send (validated strictly; unknown keys are refused) ------------------
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _HelloParams(_Params):
-    secret: StrictStr = Field(max_length=wire.NAME_MAX)
-    protocol: int
-    pid: int | None = None
-
-
-class _ImportParams(_Params):
-    module: StrictStr = Field(max_length=wire.MODULE_NAME_MAX)
-
-
-class _CallParams(_Params):
-    server: StrictStr = Field(max_length=wire.NAME_MAX)
-    tool: StrictStr = Field(max_length=wire.NAME_MAX)
-    schema_hash: StrictStr = Field(max_length=wire.NAME_MAX)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    idempotency_key: StrictStr | None = Field(default=None, max_length=wire.NAME_MAX)
-
-
-class _ReadParams(_Params):
-    server: StrictStr = Field(max_length=wire.NAME_MAX)
-    uri: StrictStr = Field(max_length=wire.URI_MAX)
-
-
-class _PromptParams(_Params):
-    server: StrictStr = Field(max_length=wire.NAME_MAX)
-    name: StrictStr = Field(max_length=wire.NAME_MAX)
-    arguments: dict[str, StrictStr] = Field(default_factory=dict)
-
-
-_P = TypeVar("_P", bound=_Params)
-
-
-def _params(model: type[_P], raw: Any) -> _P:
-    try:
-        return model.model_validate(raw if raw is not None else {})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()[:5]
-        )
-        raise _RpcError(wire.INVALID_PARAMS, f"invalid params: {problems}") from None
-
-
-@dataclass
-class _Message:
-    kind: Literal["request", "response"]
-    id: int | str | None
-    method: str = ""
-    params: Any = None
-    result: Any = None
-    error: Any = None
-
-
-def _classify(raw: Any) -> _Message:
-    if not isinstance(raw, dict) or raw.get("jsonrpc") != wire.JSONRPC:  # pyright: ignore[reportUnknownMemberType]
-        raise ChannelError("not a JSON-RPC 2.0 message")
-    message: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
-    msg_id = message.get("id")
-    if isinstance(msg_id, bool) or not isinstance(msg_id, int | str | None):
-        raise ChannelError("invalid JSON-RPC id")
-    if "method" in message:
-        method = message["method"]
-        if not isinstance(method, str) or msg_id is None:
-            # Notifications are not part of this protocol.
-            raise ChannelError("invalid JSON-RPC request")
-        return _Message("request", msg_id, method=method, params=message.get("params"))
-    if ("result" in message) == ("error" in message):
-        raise ChannelError("invalid JSON-RPC response")
-    return _Message("response", msg_id, result=message.get("result"), error=message.get("error"))
 
 
 @dataclass
@@ -328,11 +256,11 @@ class HostChannel:
                 return
 
     async def _authenticate(self, protocol: FrameProtocol) -> bool:
-        message = _classify(await _first_message(protocol))
+        message = classify(await _first_message(protocol))
         if message.kind != "request" or message.method != wire.HELLO:
             return False
         try:
-            params = _HelloParams.model_validate(message.params)
+            params = HelloParams.model_validate(message.params)
         except ValidationError:
             return False
         if not hmac.compare_digest(params.secret.encode(), self._secret.encode()):
@@ -406,7 +334,7 @@ class HostChannel:
 
     def _receive(self, raw: Any) -> None:
         """One message from the sandbox, on the event loop (raises ChannelError on a violation)."""
-        message = _classify(raw)
+        message = classify(raw)
         if message.kind == "response":
             self._deliver(message)
             return
@@ -490,7 +418,7 @@ class HostChannel:
             raise pending.error
         return pending.result
 
-    def _deliver(self, message: _Message) -> None:
+    def _deliver(self, message: Message) -> None:
         pending = self._pending.get(message.id) if isinstance(message.id, int) else None
         if pending is None:
             return  # an answer nobody waits for any more (for example after a timeout)
@@ -501,11 +429,11 @@ class HostChannel:
             pending.result = message.result
         pending.event.set()
 
-    async def _dispatch(self, message: _Message) -> None:
+    async def _dispatch(self, message: Message) -> None:
         try:
             try:
-                reply = _response_frame(message.id, await self._answer(message))
-            except _RpcError as exc:
+                reply = response_frame(message.id, await self._answer(message))
+            except RpcError as exc:
                 reply = encode(wire.error_response(message.id, exc.code, exc.message))
             except Exception:
                 log.exception("sandbox channel %s: handling %r failed", self.directory, message.method)
@@ -517,37 +445,37 @@ class HostChannel:
             if self._inflight == self._max_inflight - 1 and self._protocol is not None:
                 self._protocol.release()  # was held at the limit: read on
 
-    async def _answer(self, message: _Message) -> BaseModel | wire.ImportResult:
+    async def _answer(self, message: Message) -> BaseModel | wire.ImportResult:
         method = message.method
         if method == wire.HELLO:
-            raise _RpcError(wire.INVALID_REQUEST, "already authenticated")
+            raise RpcError(wire.INVALID_REQUEST, "already authenticated")
         if method not in wire.SANDBOX_METHODS:
-            raise _RpcError(wire.METHOD_NOT_FOUND, f"unknown method {method[:64]!r}")
+            raise RpcError(wire.METHOD_NOT_FOUND, f"unknown method {method[:64]!r}")
         context = self._context
         if context is None:
-            raise _RpcError(wire.NO_RUN, "no program is running in this sandbox")
+            raise RpcError(wire.NO_RUN, "no program is running in this sandbox")
         if method == wire.IMPORT:
-            return self._import(context, _params(_ImportParams, message.params))
+            return self._import(context, parse_params(ImportParams, message.params))
         outcome: CallOutcome
         if method == wire.CALL:
-            call = _params(_CallParams, message.params)
+            call = parse_params(CallParams, message.params)
             # From the strictly validated fields' own dict: pydantic's core builds it several times
             # faster than model_construct or keyword arguments would (which iterate in Python).
             request = ToolCallRequest.model_validate({**vars(call), "seq": context.take_seq()})
             outcome = await _guard(context.handler.call_tool(context.binding, request), mutating=True)
         elif method == wire.READ_RESOURCE:
-            read = _params(_ReadParams, message.params)
+            read = parse_params(ReadParams, message.params)
             resource = ResourceReadRequest(seq=context.take_seq(), **read.model_dump())
             outcome = await _guard(context.handler.read_resource(context.binding, resource), mutating=False)
         else:
-            prompt = _params(_PromptParams, message.params)
+            prompt = parse_params(PromptParams, message.params)
             prompt_request = PromptGetRequest(seq=context.take_seq(), **prompt.model_dump())
             outcome = await _guard(
                 context.handler.get_prompt(context.binding, prompt_request), mutating=False
             )
         return outcome
 
-    def _import(self, context: RunContext, params: _ImportParams) -> wire.ImportResult:
+    def _import(self, context: RunContext, params: ImportParams) -> wire.ImportResult:
         name = params.module
         if not _MODULE_NAME.fullmatch(name):
             return {"found": False}
@@ -555,27 +483,6 @@ class HostChannel:
         if source is None:
             return {"found": False}
         return {"found": True, "source": source.source, "is_package": source.is_package}
-
-
-_REPLY_HEAD = b'{"jsonrpc":' + wire.encode_body(wire.JSONRPC) + b',"id":'
-
-
-def _response_frame(request_id: int | str | None, result: BaseModel | wire.ImportResult) -> bytes:
-    """The whole reply frame. A call's outcome is serialised by pydantic straight into the
-    envelope (the same compact UTF-8 JSON as :func:`wire.encode_body`, made without an
-    intermediate dict); anything else goes through the wire's encoder."""
-    if not isinstance(result, BaseModel):
-        return encode(wire.response(request_id, result))
-    body = b"".join(
-        (
-            _REPLY_HEAD,
-            wire.encode_body(request_id),
-            b',"result":',
-            result.model_dump_json().encode(),
-            b"}",
-        )
-    )
-    return wire.HEADER.pack(len(body)) + body
 
 
 async def _first_message(protocol: FrameProtocol) -> Any:

@@ -16,7 +16,8 @@ import pytest
 from codemode.calls import CallFailed, ToolResult
 from codemode.errors import ChannelError, SandboxError
 from codemode.sandbox import SandboxManager
-from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel, _response_frame  # pyright: ignore[reportPrivateUsage]
+from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel
+from codemode.sandbox._channel_messages import response_frame
 from codemode.sandbox._framing import MalformedMessage, decode, encode, json_depth
 
 pytestmark = pytest.mark.anyio
@@ -281,19 +282,19 @@ def test_an_outcome_reply_frame_is_the_outcome_as_plain_json() -> None:
     outcome = ToolResult(
         structured={"name": "Zoë\u2028", "big": 10**30, "ratio": 0.1, "missing": float("nan")}
     )
-    frame = _response_frame(7, outcome)
+    frame = response_frame(7, outcome)
     (length,) = struct.unpack(">I", frame[:4])
     assert length == len(frame) - 4
     message = decode(frame[4:])  # the host's own strict decoder: no NaN, plain JSON
     expected = json.loads(json.dumps(outcome.model_dump(mode="json")).replace("NaN", "null"))
     assert message == {"jsonrpc": "2.0", "id": 7, "result": expected}
-    failed = decode(_response_frame("a", CallFailed(reason="no"))[4:])
+    failed = decode(response_frame("a", CallFailed(reason="no"))[4:])
     assert failed == {
         "jsonrpc": "2.0",
         "id": "a",
         "result": {"kind": "failed", "reason": "no", "outcome_unknown": False},
     }
-    assert decode(_response_frame(3, {"found": False})[4:]) == {
+    assert decode(response_frame(3, {"found": False})[4:]) == {
         "jsonrpc": "2.0",
         "id": 3,
         "result": {"found": False},

@@ -44,7 +44,7 @@ from codemode.calls import (
     ToolResult,
     content_blocks,
 )
-from codemode.sandbox import _channel, _files, _outcome, build_image
+from codemode.sandbox import _channel_messages, _files, _outcome, build_image
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._channel import HostChannel, RemoteError, RunContext
 from codemode.sandbox._docker import RUNTIME_LABEL
@@ -67,7 +67,7 @@ from codemode.sandbox._outcome import parse_reply, parse_snapshot
 pytestmark = pytest.mark.anyio
 
 MiB = 1024 * 1024
-HOST_MODULES = ("_channel.py", "_framing.py", "_outcome.py")
+HOST_MODULES = ("_channel.py", "_channel_messages.py", "_framing.py", "_outcome.py")
 
 
 @pytest.fixture
@@ -213,11 +213,11 @@ def test_host_processes_installing_the_runtime_at_once_each_get_a_whole_copy(
 # -- the host's validators and the wire's shapes -------------------------------------------------
 
 _VALIDATED: list[tuple[type[BaseModel], Any]] = [
-    (_channel._HelloParams, wire.HelloParams),
-    (_channel._ImportParams, wire.ImportParams),
-    (_channel._CallParams, wire.CallParams),
-    (_channel._ReadParams, wire.ReadResourceParams),
-    (_channel._PromptParams, wire.GetPromptParams),
+    (_channel_messages.HelloParams, wire.HelloParams),
+    (_channel_messages.ImportParams, wire.ImportParams),
+    (_channel_messages.CallParams, wire.CallParams),
+    (_channel_messages.ReadParams, wire.ReadResourceParams),
+    (_channel_messages.PromptParams, wire.GetPromptParams),
     (_outcome.Snapshot, wire.Snapshot),
     (_outcome.RuntimeReply, wire.RunReply),
     (_outcome.ReplyError, wire.ReplyError),
@@ -283,9 +283,9 @@ _TO_HOST: dict[str, tuple[str, dict[str, Any], type[BaseModel]]] = {
     "hello": (
         wire.HELLO,
         {"secret": "s3cret", "protocol": wire.PROTOCOL_VERSION, "pid": 7},
-        _channel._HelloParams,
+        _channel_messages.HelloParams,
     ),
-    "import": (wire.IMPORT, {"module": "servers.demo.add"}, _channel._ImportParams),
+    "import": (wire.IMPORT, {"module": "servers.demo.add"}, _channel_messages.ImportParams),
     "call": (
         wire.CALL,
         {
@@ -295,13 +295,13 @@ _TO_HOST: dict[str, tuple[str, dict[str, Any], type[BaseModel]]] = {
             "arguments": {"a": [1, {"b": None}], "ü": "✓"},
             "idempotency_key": "k-1",
         },
-        _channel._CallParams,
+        _channel_messages.CallParams,
     ),
-    "read_resource": (wire.READ_RESOURCE, {"server": "demo", "uri": "mem://a"}, _channel._ReadParams),
+    "read_resource": (wire.READ_RESOURCE, {"server": "demo", "uri": "mem://a"}, _channel_messages.ReadParams),
     "get_prompt": (
         wire.GET_PROMPT,
         {"server": "demo", "name": "greet", "arguments": {"who": "Ada"}},
-        _channel._PromptParams,
+        _channel_messages.PromptParams,
     ),
 }
 
@@ -312,7 +312,7 @@ def test_sandbox_requests_reach_the_host_intact(kind: str, runtime_wire: types.M
     frame = runtime_wire.encode_frame(runtime_wire.request(3, method, params))
     (length,) = wire.HEADER.unpack(frame[: wire.HEADER.size])
     assert length == len(frame) - wire.HEADER.size
-    message = _channel._classify(decode(frame[wire.HEADER.size :]))
+    message = _channel_messages.classify(decode(frame[wire.HEADER.size :]))
     assert (message.kind, message.id, message.method) == ("request", 3, method)
     assert model.model_validate(message.params).model_dump(exclude_unset=True) == params
     assert method in wire.SANDBOX_METHODS
@@ -357,7 +357,7 @@ def test_run_replies_reach_the_host_intact(kind: str, runtime_wire: types.Module
     reply = _REPLIES[kind]
     conforms(reply, runtime_wire.RunReply)
     frame = runtime_wire.encode_frame(runtime_wire.response(9, reply))
-    message = _channel._classify(decode(frame[wire.HEADER.size :]))
+    message = _channel_messages.classify(decode(frame[wire.HEADER.size :]))
     assert (message.kind, message.id) == ("response", 9)
     assert parse_reply(message.result).model_dump(exclude_unset=True) == reply
 
@@ -366,7 +366,7 @@ def test_snapshots_reach_the_host_intact(runtime_wire: types.ModuleType) -> None
     snapshot = {"stdout": "so far\n", "stdout_truncated": True, "stderr": "", "stderr_truncated": False}
     conforms(snapshot, runtime_wire.Snapshot)
     frame = runtime_wire.encode_frame(runtime_wire.response(2, snapshot))
-    message = _channel._classify(decode(frame[wire.HEADER.size :]))
+    message = _channel_messages.classify(decode(frame[wire.HEADER.size :]))
     assert parse_snapshot(message.result).model_dump() == snapshot
 
 
@@ -436,7 +436,7 @@ def test_host_messages_reach_the_runtime_intact(kind: str, runtime_wire: types.M
 def test_error_responses_reach_either_end_intact(code: int, runtime_wire: types.ModuleType) -> None:
     from_host = runtime_wire.decode_body(encode(wire.error_response(4, code, "why"))[4:])
     assert from_host == {"jsonrpc": "2.0", "id": 4, "error": {"code": code, "message": "why"}}
-    from_runtime = _channel._classify(
+    from_runtime = _channel_messages.classify(
         decode(runtime_wire.encode_frame(runtime_wire.error_response(4, code, "why"))[4:])
     )
     assert (from_runtime.kind, from_runtime.error) == ("response", {"code": code, "message": "why"})
