@@ -24,6 +24,7 @@ from codemode.broker.gates import (
     ScopeGate,
     ServerGate,
     ToolGate,
+    _memo,
     check_path,
 )
 from codemode.calls import RunBinding, ToolCallRequest
@@ -636,3 +637,20 @@ async def test_per_run_limits_only_tighten_the_policy_budget() -> None:
     loose = context()
     loose.run.limits = RunLimits(calls=50)
     assert [await spend(gate, loose) for _ in range(6)] == [True] * 5 + [False]
+
+
+def test_a_memo_works_each_answer_out_once_and_starts_over_at_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_memo, "MEMO_ENTRIES", 2)
+    memo: dict[str, int] = {}
+    asked: list[str] = []
+
+    def work_out(key: str) -> int:
+        asked.append(key)
+        return len(key)
+
+    assert [_memo.remembered(memo, k, lambda k=k: work_out(k)) for k in ("a", "bb", "a")] == [1, 2, 1]
+    assert asked == ["a", "bb"]
+    assert _memo.remembered(memo, "ccc", lambda: work_out("ccc")) == 3
+    assert memo == {"ccc": 3}, "full: started over"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import lookup
-from codemode.broker.gates._tool import MEMO_ENTRIES
+from codemode.broker.gates._memo import remembered
 from codemode.config import PolicyConfig
 
 
@@ -27,15 +27,14 @@ class BudgetGate:
         """Per tool: its price and its per-run call cap (glob lookups, done once: the policy is frozen)."""
 
     def _tool_rules(self, server: str, tool: str) -> tuple[float, int | None]:
-        rules = self._rules.get((server, tool))
-        if rules is None:
-            if len(self._rules) >= MEMO_ENTRIES:
-                self._rules.clear()
-            rules = self._rules[(server, tool)] = (
+        return remembered(
+            self._rules,
+            (server, tool),
+            lambda: (
                 lookup(self.budget.costs, server, tool) or 0.0,
                 lookup(self.budget.calls_per_tool, server, tool),
-            )
-        return rules
+            ),
+        )
 
     async def check(self, call: Call, facts: Facts) -> Decision:
         cost = self._tool_rules(call.server, call.name)[0] if call.kind == "tool" else 0.0

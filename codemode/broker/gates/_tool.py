@@ -13,6 +13,7 @@ from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
 from codemode.broker._visibility import may_use
+from codemode.broker.gates._memo import remembered
 from codemode.catalog import LockFile, PinnedDefinition, ToolSpec
 from codemode.config import PolicyConfig, Risk
 
@@ -42,10 +43,6 @@ class LockView(Protocol):
     def lock(self) -> LockFile: ...
 
 
-MEMO_ENTRIES = 65_536
-"""Bound on each memo of policy answers below (one entry per principal and tool in use)."""
-
-
 class ToolGate:
     name = "tool"
 
@@ -59,24 +56,19 @@ class ToolGate:
         self._risks: dict[tuple[str, str, str, bool], Risk] = {}
 
     def _may_use(self, principal: str, server: str, tool: str) -> bool:
-        key = (principal, server, tool)
-        usable = self._usable.get(key)
-        if usable is None:
-            if len(self._usable) >= MEMO_ENTRIES:
-                self._usable.clear()
-            usable = self._usable[key] = may_use(self.policy, principal, server, tool)
-        return usable
+        return remembered(
+            self._usable, (principal, server, tool), lambda: may_use(self.policy, principal, server, tool)
+        )
 
     def _risk(self, server: str, tool: str, approved: PinnedDefinition, trusted: bool) -> Risk:
         # The pinned hash covers the annotations the risk is read from.
-        key = (server, tool, approved.hash, trusted)
-        risk = self._risks.get(key)
-        if risk is None:
-            if len(self._risks) >= MEMO_ENTRIES:
-                self._risks.clear()
-            annotations = approved.definition.get("annotations")
-            risk = self._risks[key] = tool_risk(self.policy, server, tool, annotations, trusted=trusted)
-        return risk
+        return remembered(
+            self._risks,
+            (server, tool, approved.hash, trusted),
+            lambda: tool_risk(
+                self.policy, server, tool, approved.definition.get("annotations"), trusted=trusted
+            ),
+        )
 
     async def check(self, call: Call, facts: Facts) -> Decision:
         request = call.request
