@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from codemode.search._catalog_cache import CachedSearch
     from codemode.search._semantic import Embedder
 
-__all__ = ["ConfigFacts", "cached_search", "config_file", "ranking_for"]
+__all__ = ["ConfigFacts", "cached_search", "config_file", "included_policy", "ranking_for"]
 
 _FORMAT = "codemode-search-config-1"
 _SETTINGS = ("auto", "on", "off")
@@ -83,19 +83,14 @@ class ConfigFacts:
     policy_digest: str | None = None
 
     @classmethod
-    def of(cls, config: Config, principal: str | None, source: bytes | None = None) -> ConfigFacts:
-        """The facts of ``config``; ``source`` (its file's bytes) names any policy file it includes."""
+    def of(cls, config: Config, principal: str | None, policy: tuple[str, str] | None = None) -> ConfigFacts:
+        """The facts of ``config``; ``policy`` is the policy file it includes and the sha256 of the
+        bytes that ``config`` was validated from (see :func:`included_policy`)."""
         rules = None
         if principal is not None:
             found = config.policy.principal(principal)
             rules = found.model_dump_json() if found is not None else "refused"
-        policy_file = policy_digest = None
-        if source is not None and (included := _policy_include(source, config.base_dir)) is not None:
-            try:
-                policy_digest = hashlib.sha256(included.read_bytes()).hexdigest()
-                policy_file = str(included)
-            except OSError:
-                policy_digest = policy_file = None
+        policy_file, policy_digest = policy if policy is not None else (None, None)
         return cls(
             str(config.lock_path),
             config.search.semantic,
@@ -115,6 +110,8 @@ class ConfigFacts:
         The ranker is part of it: BM25, or hybrid with the model's id (its files' identity), so turning
         the setting on or off, or another model, names another entry.
         """
+        if principal is not None and self.rules is None:
+            return None  # not written by :meth:`of` for this principal: never the index of everyone
         try:
             lock = Path(self.lock_path).read_bytes()
         except OSError:
@@ -141,7 +138,7 @@ class ConfigFacts:
         """The facts :meth:`dumps` wrote, or None for anything else."""
         try:
             loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write
-        except (EOFError, TypeError, ValueError):
+        except (EOFError, TypeError, ValueError, SystemError):  # marshal's errors for bad data
             return None
         if not isinstance(loaded, tuple) or len(loaded) != 7 or loaded[0] != _FORMAT:  # pyright: ignore[reportUnknownArgumentType]
             return None
@@ -158,8 +155,9 @@ class ConfigFacts:
         )
 
 
-def _policy_include(source: bytes, base_dir: Path) -> Path | None:
-    """The file ``[policy] file = "..."`` names in ``source`` (as load_config resolves it), if any."""
+def included_policy(source: bytes, base_dir: Path) -> tuple[str, str | None] | None:
+    """The file ``[policy] file = "..."`` names in ``source`` (as load_config resolves it) and the
+    sha256 of its bytes now (None when it cannot be read), or None when ``source`` includes none."""
     import tomllib  # here: only a search that loads the config gets this far
 
     try:
@@ -167,9 +165,14 @@ def _policy_include(source: bytes, base_dir: Path) -> Path | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     policy = data.get("policy")
-    if isinstance(policy, dict) and isinstance(name := cast("dict[str, object]", policy).get("file"), str):
-        return base_dir / name
-    return None
+    name = cast("dict[str, object]", policy).get("file") if isinstance(policy, dict) else None
+    if not isinstance(name, str):
+        return None
+    included = base_dir / name
+    try:
+        return str(included), hashlib.sha256(included.read_bytes()).hexdigest()
+    except OSError:
+        return str(included), None
 
 
 def _memo_path(config_path: Path, source: bytes, principal: str | None) -> Path:
@@ -215,11 +218,19 @@ def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
     from codemode.cli._common import load
     from codemode.cli._tree_cmd import build_search
 
+    # The policy file is hashed before and after loading: only when both agree (and it could be read)
+    # do the rules that load_config validated belong to that hash. A policy edited while loading
+    # would otherwise file the old rules under the new file's hash, and they would stand until the
+    # next edit.
+    before = included_policy(source, path.resolve().parent) if source is not None else None
     config = load(explicit)
-    validated = ConfigFacts.of(config, principal, source)
+    after = included_policy(source, config.base_dir) if source is not None else None
+    policy = (after[0], after[1]) if after is not None and after[1] is not None else None
+    validated = ConfigFacts.of(config, principal, policy)
+    policy_settled = before == after and (after is None or policy is not None)
     # Filed under the bytes read before loading only if the file still holds them (not edited since);
     # not rewritten when it says the same (a workspace without a lock never hits the index cache).
-    if memo is not None and validated != facts and _read(path) == source:
+    if memo is not None and policy_settled and validated != facts and _read(path) == source:
         write_sealed(memo, validated.dumps())
     if ranked is None or facts is None or facts.semantic != validated.semantic:
         ranked = ranking_for(config.search.semantic)

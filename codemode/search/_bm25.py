@@ -107,7 +107,9 @@ def _pack(docs: Sequence[int], values: Sequence[float]) -> bytes:
     return doc_array.tobytes() + value_array.tobytes()
 
 
-def _unpack(blob: bytes) -> _Postings:
+def _unpack(blob: bytes, n_docs: int) -> _Postings:
+    """The postings :func:`_pack` packed; :class:`ValueError` if a document is not below ``n_docs``
+    (:meth:`BM25FIndex.from_packed` checks only each term's first and last, not to unpack them all)."""
     split = len(blob) // _POSTING_BYTES * _DOC_BYTES
     doc_array, value_array = array("i"), array("d")
     doc_array.frombytes(blob[:split])
@@ -115,6 +117,8 @@ def _unpack(blob: bytes) -> _Postings:
     if _SWAP:
         doc_array.byteswap()
         value_array.byteswap()
+    if doc_array and not (min(doc_array) >= 0 and max(doc_array) < n_docs):
+        raise ValueError("inconsistent BM25 postings: a document beyond the index")
     return tuple(doc_array), tuple(value_array)
 
 
@@ -239,7 +243,7 @@ class BM25FIndex:
             blob = self._packed.get(term)
             if blob is None:
                 return None
-            plist = _unpack(blob)
+            plist = _unpack(blob, self._n_docs)
             self._postings[term] = plist  # the same value whichever thread gets here first
             return plist
         if self._raw is None:

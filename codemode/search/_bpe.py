@@ -159,7 +159,7 @@ class BpeTable:
         """The table :meth:`to_bytes` wrote for the tokenizer file of ``source_digest``, else None."""
         try:
             loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write
-        except (EOFError, TypeError, ValueError):
+        except (EOFError, TypeError, ValueError, SystemError):  # marshal's errors for bad data
             return None
         if not isinstance(loaded, tuple) or len(loaded) != 7:  # pyright: ignore[reportUnknownArgumentType]
             return None

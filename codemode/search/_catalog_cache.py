@@ -12,7 +12,9 @@ fields of a search result at ``summary`` detail. Entries live in ``$CODEMODE_CAC
 ``$XDG_CACHE_HOME/codemode/search``, else ``~/.cache/codemode/search``; only the most recent few
 are kept. Beside them: ``config/`` (what ``codemode search`` took from a validated config, see
 :mod:`codemode.cli._search_cache`) and ``tokenizer/`` (the query tokenizer's table, see
-:mod:`codemode.search._bpe`), both sealed with their sha256 (:func:`write_sealed`).
+:mod:`codemode.search._bpe`), both sealed with their sha256 (:func:`write_sealed`), as entries are.
+Every file is read through :func:`read_private`, which trusts it only if this user alone could have
+written it and the folder that holds it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import functools
 import hashlib
 import marshal
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +32,18 @@ from typing import cast
 from codemode.search._index import ToolIndex
 from codemode.search._semantic import Embedder
 
-__all__ = ["CachedRow", "CachedSearch", "cache_dir", "cache_key", "read_sealed", "write_sealed"]
+__all__ = [
+    "CachedRow",
+    "CachedSearch",
+    "cache_dir",
+    "cache_key",
+    "read_private",
+    "read_sealed",
+    "write_atomic",
+    "write_sealed",
+]
 
-_FORMAT = "codemode-search-cache-3"
+_FORMAT = "codemode-search-cache-4"
 _KEEP = 16  # entries: one per catalog version and principal; older ones are deleted
 
 
@@ -66,16 +78,39 @@ def cache_key(parts: Iterable[bytes | str], code: Iterable[Path] = ()) -> str:
     return digest.hexdigest()
 
 
-def _private(path: Path) -> bool:
-    """Whether only this user could have written ``path``.
+def _owned_privately(info: os.stat_result) -> bool:
+    owner_ok = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return owner_ok and not info.st_mode & 0o022
+
+
+def _private_folder(folder: Path) -> bool:
+    """Whether only this user can add, rename or link files in ``folder``: in a folder others can
+    write, someone could link an entry of another key (another principal's index) under this one's
+    name, and the file itself would still look private."""
+    try:
+        info = folder.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and _owned_privately(info)
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of ``path`` when only this user could have written it; else :class:`OSError`.
 
     Entries are read with :mod:`marshal` (four times faster than JSON here, which matters within a
     300 ms cold start). It builds plain values and runs no code, but it is not hardened against crafted
-    input, so an entry someone else could have written is ignored and rebuilt.
+    input, so an entry someone else could have written is ignored and rebuilt. The checks are made on
+    the open file, not on its name, so the file cannot be swapped between the check and the read, and
+    a symbolic link is never followed.
     """
-    info = path.stat()
-    owner_ok = not hasattr(os, "getuid") or info.st_uid == os.getuid()
-    return owner_ok and not info.st_mode & 0o022
+    if not _private_folder(path.parent):
+        raise PermissionError(f"{path.parent} can be written by another user")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not (stat.S_ISREG(info.st_mode) and _owned_privately(info)):
+            raise PermissionError(f"{path} could have been written by another user")
+        return f.read()
 
 
 def _row_fields(row: CachedRow) -> tuple[str, ...]:
@@ -84,6 +119,7 @@ def _row_fields(row: CachedRow) -> tuple[str, ...]:
 
 _ROW_FIELDS = 6
 _HEAD_BYTES = 8
+_DIGEST_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,22 +163,33 @@ class CachedSearch:
         ]
 
     def to_bytes(self) -> bytes:
-        # The rows' length, the rows, then the index: loading reads the index in place (no copy).
+        # Its sha256, the rows' length, the rows, then the index: loading reads the index in place.
         head = marshal.dumps((_FORMAT, self._fields))
-        return len(head).to_bytes(_HEAD_BYTES, "little") + head + self.index.to_bytes()
+        body = len(head).to_bytes(_HEAD_BYTES, "little") + head + self.index.to_bytes()
+        return hashlib.sha256(body).digest() + body
 
     @classmethod
     def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> CachedSearch:
-        """The entry :meth:`to_bytes` wrote; a hybrid one needs its ``embedder`` (:class:`ValueError`)."""
+        """The entry :meth:`to_bytes` wrote; :class:`ValueError` if any byte of it changed, and for
+        a hybrid one without its ``embedder``.
+
+        The whole entry is hashed (about 1 ms per MB; an entry for 3,500 tools is 1.3 MB, 5 MB with
+        vectors) because loading trusts its structure: a damaged entry must be refused here, not
+        crash a query that reads the damaged part.
+        """
         view = memoryview(data)
+        digest = view[:_DIGEST_BYTES].tobytes()
+        if len(digest) != _DIGEST_BYTES or hashlib.sha256(view[_DIGEST_BYTES:]).digest() != digest:
+            raise ValueError("not a search cache entry: damaged (its sha256 differs)")
+        view = view[_DIGEST_BYTES:]
         size = int.from_bytes(view[:_HEAD_BYTES], "little")
         try:
             if len(view) < _HEAD_BYTES + size:
                 raise ValueError("truncated")
-            form, table = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302 - see _private
+            form, table = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302 - see read_private
             if form != _FORMAT:
                 raise ValueError("another cache format")
-        except (EOFError, TypeError, ValueError) as exc:
+        except (EOFError, TypeError, ValueError, SystemError) as exc:  # marshal's errors for bad data
             raise ValueError(f"not a search cache entry: {exc}") from exc
         if not isinstance(table, dict):
             raise ValueError("not a search cache entry: no rows")
@@ -161,25 +208,25 @@ class CachedSearch:
         (then the caller rebuilds it: a damaged entry costs one slow search, never a wrong one)."""
         path = (directory or cache_dir()) / f"{key}.bin"
         try:
-            if not _private(path):
-                return None
-            return cls.from_bytes(path.read_bytes(), embedder)
+            return cls.from_bytes(read_private(path), embedder)
         except (OSError, ValueError):
             return None
 
     def save(self, key: str, directory: Path | None = None) -> None:
         """Write the entry atomically and drop the oldest beyond a few; a failure only costs speed."""
-        _write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
+        write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
 
 
-def _write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
+def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
     """Write ``path`` atomically, then delete all but the ``keep`` newest files of its folder with
     its suffix; a failure only costs speed (the next process builds the file again)."""
     import tempfile  # here: ~3 ms to import, and a cached search writes nothing
 
     folder = path.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private_folder(folder):
+            return  # it would never be read back (see read_private)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -193,7 +240,7 @@ def _write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
 
 def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> None:
     """Write ``payload`` behind its sha256 (see :func:`read_sealed`), atomically; keep ``keep`` files."""
-    _write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
+    write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
 
 
 def read_sealed(path: Path) -> bytes | None:
@@ -203,9 +250,7 @@ def read_sealed(path: Path) -> bytes | None:
     For small derived files that are cheap to hash and must never be trusted blindly.
     """
     try:
-        if not _private(path):
-            return None
-        data = path.read_bytes()
+        data = read_private(path)
     except OSError:
         return None
     digest, payload = data[:32], data[32:]

@@ -432,6 +432,10 @@ class ToolIndex:
         A hybrid index needs ``embedder``, the model its vectors came from (same ``model_id``), to
         embed queries; without it, or with another model, it is refused (:class:`ValueError`). Its
         vectors are read in place: the index keeps ``data`` alive.
+
+        Loading checks the structure but unpacks no term, so damage inside one (a document beyond
+        the index) raises :class:`ValueError` when a query reads it. Bytes from a file are better
+        sealed with a digest (the search cache hashes its entries), which catches damage up front.
         """
         view = memoryview(data)
         size = int.from_bytes(view[:_HEAD_BYTES], "little")
@@ -441,7 +445,7 @@ class ToolIndex:
             # Plain tuples, dicts, strs and floats; callers read only files this user wrote.
             loaded = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302
             form, keys, state, exact, vocabulary, vectors = loaded
-        except (EOFError, TypeError, ValueError) as exc:
+        except (EOFError, TypeError, ValueError, SystemError) as exc:  # marshal's errors for bad data
             raise ValueError(f"not a serialised tool index: {exc}") from exc
         if form != _FORMAT or not isinstance(keys, tuple) or not isinstance(exact, dict):
             raise ValueError("not a serialised tool index of this version")
@@ -486,6 +490,9 @@ class ToolIndex:
         query = query[:MAX_QUERY_CHARS]
         scores = self._bm25.score(self._query_groups(tokenize(query)), _COVERAGE_EXPONENT)
         exact = self._exact.get(_squash(query))
+        if exact and not all(type(i) is int and 0 <= i < len(self._keys) for i in exact):
+            # Loaded bytes are checked where cheap and the rest when read (see from_bytes).
+            raise ValueError("inconsistent tool index: an exact name lists a document beyond it")
         if self._semantic is not None and (scores or exact or _NON_ALNUM.sub("", query)):
             # Fused scores lie in [-1, 1] before the boost, so +2 puts an exact name first.
             boost = dict.fromkeys(exact or (), 2.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -303,17 +304,19 @@ class EmbeddingCache:
             keys = sorted(self._vectors)
             matrix = np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
             self._dirty = False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as f:
-            np.savez(f, keys=np.asarray(keys), vectors=matrix)
-        tmp.replace(path)
+        from codemode.search._catalog_cache import write_atomic
+
+        buffer = io.BytesIO()
+        np.savez(buffer, keys=np.asarray(keys), vectors=matrix)
+        write_atomic(path, buffer.getvalue(), keep=1)
 
     def _load(self, path: Path) -> None:
         import numpy as np
 
+        from codemode.search._catalog_cache import read_private
+
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with np.load(io.BytesIO(read_private(path)), allow_pickle=False) as data:
                 keys = [str(k) for k in data["keys"]]
                 matrix = data["vectors"].astype(np.float32, copy=False)
         except (OSError, ValueError, KeyError):

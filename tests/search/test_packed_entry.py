@@ -3,7 +3,10 @@ for what a query reads: it must score exactly as the index it was written from, 
 
 from __future__ import annotations
 
+import hashlib
 import marshal
+import random
+from pathlib import Path
 
 import pytest
 
@@ -63,12 +66,54 @@ def test_an_entry_makes_rows_only_for_results_and_refuses_damaged_rows() -> None
     assert loaded.rows == rows
     for query in QUERIES:
         assert loaded.search(query, 5) == entry.search(query, 5)
-    data = entry.to_bytes()
-    size = int.from_bytes(data[:8], "little")
-    form, table = marshal.loads(data[8 : 8 + size])
+    body = entry.to_bytes()[32:]
+    size = int.from_bytes(body[:8], "little")
+    form, table = marshal.loads(body[8 : 8 + size])
     table[DOCS[0].key] = ("too", "short")
     head = marshal.dumps((form, table))
     with pytest.raises(ValueError, match="damaged rows"):
-        CachedSearch.from_bytes(len(head).to_bytes(8, "little") + head + data[8 + size :])
+        CachedSearch.from_bytes(sealed(len(head).to_bytes(8, "little") + head + body[8 + size :]))
     with pytest.raises(ValueError, match="bytes after it"):
-        CachedSearch.from_bytes(data + b"\x00")
+        CachedSearch.from_bytes(sealed(body + b"\x00"))
+
+
+def sealed(body: bytes) -> bytes:
+    return hashlib.sha256(body).digest() + body
+
+
+def test_any_damage_to_an_entry_file_is_refused_on_load_never_a_crash(tmp_path: Path) -> None:
+    entry = CachedSearch(
+        ToolIndex.build(DOCS), {d.key: CachedRow(d.server, d.name, d.key, "p", "i", "s") for d in DOCS}
+    )
+    entry.save("k", tmp_path)
+    data = (tmp_path / "k.bin").read_bytes()
+    assert CachedSearch.load("k", tmp_path) is not None
+    rng = random.Random(7)
+    for _ in range(300):
+        at = rng.randrange(len(data))
+        damaged = rng.choice(
+            [
+                data[:at] + bytes([data[at] ^ (1 << rng.randrange(8))]) + data[at + 1 :],  # one bit
+                data[:at],  # truncated
+                data[:at] + bytes(rng.randrange(256) for _ in range(8)) + data[at + 8 :],  # overwritten
+            ]
+        )
+        (tmp_path / "k.bin").write_bytes(damaged)
+        assert CachedSearch.load("k", tmp_path) is None
+
+
+def test_an_index_with_a_damaged_posting_refuses_the_query_that_reads_it() -> None:
+    built = ToolIndex.build(DOCS)
+    data = built.to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    loaded = marshal.loads(data[8 : 8 + size])
+    n_docs, packed = loaded[2]
+    blob = packed["customer"]
+    n = len(blob) // 12
+    assert n >= 3  # so the damaged document is neither the first nor the last, which loading checks
+    packed["customer"] = blob[:4] + (999).to_bytes(4, "little") + blob[8:]
+    head = marshal.dumps((*loaded[:2], (n_docs, packed), *loaded[3:]))
+    damaged = ToolIndex.from_bytes(len(head).to_bytes(8, "little") + head + data[8 + size :])
+    assert damaged.search("flight", 3) == built.search("flight", 3)  # other terms still answer
+    with pytest.raises(ValueError, match="beyond the index"):
+        damaged.search("customer", 3)

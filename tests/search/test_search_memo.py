@@ -17,7 +17,7 @@ import codemode.config
 from codemode.catalog import ServerCatalog
 from codemode.cli import _search_cache
 from codemode.cli._main import cli
-from codemode.cli._search_cache import ConfigFacts, config_file
+from codemode.cli._search_cache import ConfigFacts, config_file, included_policy
 from codemode.config import default_config_path, load_config
 from codemode.search._catalog_cache import cache_dir, read_sealed, write_sealed
 from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
@@ -121,6 +121,50 @@ def test_an_edited_config_or_policy_file_is_validated_again(
     assert result.exit_code == 2 and "search.semantic" in result.stderr  # the error, as without a memo
 
 
+class EditsThePolicyWhileLoading:
+    """Replaces (or removes) the policy file right after load_config has read it: the race in which a
+    search could file the old rules under the new file's hash."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, policy: Path, text: str | None) -> None:
+        real = codemode.config.load_config
+
+        def loading_then_editing(*args: Any, **kwargs: Any) -> codemode.config.Config:
+            config = real(*args, **kwargs)
+            if text is None:
+                policy.unlink()
+            else:
+                policy.write_text(text, encoding="utf-8")
+            monkeypatch.setattr(codemode.config, "load_config", real)  # once
+            return config
+
+        monkeypatch.setattr(codemode.config, "load_config", loading_then_editing)
+
+
+@pytest.mark.parametrize("edit", ["tightened", "removed"])
+def test_a_policy_edited_while_the_config_loads_is_not_missed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    tightened = POLICY + 'deny_tools = ["crm/delete_customer"]\n'
+    policy = workspace / "policy.toml"
+    EditsThePolicyWhileLoading(monkeypatch, policy, tightened if edit == "tightened" else None)
+    assert "delete_customer" in {hit["tool"] for hit in search(workspace, "delete", "--principal", "clerk")}
+    assert memos() == []  # the rules loaded may not be the file's rules now: nothing is remembered
+    if edit == "removed":
+        policy.write_text(tightened, encoding="utf-8")
+    loads = Loads(monkeypatch)
+    assert "delete_customer" not in {
+        hit["tool"] for hit in search(workspace, "delete", "--principal", "clerk")
+    }
+    assert loads.count == 1 and len(memos()) == 1  # validated again, and remembered now it is settled
+
+
+def test_a_memo_for_a_principal_without_rules_never_names_the_index_of_everyone(tmp_path: Path) -> None:
+    (tmp_path / "codemode.lock").write_text("{}", encoding="utf-8")
+    handmade = ConfigFacts(str(tmp_path / "codemode.lock"), "off", "[]", None)
+    assert handmade.parts(None, None) is not None
+    assert handmade.parts(None, "clerk") is None
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "shared"])
 def test_a_damaged_or_shared_memo_is_ignored_and_rewritten(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, damage: str
@@ -154,7 +198,9 @@ def test_facts_that_do_not_parse_are_refused(tmp_path: Path) -> None:
 def test_the_memo_names_what_load_config_validated(workspace: Path) -> None:
     config = load_config(workspace / "codemode.toml")
     source = (workspace / "codemode.toml").read_bytes()
-    facts = ConfigFacts.of(config, "clerk", source)
+    policy = included_policy(source, config.base_dir)
+    assert policy is not None and policy[1] is not None
+    facts = ConfigFacts.of(config, "clerk", (policy[0], policy[1]))
     assert facts.lock_path == str(config.lock_path)
     assert facts.policy_file == str(workspace.resolve() / "policy.toml") and facts.policy_unchanged()
     assert facts.servers == json.dumps(["crm", "mail"]) and facts.semantic == "off"
