@@ -33,10 +33,10 @@ from pydantic import AnyUrl
 
 from codemode.auth._sign_in import SignIn
 from codemode.auth._store import CredentialStore, StoredCredentials
-from codemode.config import HttpServerConfig, resolve_references
+from codemode.config import HttpServerConfig, OAuthSettings, resolve_references
 from codemode.errors import AuthError
 
-__all__ = ["StoreTokenStorage", "oauth_client"]
+__all__ = ["StoreTokenStorage", "oauth_client", "preregistered_client"]
 
 
 def _not_the_flow_trace(record: logging.LogRecord) -> bool:
@@ -126,6 +126,22 @@ class _Provider(OAuthClientProvider):
             self.context.update_token_expiry(self.context.current_tokens)
 
 
+def preregistered_client(
+    settings: OAuthSettings, environ: Mapping[str, str]
+) -> OAuthClientInformationFull | None:
+    """The client registered beforehand that ``settings`` names (its secret resolved), if any."""
+    if settings.client_id is None:
+        return None
+    secret = resolve_references(settings.client_secret, environ) if settings.client_secret else None
+    method = settings.token_endpoint_auth_method or ("client_secret_basic" if secret else "none")
+    return OAuthClientInformationFull(
+        client_id=resolve_references(settings.client_id, environ),
+        client_secret=secret,
+        redirect_uris=[AnyUrl(settings.redirect_uri)],
+        token_endpoint_auth_method=method,
+    )
+
+
 def oauth_client(
     server: str,
     config: HttpServerConfig,
@@ -139,16 +155,7 @@ def oauth_client(
     settings = config.oauth
     assert settings is not None
     redirect_uri = settings.redirect_uri
-    preregistered = None
-    if settings.client_id is not None:
-        secret = resolve_references(settings.client_secret, environ) if settings.client_secret else None
-        method = settings.token_endpoint_auth_method or ("client_secret_basic" if secret else "none")
-        preregistered = OAuthClientInformationFull(
-            client_id=resolve_references(settings.client_id, environ),
-            client_secret=secret,
-            redirect_uris=[AnyUrl(redirect_uri)],
-            token_endpoint_auth_method=method,
-        )
+    preregistered = preregistered_client(settings, environ)
     answers: list[AuthorizationCodeResult] = []
     storage = StoreTokenStorage(store, url, server, preregistered)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from mcp.shared.auth import OAuthClientInformationFull
 from rich.table import Table
 
 from codemode.auth import (
@@ -19,7 +20,18 @@ from codemode.auth import (
     SignIn,
     StoredCredentials,
 )
-from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, progress
+from codemode.auth._provider import preregistered_client
+from codemode.auth._revoke import Revocation, revoke_tokens
+from codemode.cli._common import (
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    progress,
+    warn,
+)
 from codemode.cli._common import stdout as out
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config, HttpServerConfig, resolve_references
@@ -169,17 +181,58 @@ def status(config_path: Path | None, as_json: bool) -> None:
 
 @auth.command()
 @click.argument("server")
+@click.option(
+    "--local-only",
+    is_flag=True,
+    help="Only forget the tokens on this machine; do not ask the authorization server to revoke them.",
+)
 @config_option
 @json_option
 @handle_errors
-def logout(server: str, config_path: Path | None, as_json: bool) -> None:
-    """Forget SERVER's tokens and client registration on this machine."""
+def logout(server: str, local_only: bool, config_path: Path | None, as_json: bool) -> None:
+    """Sign out of SERVER: revoke its tokens at the authorization server, then forget them here.
+
+    Revocation (RFC 7009) is asked for the refresh token, then the access token. Where the server
+    offers none or cannot be reached, the tokens are still forgotten here and the warning says that
+    they stay valid until they expire.
+    """
     config = load(config_path)
     settings = _oauth_server(config, server)
-    removed = FileCredentialStore().delete(_resource(settings))
+    assert settings.oauth is not None  # _oauth_server checked it
+    store = FileCredentialStore()
+    resource = _resource(settings)
+    record = store.get(resource)
+    revocation = Revocation(())
+    if record is not None and not local_only:
+        client = preregistered_client(settings.oauth, os.environ)
+        with progress(f"revoking {server}'s tokens…", not as_json and sys.stderr.isatty()):
+            revocation = run_until_signalled(_revoke, record, client, settings, resource)
+    removed = store.delete(resource)
     if as_json:
-        print_json({"server": server, "removed": removed})
-    else:
-        out.print(
-            f"signed out of {server}" if removed else f"{server} had no stored credentials", highlight=False
+        print_json(
+            {
+                "server": server,
+                "removed": removed,
+                "revoked": list(revocation.revoked),
+                "problem": revocation.problem,
+            }
         )
+        return
+    done = f"signed out of {server}" if removed else f"{server} had no stored credentials"
+    if revocation.revoked:
+        done += f"; {' and '.join(kind.replace('_', ' ') for kind in revocation.revoked)} revoked"
+    out.print(done, highlight=False)
+    if revocation.problem is not None:
+        warn(
+            f"{revocation.problem}; its tokens were forgotten here but stay valid until they expire",
+            hint="revoke them in the authorization server's own console if they may have been copied",
+        )
+
+
+async def _revoke(
+    record: StoredCredentials,
+    client: OAuthClientInformationFull | None,
+    settings: HttpServerConfig,
+    resource: str,
+) -> Revocation:
+    return await revoke_tokens(record, client, network_policy(settings), resource=resource)

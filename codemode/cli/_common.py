@@ -91,6 +91,16 @@ def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> 
     sys.exit(code)
 
 
+def warn(message: str, *, hint: str | None = None) -> None:
+    """A warning on stderr, worded as :func:`fail` words errors; the command goes on."""
+    from rich.markup import escape
+
+    stderr = console(True)
+    stderr.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
+    if hint:
+        stderr.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False)
+
+
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn codemode's own errors into a one-screen message and exit status 2, without a traceback."""
 
