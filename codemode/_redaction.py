@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
@@ -123,17 +124,41 @@ def is_secret_field(name: str) -> bool:
     return normal in _SECRET_NAMES or normal.endswith(_SECRET_SUFFIXES)
 
 
+def any_word_pattern(words: Iterable[str]) -> re.Pattern[str]:
+    """A pattern that is found in a text iff one of ``words`` occurs in it, built as a trie
+    (``a(?:kia|uth)|b(?:asic|earer)|...``): one scan, each position trying only the words that
+    start with its character. On a small answer that is several times cheaper than testing each
+    word with ``in``, and no dearer on a large one; a flat alternation is twice as dear there."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here: whatever follows, the text holds it
+
+    def alternatives(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        branches = [re.escape(char) + alternatives(child) for char, child in sorted(node.items())]
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return re.compile(alternatives(trie) if trie else "(?!)")
+
+
+_ANY_TRIGGER = any_word_pattern([*(w for words in _TRIGGERS.values() for w in words), *_LABEL_TRIGGERS])
+"""Every trigger word, searched in the lowered text: the same answer as testing each with ``in``."""
+
+
 def might_hold_secrets(text: str) -> bool:
     """A cheap test: False means no rule here can match ``text`` (JSON text of a value included)."""
-    lowered = text.lower()
-    return any(word in lowered for words in _TRIGGERS.values() for word in words) or any(
-        word in lowered for word in _LABEL_TRIGGERS
-    )
+    return _ANY_TRIGGER.search(text.lower()) is not None
 
 
 def secret_kinds_in(text: str) -> set[str]:
     """Which kinds of secret occur anywhere in ``text`` (labelled values count as ``labelled``)."""
     lowered = text.lower()
+    if _ANY_TRIGGER.search(lowered) is None:
+        return set()
     kinds = {
         kind
         for kind, words in _TRIGGERS.items()

@@ -14,7 +14,13 @@ from typing import Any
 
 import mcp_types
 
-from codemode._redaction import might_hold_secrets, redact_secrets, redact_value_counting, secret_kinds_in
+from codemode._redaction import (
+    any_word_pattern,
+    might_hold_secrets,
+    redact_secrets,
+    redact_value_counting,
+    secret_kinds_in,
+)
 from codemode.broker._media import media_problem
 from codemode.broker._pii import PiiVault, map_strings, pii_kinds_in, scrub_text
 from codemode.calls import ContentBlock, ToolError, ToolResult
@@ -29,14 +35,17 @@ _INJECTION = re.compile(
 )
 
 
-_INJECTION_WORDS = ("ignore", "disregard", "forget", "you", "system", "assistant")
-"""Every alternative of the injection pattern contains one of these (lowercase): a cheap prefilter."""
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
+
+_INJECTION_WORDS = any_word_pattern(("ignore", "disregard", "forget", "you", "system", "assistant"))
+"""Every alternative of the injection pattern contains one of these (lowercase): a cheap prefilter,
+searched in the lowered text."""
 
 
 def injection_suspected(text: str) -> bool:
     """Instruction-like text aimed at a model (flagged for the reader, never acted upon)."""
-    lowered = text.lower()
-    return any(word in lowered for word in _INJECTION_WORDS) and bool(_INJECTION.search(text))
+    return _INJECTION_WORDS.search(text.lower()) is not None and bool(_INJECTION.search(text))
 
 
 @dataclass(frozen=True)
@@ -106,13 +115,13 @@ class ResultFilter:
             return value
         if isinstance(value, str):
             return self.text(value, report)
-        text = json.dumps(value, ensure_ascii=False)
+        text = _to_json(value)
         if self.policy.redact_secrets and might_hold_secrets(text):
             # Field names and name/value pairs mark secrets that no pattern over the text can see.
             value, found = redact_value_counting(value)
             if found:
                 report.secrets_redacted += found
-                text = json.dumps(value, ensure_ascii=False)
+                text = _to_json(value)
         plan = self._plan(text)
         report.injection_suspected |= plan.injection
         if not plan.secrets and not plan.pii:
@@ -143,13 +152,13 @@ class ResultFilter:
         self, structured: Any, blocks: list[dict[str, Any]], report: FilterReport
     ) -> tuple[Any, list[dict[str, Any]]]:
         limit = self.policy.max_tool_result_bytes
-        size = len(json.dumps([structured, blocks], ensure_ascii=False).encode())
+        size = len(_to_json([structured, blocks]).encode())
         if size <= limit:
             return structured, blocks
         report.truncated = True
         # Keep a prefix of the text the program would have parsed, with a marker it can see.
         text = (
-            json.dumps(structured, ensure_ascii=False)
+            _to_json(structured)
             if structured is not None
             else "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         )

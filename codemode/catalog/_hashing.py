@@ -16,11 +16,13 @@ from typing import Any
 HASH_PREFIX = "sha256:"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Made once: ``json.dumps`` with these options builds an encoder on every call."""
+
+
 def canonical_json(value: Any) -> bytes:
     """Serialise ``value`` deterministically: sorted keys, compact separators, UTF-8."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(value).encode("utf-8")
 
 
 def tool_hash(

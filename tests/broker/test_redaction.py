@@ -6,8 +6,18 @@ from typing import Any
 
 import mcp_types
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from codemode._redaction import is_secret_field, redact_secrets, redact_value, redact_value_counting
+from codemode import _redaction
+from codemode._redaction import (
+    any_word_pattern,
+    is_secret_field,
+    might_hold_secrets,
+    redact_secrets,
+    redact_value,
+    redact_value_counting,
+)
 from codemode.broker import PiiVault, ResultFilter
 from codemode.calls import ToolResult
 from codemode.config import ResultPolicy
@@ -100,3 +110,19 @@ def test_the_result_filter_redacts_structured_secrets_and_counts_them() -> None:
     assert report.secrets_redacted >= 3
     off, _ = ResultFilter(ResultPolicy(redact_secrets=False, pii="off"), PiiVault()).tool_result(raw)
     assert AWS_SECRET in repr(off.structured), "the policy switch still works"  # type: ignore[union-attr]
+
+
+@given(
+    st.lists(st.text(alphabet="abk_-y ", min_size=1, max_size=5), max_size=8),
+    st.text(alphabet="abk_-y .", max_size=30),
+)
+def test_the_trigger_pattern_finds_a_word_exactly_when_one_occurs(words: list[str], text: str) -> None:
+    assert (any_word_pattern(words).search(text) is not None) == any(word in text for word in words)
+
+
+def test_the_secret_prefilter_agrees_with_each_trigger_word() -> None:
+    triggers = _redaction._TRIGGERS  # pyright: ignore[reportPrivateUsage]
+    words = [*(w for group in triggers.values() for w in group), *_redaction._LABEL_TRIGGERS]  # pyright: ignore[reportPrivateUsage]
+    for word in words:
+        assert might_hold_secrets(f'{{"x": "..{word.upper()}.."}}'), word
+    assert not might_hold_secrets('{"writes": [], "total": 0}')
