@@ -7,8 +7,8 @@ lock's bytes, the configured servers, the principal's policy and the ranker. Rea
 
 So the facts a search takes from the config (the lock's path, ``[search] semantic``, the server
 names, the principal's rules) are kept in a small *memo*, keyed by the config file's real path and
-exact bytes (and the principal, and the source of the code that reads it). The same bytes validate
-to the same config, so a memo stands for a validation that already passed. It is only a shortcut to
+exact bytes (and the principal, the source of the code that reads it and the pydantic install that
+validates it). The same bytes validate to the same config, so a memo stands for a validation that already passed. It is only a shortcut to
 the index's key: the lock is still read and hashed into that key on every search, so a change of
 pins still names another entry. A memo is sealed with its sha256 and ignored (then rewritten) when
 damaged, when another user could have written it, or when the policy file it names has changed;
@@ -183,9 +183,32 @@ def _memo_path(config_path: Path, source: bytes, principal: str | None) -> Path:
     parts: list[bytes | str] = [_FORMAT, os.path.realpath(config_path), source]
     parts += ["principal", principal] if principal is not None else ["everyone"]
     # The code that validates the config and derives the facts is part of the key: a memo written
-    # by another version of it is never read.
+    # by another version of it, or of the validator under it, is never read.
+    parts.append(_installed("pydantic", "pydantic_core"))
     key = cache_key(parts, [package / "config", Path(__file__).parent])
     return cache_dir() / "config" / f"{key}.bin"
+
+
+def _installed(*packages: str) -> str:
+    """Which install of ``packages`` is in use, without importing them (about 0.2 ms): each one's
+    folder, inode and change time, which an upgrade or a reinstall changes."""
+    import importlib.util
+
+    seen: list[str] = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        folders = spec.submodule_search_locations if spec is not None else None
+        if not folders:
+            seen.append(f"{name}:missing")
+            continue
+        folder = next(iter(folders))
+        try:
+            info = os.stat(folder)
+        except OSError:
+            seen.append(f"{name}:unreadable")
+            continue
+        seen.append(f"{name}:{folder}:{info.st_ino}:{info.st_mtime_ns}")
+    return "\n".join(seen)
 
 
 def _read(path: Path) -> bytes | None:

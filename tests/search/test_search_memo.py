@@ -234,3 +234,30 @@ def test_a_cached_json_search_imports_no_config_models_nor_rich(workspace: Path)
     loaded = set(eval(done.stderr.strip().splitlines()[-1]))  # our own probe's repr
     assert json.loads(done.stdout)[0]["ranker"] == "bm25"
     assert not loaded & {"pydantic", "rich", "numpy", "tokenizers"}, loaded
+
+
+def test_another_install_of_the_validator_names_another_memo(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.machinery
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    installed = tmp_path / "site" / "pydantic"
+    installed.mkdir(parents=True)
+
+    def find_spec(name: str, package: str | None = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "pydantic":
+            return real_find_spec(name, package)
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(installed)]
+        return spec
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    config, source = workspace / "codemode.toml", (workspace / "codemode.toml").read_bytes()
+    first = _search_cache._memo_path(config, source, None)  # pyright: ignore[reportPrivateUsage]
+    assert _search_cache._memo_path(config, source, None) == first  # pyright: ignore[reportPrivateUsage]
+    installed.rmdir()
+    installed.mkdir()  # an upgrade: the package's folder is made again
+    os.utime(installed, ns=(1, 1))
+    assert _search_cache._memo_path(config, source, None) != first  # pyright: ignore[reportPrivateUsage]
