@@ -8,11 +8,12 @@ lock's bytes, the configured servers, the principal's policy and the ranker. Rea
 So the facts a search takes from the config (the lock's path, ``[search] semantic``, the server
 names, the principal's rules) are kept in a small *memo*, keyed by the config file's real path and
 exact bytes (and the principal, the source of the code that reads it and the pydantic install that
-validates it). The same bytes validate to the same config, so a memo stands for a validation that already passed. It is only a shortcut to
-the index's key: the lock is still read and hashed into that key on every search, so a change of
-pins still names another entry. A memo is sealed with its sha256 and ignored (then rewritten) when
-damaged, when another user could have written it, or when the policy file it names has changed;
-any miss falls back to loading the config, which reports errors as before.
+validates it). The same bytes validate to the same config, so a memo stands for a validation that
+already passed. It is only a shortcut to the index's key: the lock is still read and hashed into
+that key on every search, so a change of pins still names another entry. A memo is sealed with its
+sha256 and ignored (then rewritten) when damaged, when another user could have written it, or when
+the policy file it names has changed (or changed while it was validated); any miss falls back to
+loading the config, which reports errors as before.
 """
 
 from __future__ import annotations
