@@ -225,7 +225,7 @@ def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
     folder = path.parent
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private_folder(folder):
+        if not _private_folder(folder) and not _made_private(folder):
             return  # it would never be read back (see read_private)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         with os.fdopen(fd, "wb") as f:
@@ -236,6 +236,20 @@ def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         return
+
+
+def _made_private(folder: Path) -> bool:
+    """Close a cache folder of this user's that others may write (made by an older version, or
+    under a umask of 002) and empty it: what it holds now could have been put there by anyone, and
+    a cache costs only a rebuild. False for a folder of another user, which is left alone."""
+    info = folder.stat()
+    if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+        return False
+    folder.chmod(0o700)
+    for entry in folder.iterdir():
+        if entry.is_symlink() or entry.is_file():  # a link itself, never what it points to
+            entry.unlink(missing_ok=True)
+    return _private_folder(folder)
 
 
 def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> None:

@@ -46,8 +46,8 @@ def test_an_entry_linked_from_another_key_in_a_shared_folder_is_refused(folder: 
     folder.chmod(0o777)
     assert CachedSearch.load("clerk", folder) is None
     assert CachedSearch.load("everyone", folder) is None
-    entry(DOCS[:1]).save("fresh", folder)
-    assert not (folder / "fresh.bin").exists()  # nothing is written where it would not be read back
+    entry(DOCS[:1]).save("fresh", folder)  # the folder is this user's: closed and emptied first
+    assert not (folder / "clerk.bin").exists() and CachedSearch.load("fresh", folder) is not None
 
 
 def test_a_symbolic_link_is_never_followed(folder: Path, tmp_path: Path) -> None:
@@ -87,3 +87,24 @@ def test_vectors_in_a_shared_folder_are_not_loaded(tmp_path: Path) -> None:
     assert len(EmbeddingCache(path)) == 1
     folder.chmod(0o777)
     assert len(EmbeddingCache(path)) == 0
+
+
+def test_an_own_folder_others_could_write_is_closed_and_emptied_on_the_next_save(folder: Path) -> None:
+    # An older version, or a umask of 002, left the folder group-writable: reads refuse it, and the
+    # next save closes it and drops what anyone could have put there, so the cache works again.
+    folder.chmod(0o775)
+    (folder / "planted.bin").write_bytes(b"anyone's")
+    assert CachedSearch.load("everyone", folder) is None
+    entry(DOCS[:1]).save("fresh", folder)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert sorted(p.name for p in folder.iterdir()) == ["fresh.bin"]
+    assert CachedSearch.load("fresh", folder) is not None
+
+
+def test_a_folder_of_another_user_is_never_changed(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder.chmod(0o777)
+    uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: uid + 1)
+    entry(DOCS[:1]).save("fresh", folder)
+    assert folder.stat().st_mode & 0o777 == 0o777 and (folder / "everyone.bin").exists()
+    assert not (folder / "fresh.bin").exists()
