@@ -266,6 +266,15 @@ def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
         if found is not None:
             return found
     built = build_search(config, principal, setting, embedder)
-    if key is not None and built.index.hybrid == (embedder is not None):  # never file it under another ranker
-        built.save(key)
+    # Never filed under another ranker; a cache that cannot be written makes every search slow, so
+    # the person is told once per search instead of finding out from the clock.
+    if key is not None and built.index.hybrid == (embedder is not None) and not built.save(key):
+        from codemode.cli._common import warn
+        from codemode.search._catalog_cache import cache_dir
+
+        warn(
+            f"the search cache could not be written to {cache_dir()} (a full or read-only disk, or a "
+            "folder that someone else owns or can write); every search builds its index again",
+            hint="set CODEMODE_CACHE_DIR to a folder of your own",
+        )
     return built

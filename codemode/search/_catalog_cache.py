@@ -212,21 +212,23 @@ class CachedSearch:
         except (OSError, ValueError):
             return None
 
-    def save(self, key: str, directory: Path | None = None) -> None:
-        """Write the entry atomically and drop the oldest beyond a few; a failure only costs speed."""
-        write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
+    def save(self, key: str, directory: Path | None = None) -> bool:
+        """Write the entry atomically and drop the oldest beyond a few; whether it was stored (a
+        failure only costs speed)."""
+        return write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
 
 
-def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
+def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> bool:
     """Write ``path`` atomically, then delete all but the ``keep`` newest files of its folder with
-    its suffix; a failure only costs speed (the next process builds the file again)."""
+    its suffix; whether it was stored (a failure only costs speed: the next process builds the file
+    again)."""
     import tempfile  # here: ~3 ms to import, and a cached search writes nothing
 
     folder = path.parent
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private_folder(folder) and not _made_private(folder):
-            return  # it would never be read back (see read_private)
+            return False  # it would never be read back (see read_private)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -235,7 +237,8 @@ def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> None:
         for old in entries[keep:]:
             old.unlink(missing_ok=True)
     except OSError:
-        return
+        return False
+    return True
 
 
 def _made_private(folder: Path) -> bool:
@@ -252,9 +255,9 @@ def _made_private(folder: Path) -> bool:
     return _private_folder(folder)
 
 
-def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> None:
+def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> bool:
     """Write ``payload`` behind its sha256 (see :func:`read_sealed`), atomically; keep ``keep`` files."""
-    write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
+    return write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
 
 
 def read_sealed(path: Path) -> bytes | None:

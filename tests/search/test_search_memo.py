@@ -261,3 +261,17 @@ def test_another_install_of_the_validator_names_another_memo(
     installed.mkdir()  # an upgrade: the package's folder is made again
     os.utime(installed, ns=(1, 1))
     assert _search_cache._memo_path(config, source, None) != first  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_cache_that_cannot_be_written_is_reported_and_the_search_still_answers(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: uid + 1)  # the cache folder now belongs to someone else
+    argv = ["search", "customer", "--json", "--config", str(workspace / "codemode.toml")]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["tool"]
+    assert "the search cache could not be written" in result.stderr and "CODEMODE_CACHE_DIR" in result.stderr
+    monkeypatch.setattr(os, "getuid", lambda: uid)
+    assert "could not be written" not in CliRunner().invoke(cli, argv).stderr
