@@ -135,7 +135,7 @@ class ConfigFacts:
         return marshal.dumps((_FORMAT, *astuple(self)))
 
     @classmethod
-    def loads(cls, data: bytes) -> ConfigFacts | None:
+    def loads(cls, data: bytes | memoryview) -> ConfigFacts | None:
         """The facts :meth:`dumps` wrote, or None for anything else."""
         try:
             loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write

@@ -155,7 +155,7 @@ class BpeTable:
         )
 
     @classmethod
-    def from_bytes(cls, data: bytes, source_digest: str) -> BpeTable | None:
+    def from_bytes(cls, data: bytes | memoryview, source_digest: str) -> BpeTable | None:
         """The table :meth:`to_bytes` wrote for the tokenizer file of ``source_digest``, else None."""
         try:
             loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write

@@ -163,25 +163,18 @@ class CachedSearch:
         ]
 
     def to_bytes(self) -> bytes:
-        # Its sha256, the rows' length, the rows, then the index: loading reads the index in place.
+        # The rows' length, the rows, then the index: loading reads the index in place (no copy).
         head = marshal.dumps((_FORMAT, self._fields))
-        body = len(head).to_bytes(_HEAD_BYTES, "little") + head + self.index.to_bytes()
-        return hashlib.sha256(body).digest() + body
+        return len(head).to_bytes(_HEAD_BYTES, "little") + head + self.index.to_bytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes, embedder: Embedder | None = None) -> CachedSearch:
-        """The entry :meth:`to_bytes` wrote; :class:`ValueError` if any byte of it changed, and for
-        a hybrid one without its ``embedder``.
+    def from_bytes(cls, data: bytes | memoryview, embedder: Embedder | None = None) -> CachedSearch:
+        """The entry :meth:`to_bytes` wrote; a hybrid one needs its ``embedder`` (:class:`ValueError`).
 
-        The whole entry is hashed (about 1 ms per MB; an entry for 3,500 tools is 1.3 MB, 5 MB with
-        vectors) because loading trusts its structure: a damaged entry must be refused here, not
-        crash a query that reads the damaged part.
+        Loading trusts the index's structure past a few checks, so bytes from a file must be sealed:
+        :meth:`save` and :meth:`load` keep entries behind their sha256 (:func:`write_sealed`).
         """
         view = memoryview(data)
-        digest = view[:_DIGEST_BYTES].tobytes()
-        if len(digest) != _DIGEST_BYTES or hashlib.sha256(view[_DIGEST_BYTES:]).digest() != digest:
-            raise ValueError("not a search cache entry: damaged (its sha256 differs)")
-        view = view[_DIGEST_BYTES:]
         size = int.from_bytes(view[:_HEAD_BYTES], "little")
         try:
             if len(view) < _HEAD_BYTES + size:
@@ -206,16 +199,16 @@ class CachedSearch:
     ) -> CachedSearch | None:
         """The entry ``key``, or None when it is missing, unreadable, truncated or of another model
         (then the caller rebuilds it: a damaged entry costs one slow search, never a wrong one)."""
-        path = (directory or cache_dir()) / f"{key}.bin"
+        data = read_sealed((directory or cache_dir()) / f"{key}.bin")
         try:
-            return cls.from_bytes(read_private(path), embedder)
-        except (OSError, ValueError):
+            return cls.from_bytes(data, embedder) if data is not None else None
+        except ValueError:
             return None
 
     def save(self, key: str, directory: Path | None = None) -> bool:
-        """Write the entry atomically and drop the oldest beyond a few; whether it was stored (a
-        failure only costs speed)."""
-        return write_atomic((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
+        """Write the entry sealed and atomically, and drop the oldest beyond a few; whether it was
+        stored (a failure only costs speed)."""
+        return write_sealed((directory or cache_dir()) / f"{key}.bin", self.to_bytes())
 
 
 def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> bool:
@@ -260,17 +253,20 @@ def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> bool:
     return write_atomic(path, hashlib.sha256(payload).digest() + payload, keep)
 
 
-def read_sealed(path: Path) -> bytes | None:
-    """The payload :func:`write_sealed` stored at ``path``; None when the file is missing, could have
-    been written by another user, or is damaged (truncated, or any byte changed: its sha256 differs).
+def read_sealed(path: Path) -> memoryview | None:
+    """The payload :func:`write_sealed` stored at ``path`` (a view, not a copy); None when the file is
+    missing, could have been written by another user, or is damaged (truncated, or any byte changed:
+    its sha256 differs).
 
-    For small derived files that are cheap to hash and must never be trusted blindly.
+    Every cache file is sealed: loading trusts the structure of what it reads, so damage must be
+    refused here, not crash the query that reads the damaged part. Hashing costs about 1 ms per MB
+    (an index entry for 3,500 tools is 1.3 MB, 5 MB with vectors).
     """
     try:
-        data = read_private(path)
+        data = memoryview(read_private(path))
     except OSError:
         return None
-    digest, payload = data[:32], data[32:]
-    if len(digest) != 32 or hashlib.sha256(payload).digest() != digest:
+    digest, payload = data[:_DIGEST_BYTES], data[_DIGEST_BYTES:]
+    if len(digest) != _DIGEST_BYTES or hashlib.sha256(payload).digest() != digest.tobytes():
         return None
     return payload
