@@ -78,9 +78,12 @@ def cache_key(parts: Iterable[bytes | str], code: Iterable[Path] = ()) -> str:
     return digest.hexdigest()
 
 
+def _own(info: os.stat_result) -> bool:
+    return not hasattr(os, "getuid") or info.st_uid == os.getuid()
+
+
 def _owned_privately(info: os.stat_result) -> bool:
-    owner_ok = not hasattr(os, "getuid") or info.st_uid == os.getuid()
-    return owner_ok and not info.st_mode & 0o022
+    return _own(info) and not info.st_mode & 0o022
 
 
 def _private_folder(folder: Path) -> bool:
@@ -239,7 +242,7 @@ def _made_private(folder: Path) -> bool:
     under a umask of 002) and empty it: what it holds now could have been put there by anyone, and
     a cache costs only a rebuild. False for a folder of another user, which is left alone."""
     info = folder.stat()
-    if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+    if not (stat.S_ISDIR(info.st_mode) and _own(info)):
         return False
     folder.chmod(0o700)
     for entry in folder.iterdir():
