@@ -81,22 +81,21 @@ def progress(message: str, show: bool = True) -> contextlib.AbstractContextManag
 
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> NoReturn:
-    from rich.markup import escape
-
-    # Messages name config sections and selectors ("[ledger] url", "SERVER[/TOOL]"): text, not markup.
-    stderr = console(True)
-    stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
-    if hint:
-        stderr.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False)
+    _report("[bold red]error:[/]", message, hint)
     sys.exit(code)
 
 
 def warn(message: str, *, hint: str | None = None) -> None:
     """A warning on stderr, worded as :func:`fail` words errors; the command goes on."""
+    _report("[yellow]warning:[/]", message, hint)
+
+
+def _report(label: str, message: str, hint: str | None) -> None:
     from rich.markup import escape
 
+    # Messages name config sections and selectors ("[ledger] url", "SERVER[/TOOL]"): text, not markup.
     stderr = console(True)
-    stderr.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
+    stderr.print(f"{label} {escape(message)}", markup=True, highlight=False)
     if hint:
         stderr.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False)
 

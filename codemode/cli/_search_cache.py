@@ -58,13 +58,9 @@ def ranking_for(choice: Literal["auto", "on", "off"]) -> tuple[Literal["auto", "
     setting = _semantic.semantic_setting(choice)
     embedder = _semantic.load_embedder() if setting != "off" else None
     if embedder is None and setting == "on":
-        from rich.markup import escape
+        from codemode.cli._common import warn
 
-        from codemode.cli._common import console
-
-        console(True).print(
-            f"[yellow]warning:[/] {escape(_semantic.MISSING_EXTRA)}", markup=True, highlight=False
-        )
+        warn(_semantic.MISSING_EXTRA)
     return setting, embedder
 
 
