@@ -53,6 +53,10 @@ class Revocation:
     problem: str | None = None
     """Why a token held was not revoked, in words for the person; None when nothing was left."""
 
+    def revoked_words(self) -> str:
+        """``refresh token and access token``: what was revoked, for the person."""
+        return " and ".join(_words(kind) for kind in self.revoked)
+
 
 async def revoke_tokens(
     record: StoredCredentials,

@@ -220,7 +220,7 @@ def logout(server: str, local_only: bool, config_path: Path | None, as_json: boo
         return
     done = f"signed out of {server}" if removed else f"{server} had no stored credentials"
     if revocation.revoked:
-        done += f"; {' and '.join(kind.replace('_', ' ') for kind in revocation.revoked)} revoked"
+        done += f"; {revocation.revoked_words()} revoked"
     out.print(done, highlight=False)
     if revocation.problem is not None:
         warn(
