@@ -261,9 +261,9 @@ def read_sealed(path: Path) -> memoryview | None:
     missing, could have been written by another user, or is damaged (truncated, or any byte changed:
     its sha256 differs).
 
-    Every cache file is sealed: loading trusts the structure of what it reads, so damage must be
-    refused here, not crash the query that reads the damaged part. Hashing costs about 1 ms per MB
-    (an index entry for 3,500 tools is 1.3 MB, 5 MB with vectors).
+    Index entries, config memos and tokenizer tables are sealed: loading trusts the structure of
+    what it reads, so damage must be refused here, not crash the query that reads the damaged part.
+    Hashing costs about 1 ms per MB (an index entry for 3,500 tools is 1.3 MB, 5 MB with vectors).
     """
     try:
         data = memoryview(read_private(path))
