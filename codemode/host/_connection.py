@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import version as package_version
@@ -33,18 +33,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from codemode.catalog import (
-    ExcludedTool,
-    PromptSpec,
-    ResourceSpec,
-    ResourceTemplateSpec,
-    ServerCatalog,
-    ToolSpec,
-    prompt_from_mcp,
-    resource_from_mcp,
-    resource_template_from_mcp,
-    tool_from_mcp,
-)
+from codemode.catalog import ServerCatalog
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import (
     OutcomeUnknownError,
@@ -58,6 +47,7 @@ from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, r
 from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, Refusals, http_client_for, refusal_reason
 from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
+from codemode.host._listing import list_catalog
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
@@ -71,19 +61,12 @@ SDK_VERSION = package_version("mcp")
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
 """Runs each stdio server and reaps its whole process group when it exits (no orphans)."""
 
-MAX_LIST_PAGES = 100
-"""A paginator that never ends must not hang the host: stop after this many pages."""
-
-MAX_TOOLS_PER_SERVER = 10_000
-
 RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Backoff between reconnection attempts of a failed server."""
 
-_PageT = TypeVar("_PageT")
-_ItemT = TypeVar("_ItemT")
+_T = TypeVar("_T")
 
 CatalogListener = Callable[[ServerCatalog], Awaitable[None]]
-
 
 TransportFactory = Callable[[], Transport | MCPServer]
 """Makes a fresh transport per connection attempt; replaces the one the server's config names.
@@ -194,7 +177,9 @@ class ServerConnection:
         mode = "legacy" if cfg.protocol == "legacy" else "auto"
         common: dict[str, Any] = {
             "mode": mode,
-            "read_timeout_seconds": cfg.call_timeout,
+            # The handshake and listings get connect_timeout: a slow start must not fail for a
+            # short call_timeout, which each call, read and prompt carries itself.
+            "read_timeout_seconds": cfg.connect_timeout,
             "message_handler": self._on_message,
             # The catalog must reflect the server now; list-changed drift detection depends on it.
             "cache": None,
@@ -317,75 +302,7 @@ class ServerConnection:
     # -- catalog -----------------------------------------------------------------------------
 
     async def _load_catalog(self, client: Client) -> None:
-        caps = client.server_capabilities
-        tools: list[ToolSpec] = []
-        excluded: list[ExcludedTool] = []
-        seen: set[str] = set()
-        if caps.tools is not None:
-            listed = await self._paginate(lambda c: client.list_tools(cursor=c), lambda p: p.tools)
-            self._tasks.learn(listed)
-            for tool in listed:
-                converted = tool_from_mcp(self.name, tool)
-                if isinstance(converted, ExcludedTool):
-                    excluded.append(converted)
-                elif converted.name in seen:
-                    excluded.append(
-                        ExcludedTool(
-                            server=self.name, name=converted.name, reason="listed twice by the server"
-                        )
-                    )
-                elif len(tools) >= MAX_TOOLS_PER_SERVER:
-                    excluded.append(
-                        ExcludedTool(
-                            server=self.name, name=converted.name, reason=f"over {MAX_TOOLS_PER_SERVER} tools"
-                        )
-                    )
-                else:
-                    seen.add(converted.name)
-                    tools.append(converted)
-        resources: list[ResourceSpec] = []
-        templates: list[ResourceTemplateSpec] = []
-        if caps.resources is not None:
-            listed_resources = await self._paginate(
-                lambda c: client.list_resources(cursor=c), lambda p: p.resources
-            )
-            resources = [resource_from_mcp(self.name, r) for r in listed_resources]
-            listed_templates = await self._paginate(
-                lambda c: client.list_resource_templates(cursor=c), lambda p: p.resource_templates
-            )
-            templates = [resource_template_from_mcp(self.name, t) for t in listed_templates]
-        prompts: list[PromptSpec] = []
-        if caps.prompts is not None:
-            listed_prompts = await self._paginate(
-                lambda c: client.list_prompts(cursor=c), lambda p: p.prompts
-            )
-            prompts = [prompt_from_mcp(self.name, p) for p in listed_prompts]
-        self._catalog = ServerCatalog(
-            server=self.name,
-            tools=tuple(tools),
-            resources=tuple(resources),
-            resource_templates=tuple(templates),
-            prompts=tuple(prompts),
-            excluded=tuple(excluded),
-        )
-
-    async def _paginate(
-        self,
-        fetch: Callable[[str | None], Awaitable[_PageT]],
-        items: Callable[[_PageT], Sequence[_ItemT]],
-    ) -> list[_ItemT]:
-        """Follow ``nextCursor`` to the end, with a page cap and a repeated-cursor guard."""
-        collected: list[_ItemT] = []
-        cursor: str | None = None
-        seen_cursors: set[str] = set()
-        for _ in range(MAX_LIST_PAGES):
-            page = await fetch(cursor)
-            collected.extend(items(page))
-            cursor = getattr(page, "next_cursor", None)
-            if cursor is None or cursor in seen_cursors:
-                break
-            seen_cursors.add(cursor)
-        return collected
+        self._catalog = await list_catalog(self.name, client, learn=self._tasks.learn)
 
     async def refresh_catalog(self) -> ServerCatalog:
         """List everything again (e.g. after ``notifications/tools/list_changed``)."""
@@ -514,6 +431,7 @@ class ServerConnection:
             return await client.session.call_tool(
                 name,
                 arguments,
+                read_timeout_seconds=self.config.call_timeout,
                 meta=call_meta,
                 allow_input_required=True,
                 input_responses=responses,
@@ -535,9 +453,7 @@ class ServerConnection:
         except MCPError as exc:
             raise self._classify(name, exc, self._http_refusals.pop(marker)) from exc
         except TimeoutError as exc:
-            raise OutcomeUnknownError(
-                self.name, name, f"no answer within call_timeout = {self.config.call_timeout:g} s"
-            ) from exc
+            raise self._no_answer(name) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             self._mark_lost(exc)
             raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc!r}") from exc
@@ -573,8 +489,7 @@ class ServerConnection:
             self._mark_lost(exc)
             return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
         if exc.code == mcp_types.REQUEST_TIMEOUT:
-            timeout = self.config.call_timeout
-            return OutcomeUnknownError(self.name, tool, f"no answer within call_timeout = {timeout:g} s")
+            return self._no_answer(tool)
         if exc.code in REJECTED_BEFORE_RUNNING:
             return ServerRejectedError(self.name, tool, exc.code, str(exc))
         # An internal error may have happened half-way through executing the tool.
@@ -587,12 +502,21 @@ class ServerConnection:
             self._refresh_send.send_nowait(why)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
-        client = self._require_client()
-        return await client.read_resource(uri)
+        return await self._within_call_timeout(uri, self._require_client().read_resource(uri))
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> mcp_types.GetPromptResult:
-        client = self._require_client()
-        return await client.get_prompt(name, arguments)
+        return await self._within_call_timeout(name, self._require_client().get_prompt(name, arguments))
+
+    async def _within_call_timeout(self, what: str, request: Awaitable[_T]) -> _T:
+        try:
+            with anyio.fail_after(self.config.call_timeout):
+                return await request
+        except TimeoutError:
+            raise self._no_answer(what) from None
+
+    def _no_answer(self, what: str) -> OutcomeUnknownError:
+        timeout = self.config.call_timeout
+        return OutcomeUnknownError(self.name, what, f"no answer within call_timeout = {timeout:g} s")
 
     def _mark_lost(self, exc: BaseException) -> None:
         self._fail(f"connection lost: {exc}")

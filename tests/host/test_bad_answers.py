@@ -136,3 +136,19 @@ async def test_a_cut_result_of_a_tool_with_an_output_schema_is_still_the_answer(
         assert result.is_error is False
         assert "[truncated by codemode" in text_of(result)
         assert text_of(await host.call_tool("big", "ping", {})) == "pong"
+
+
+async def test_a_slow_start_is_bounded_by_connect_timeout_and_each_call_by_call_timeout(
+    fixture_stdio: Callable[..., dict[str, Any]],
+) -> None:
+    """The handshake and the listing take a second each, longer than call_timeout: the server still
+    connects, because they are bounded by connect_timeout, while a call keeps its own short limit."""
+    server = fixture_stdio("raw_server", "slow", protocol="legacy", call_timeout=0.5, connect_timeout=60)
+    async with McpHost(config_from_mapping({"servers": {"slow": server}})) as host:
+        [status] = host.statuses()
+        assert status.error is None, status.error
+        assert text_of(await host.call_tool("slow", "ping", {})) == "pong"
+        with pytest.raises(OutcomeUnknownError, match=r"no answer within call_timeout = 0\.5 s"):
+            await host.call_tool("slow", "sleepy", {})
+        with pytest.raises(OutcomeUnknownError, match=r"slow://r.*no answer within call_timeout = 0\.5 s"):
+            await host.connection("slow").read_resource("slow://r")
