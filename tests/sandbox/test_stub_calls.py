@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import uvloop
 
 from codemode.sandbox import SandboxManager
 
@@ -225,18 +226,27 @@ async def test_stubs_rendered_by_codemode_call_the_real_server_through_the_sandb
     no_leftovers()
 
 
+@pytest.mark.parametrize(
+    "loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"]
+)
 def test_stub_calls_work_on_an_event_loop_that_anyio_did_not_start(
-    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+    make_config: Callable[..., Any],
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    loop_factory: Callable[[], asyncio.AbstractEventLoop],
 ) -> None:
-    """Ray's async actors and callers using ``asyncio.run`` run the engine on a bare asyncio loop:
-    nothing there names the async library, and the channel must still answer the program."""
+    """Ray's async actors and callers using ``asyncio.run`` run the engine on a bare asyncio loop,
+    where nothing names the async library; web apps served by uvicorn run it on uvloop, whose
+    transports are not ``asyncio.Transport`` instances. The channel must answer the program on both."""
     code = "from servers.demo import add\n[add(a=i, b=1)['total'] for i in range(3)]"
 
     async def main() -> Any:
         async with SandboxManager(make_config()) as manager:
             return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
 
-    outcome = asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        outcome = runner.run(main())
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [1, 2, 3]
     assert outcome.calls == 3
