@@ -171,7 +171,8 @@ class Broker:
         ``on_call_progress`` hears what calls in flight report (progress, a task's status)."""
         state = RunState(
             binding=binding,
-            concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls),
+            # A free slot is taken without yielding: the call yields soon enough, on its request.
+            concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls, fast_acquire=True),
             approver=approver,
             elicitor=elicitor,
             sampler=sampler,
