@@ -42,9 +42,11 @@ class _ServerCommon(_Section):
     """``auto`` tries the stateless 2026-07-28 revision and falls back to the 2025-11-25 handshake;
     ``legacy`` forces the handshake; ``2026-07-28`` forces the stateless revision."""
     connect_timeout: float = Field(default=30.0, gt=0, le=600)
-    """Seconds allowed for starting the server and negotiating the protocol."""
+    """Seconds allowed for starting the server, negotiating the protocol and listing what it
+    offers; each later re-listing (after a list change) gets as long."""
     call_timeout: float = Field(default=60.0, gt=0, le=86_400)
-    """Seconds allowed for any one request (tools/call, tools/list …)."""
+    """Seconds allowed for one call, resource read or prompt (a task-backed tool call may run
+    longer; its polling requests each get this)."""
     reconnect: bool = True
     """Reconnect (with backoff) when the server fails or its connection is lost."""
     max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)

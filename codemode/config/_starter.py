@@ -21,8 +21,8 @@ _HEADER = """\
 #           allow_loopback = true    # a server on this machine (127.0.0.1; plain http only there)
 #   both:   trusted = false          # trust the server's readOnlyHint and other annotations
 #           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28
-#           connect_timeout = 30     # seconds to start and negotiate
-#           call_timeout = 60        # seconds per request
+#           connect_timeout = 30     # seconds to start, negotiate and list the tools
+#           call_timeout = 60        # seconds per call, resource read or prompt
 #
 # Secrets are never written here: use ${ENV_VAR} references, resolved on this machine only
 # when codemode connects. After adding or changing servers run `codemode sync`, review the
