@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -23,6 +24,9 @@ from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEMODE = str(Path(sys.executable).with_name("codemode"))
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+"""The commands' environment. An installed package has its bytecode compiled at install time; with
+PYTHONDONTWRITEBYTECODE set, each timed run of a source checkout would compile changed modules again."""
 
 
 class Row(TypedDict):
@@ -45,7 +49,7 @@ COMMANDS: list[tuple[str, float | None]] = [
 
 def timed(argv: list[str], cwd: Path) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return (time.perf_counter() - started) * 1000
 
 
@@ -60,10 +64,13 @@ def main() -> None:
     try:
         config = workspace / "codemode.toml"
         for setup in (["init", "--demo"], ["sync"], ["pin", "--approve"]):
-            subprocess.run([CODEMODE, *setup, "--config", str(config)], check=True, capture_output=True)
+            subprocess.run(
+                [CODEMODE, *setup, "--config", str(config)], env=ENV, check=True, capture_output=True
+            )
         subprocess.run(
             [CODEMODE, "run", "-", "--backend", "process", "--no-input", "--config", str(config)],
             input=b"1",
+            env=ENV,
             check=True,
             capture_output=True,
         )
@@ -76,7 +83,7 @@ def main() -> None:
                 argv = [CODEMODE, *argv[1:]]
                 if "--version" not in argv and "--help" not in argv:
                     argv += ["--config", str(config)]
-            timed(argv, workspace)  # warm the page cache
+            timed(argv, workspace)  # warm the page cache (and write bytecode)
             runs = [timed(argv, workspace) for _ in range(args.n)]
             median = statistics.median(runs)
             rows.append(Row(command=command, median_ms=round(median), target_ms=target))

@@ -382,7 +382,8 @@ def cli_latency(runs: int) -> str:
         tools = cli_workspace(directory)
         for setting in settings:
             env = {
-                **os.environ,
+                # Without PYTHONDONTWRITEBYTECODE the first run writes bytecode, as an install would.
+                **{name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"},
                 "XDG_CACHE_HOME": str(directory / f"cache-{setting}"),
                 "CODEMODE_SEARCH_SEMANTIC": setting,
             }
