@@ -36,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from codemode.catalog import ServerCatalog
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import (
+    CodemodeError,
     OutcomeUnknownError,
     ServerConnectionError,
     ServerRefusedError,
@@ -453,7 +454,7 @@ class ServerConnection:
         except MCPError as exc:
             raise self._classify(name, exc, self._http_refusals.pop(marker)) from exc
         except TimeoutError as exc:
-            raise self._no_answer(name) from exc
+            raise OutcomeUnknownError(self.name, name, self._no_answer()) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             self._mark_lost(exc)
             raise OutcomeUnknownError(self.name, name, f"connection lost during the call: {exc!r}") from exc
@@ -489,7 +490,7 @@ class ServerConnection:
             self._mark_lost(exc)
             return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
         if exc.code == mcp_types.REQUEST_TIMEOUT:
-            return self._no_answer(tool)
+            return OutcomeUnknownError(self.name, tool, self._no_answer())
         if exc.code in REJECTED_BEFORE_RUNNING:
             return ServerRejectedError(self.name, tool, exc.code, str(exc))
         # An internal error may have happened half-way through executing the tool.
@@ -512,11 +513,11 @@ class ServerConnection:
             with anyio.fail_after(self.config.call_timeout):
                 return await request
         except TimeoutError:
-            raise self._no_answer(what) from None
+            # A read has no effect to be unsure of: plainly failed, not "outcome unknown".
+            raise CodemodeError(f"{self.name}/{what}: {self._no_answer()}") from None
 
-    def _no_answer(self, what: str) -> OutcomeUnknownError:
-        timeout = self.config.call_timeout
-        return OutcomeUnknownError(self.name, what, f"no answer within call_timeout = {timeout:g} s")
+    def _no_answer(self) -> str:
+        return f"no answer within call_timeout = {self.config.call_timeout:g} s"
 
     def _mark_lost(self, exc: BaseException) -> None:
         self._fail(f"connection lost: {exc}")

@@ -17,7 +17,7 @@ import mcp_types
 import pytest
 
 from codemode.config import config_from_mapping
-from codemode.errors import OutcomeUnknownError
+from codemode.errors import CodemodeError, OutcomeUnknownError
 from codemode.host import McpHost
 from codemode.host._frames import TRUNCATED_META
 
@@ -150,5 +150,8 @@ async def test_a_slow_start_is_bounded_by_connect_timeout_and_each_call_by_call_
         assert text_of(await host.call_tool("slow", "ping", {})) == "pong"
         with pytest.raises(OutcomeUnknownError, match=r"no answer within call_timeout = 0\.5 s"):
             await host.call_tool("slow", "sleepy", {})
-        with pytest.raises(OutcomeUnknownError, match=r"slow://r.*no answer within call_timeout = 0\.5 s"):
+        with pytest.raises(
+            CodemodeError, match=r"^slow/slow://r: no answer within call_timeout = 0\.5 s$"
+        ) as read:
             await host.connection("slow").read_resource("slow://r")
+        assert not isinstance(read.value, OutcomeUnknownError), "a read has no outcome to reconcile"
