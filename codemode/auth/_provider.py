@@ -6,8 +6,9 @@ client ID metadata documents or dynamic registration, ``iss`` validation, scope 
 step-up, and refresh. codemode adds what belongs to the host:
 
 - tokens and registrations live in the host's :class:`CredentialStore`, keyed by the server's
-  resource URL, and their remaining lifetime survives a restart (so an expired token is
-  refreshed, not sent);
+  resource URL, with the checked metadata of the tokens' issuer; their remaining lifetime
+  survives a restart, so an expired token is refreshed, not sent, and at that issuer's token
+  endpoint (the SDK, holding no metadata yet, would guess one on the MCP server's origin);
 - the person's part of the flow goes through a :class:`SignIn` (browser, headless or none);
 - every request of the flow goes out through the server's HTTP client, whose transport is the
   SSRF guard.
@@ -18,10 +19,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.utils import union_scopes
+from mcp.client.auth.utils import issuers_match, union_scopes
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -29,7 +32,7 @@ from mcp.shared.auth import (
     OAuthMetadata,
     OAuthToken,
 )
-from pydantic import AnyUrl
+from pydantic import AnyUrl, ValidationError
 
 from codemode.auth._sign_in import SignIn
 from codemode.auth._store import CredentialStore, StoredCredentials
@@ -108,6 +111,26 @@ class StoreTokenStorage:
         query = [(key, value) for key, value in query if key != "scope"] + [("scope", wanted)]
         return urlunsplit(parts._replace(query=urlencode(query)))
 
+    def remember_issuer(self, metadata: OAuthMetadata) -> None:
+        """Record the checked metadata of the authorization server that just issued the tokens."""
+        record = self._record()
+        record.metadata = metadata.model_dump(mode="json", exclude_none=True)
+        # A pre-registered client's registration names no issuer: the tokens' issuer is this one.
+        record.issuer = record.issuer or str(metadata.issuer)
+        self._store.put(self._resource, record)
+
+    def issuer_metadata(self) -> OAuthMetadata | None:
+        """The recorded metadata of the tokens' issuer; None if none was recorded (a record from
+        before it was kept) or it is not the issuer's, or is damaged."""
+        record = self._record()
+        if record.metadata is None or record.issuer is None:
+            return None
+        try:
+            metadata = OAuthMetadata.model_validate(record.metadata)
+        except ValidationError:
+            return None
+        return metadata if issuers_match(str(metadata.issuer), record.issuer) else None
+
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         record = self._record()
         if client_info.issuer != record.issuer:
@@ -118,12 +141,29 @@ class StoreTokenStorage:
 
 
 class _Provider(OAuthClientProvider):
+    def __init__(self, *, storage: StoreTokenStorage, **options: Any) -> None:
+        super().__init__(storage=storage, **options)
+        self._records = storage
+
     async def _initialize(self) -> None:
         await super()._initialize()
-        if self.context.current_tokens is not None:
-            # Loaded tokens carry their remaining lifetime (StoreTokenStorage.get_tokens); dating
-            # them makes an expired one refresh instead of being sent and refused.
-            self.context.update_token_expiry(self.context.current_tokens)
+        if self.context.current_tokens is None:
+            return
+        metadata = self._records.issuer_metadata()
+        if metadata is None:
+            # Without it the SDK would refresh at a guessed endpoint on the resource's origin,
+            # handing it the refresh token and the client secret. Undated, the token is sent as
+            # it is; a refusal starts the flow, which finds and checks the metadata first.
+            return
+        self.context.oauth_metadata = metadata
+        # Loaded tokens carry their remaining lifetime (StoreTokenStorage.get_tokens); dating
+        # them makes an expired one refresh instead of being sent and refused.
+        self.context.update_token_expiry(self.context.current_tokens)
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        if self.context.oauth_metadata is not None:  # checked against the issuer by the flow
+            self._records.remember_issuer(self.context.oauth_metadata)
 
 
 def preregistered_client(

@@ -54,6 +54,9 @@ class StoredCredentials(BaseModel):
     wanted_scope: str | None = None
     """Every scope an authorization was asked for, including a step-up that could not happen
     without a person: the next sign-in asks for all of it at once."""
+    metadata: dict[str, Any] | None = None
+    """The metadata (RFC 8414) of the authorization server that issued ``tokens``, as checked at
+    sign-in: after a restart the tokens are refreshed at its token endpoint, never at a guess."""
 
     def expires_at(self) -> float | None:
         lifetime = (self.tokens or {}).get("expires_in")
