@@ -119,7 +119,8 @@ class Refusals:
         marker = call_marker(response.request.content)
         if marker is not None:
             retry_after = response.headers.get("retry-after", "").strip()
-            delay = min(float(retry_after), 30.0) if retry_after.isdigit() else None
+            # ASCII digits only: str.isdigit() also accepts "²", which float() refuses.
+            delay = min(float(retry_after), 30.0) if retry_after.isascii() and retry_after.isdigit() else None
             self._by_marker[marker] = (response.status_code, delay)
 
     def pop(self, marker: str) -> tuple[int, float | None] | None:

@@ -51,11 +51,11 @@ def redact_url(url: str) -> str:
     if match is None or not match.group(2).startswith("//"):
         return url
     rest = match.group(2)[2:]
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority = rest[:end]
-    if "@" not in authority:
+    if "@" not in rest:
         return url
-    return f"{match.group(1)}://***@{authority.rsplit('@', 1)[1]}{rest[end:]}"
+    # Up to the last "@" anywhere: a password may itself hold "/", "?" or "#", which would end
+    # the authority early. A path with an "@" is hidden too; this is only what a message shows.
+    return f"{match.group(1)}://***@{rest.rsplit('@', 1)[1]}"
 
 
 def parse_url(url: str) -> Target:
@@ -110,7 +110,8 @@ def _split_authority(authority: str, scheme: str, refuse: Callable[[str], Unsafe
     if not port_text:
         return host_text, _DEFAULT_PORTS[scheme]
     if not _PORT.fullmatch(port_text) or not 0 < int(port_text) <= 65535:
-        raise refuse(f"malformed port {port_text!r}")
+        # The port text is not repeated: in a URL with a password holding "#", it is part of it.
+        raise refuse("malformed port (after the host, a number from 1 to 65535)")
     return host_text, int(port_text)
 
 

@@ -36,14 +36,23 @@ def _answer(status: int, marker: str | None, retry_after: str | None = None) -> 
     meta = {"_meta": {CALL_MARKER: marker}} if marker else {}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": meta}).encode()
     request = httpx2.Request("POST", "https://mcp.example.test/mcp", content=body)
-    headers = {"retry-after": retry_after} if retry_after else {}
+    headers = [(b"retry-after", retry_after.encode())] if retry_after else []  # bytes, as sent: any text
     return httpx2.Response(status, headers=headers, request=request)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("status", "retry_after", "recorded"),
-    [(401, None, (401, None)), (403, None, (403, None)), (429, "7", (429, 7.0)), (503, "999", (503, 30.0))],
+    [
+        (401, None, (401, None)),
+        (403, None, (403, None)),
+        (429, "7", (429, 7.0)),
+        (503, "999", (503, 30.0)),
+        # Digits that are not ASCII, and a date (which codemode does not read): no delay, no crash.
+        (429, "²", (429, None)),
+        (429, "٣", (429, None)),
+        (503, "Wed, 21 Oct 2026 07:28:00 GMT", (503, None)),
+    ],
 )
 async def test_refusing_answers_are_remembered_per_call(
     status: int, retry_after: str | None, recorded: tuple[int, float | None]
