@@ -52,12 +52,21 @@ class NoSignIn:
         raise AuthRequiredError(self.server, f"no valid token{wanted} in the credential store")
 
 
+def _query(url: str) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
+
+
+def _printable(text: str, limit: int) -> str:
+    # The text came from a URL anyone could have sent: no terminal escapes reach the person.
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
+
+
 def answer_from_redirect(location: str) -> AuthorizationCodeResult:
     """The code/state/iss of a redirect back to the client, or the error it reports."""
-    query = {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+    query = _query(location)
     if "error" in query:
-        description = query.get("error_description", "")[:200]
-        raise AuthError(f"the authorization server refused: {query['error'][:64]} {description}".rstrip())
+        refusal = f"{_printable(query['error'], 64)} {_printable(query.get('error_description', ''), 200)}"
+        raise AuthError(f"the authorization server refused: {refusal}".rstrip())
     if not query.get("code"):
         raise AuthError("the authorization server redirected back without a code")
     return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
@@ -90,7 +99,12 @@ class HeadlessSignIn:
                         "without --headless"
                     )
                 target = urljoin(url, location)
-                if _same_endpoint(target, redirect_uri):
+                try:
+                    arrived = _same_endpoint(target, redirect_uri)
+                except ValueError:  # a port out of range, a broken IPv6 literal
+                    bad = _printable(target, 200)
+                    raise AuthError(f"the authorization server redirected to a bad address: {bad}") from None
+                if arrived:
                     return answer_from_redirect(target)
                 url = target
         raise AuthError(f"headless sign-in gave up after {_MAX_HOPS} redirects")
@@ -122,6 +136,7 @@ class BrowserSignIn:
 
     async def authorize(self, authorization_url: str, redirect_uri: str) -> AuthorizationCodeResult:
         target = urlsplit(redirect_uri)
+        state = _query(authorization_url).get("state")
         try:
             listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=target.port or 80)
         except OSError as exc:
@@ -141,7 +156,7 @@ class BrowserSignIn:
 
                     async def serve(stream: SocketStream) -> None:
                         async with stream:
-                            outcome = await _callback(stream, target.path)
+                            outcome = await _callback(stream, target.path, state)
                         if outcome is not None and not answer:
                             answer.append(outcome)
                             group.cancel_scope.cancel()
@@ -160,8 +175,12 @@ class BrowserSignIn:
             return
 
 
-async def _callback(stream: SocketStream, path: str) -> AuthorizationCodeResult | AuthError | None:
-    """Reads one HTTP request; the sign-in answer if it is the redirect, else None (a favicon…)."""
+async def _callback(
+    stream: SocketStream, path: str, state: str | None
+) -> AuthorizationCodeResult | AuthError | None:
+    """Reads one HTTP request; the sign-in answer if it is the redirect of this sign-in (its
+    ``state``), else None: a favicon, or a request any local process or web page could send,
+    which must neither end the sign-in nor stand in for its answer."""
     data = b""
     with anyio.move_on_after(10):
         while b"\r\n\r\n" not in data and len(data) < 16384:
@@ -171,8 +190,15 @@ async def _callback(stream: SocketStream, path: str) -> AuthorizationCodeResult 
             data += chunk
     request_line = data.split(b"\r\n", 1)[0].decode("latin-1")
     parts = request_line.split(" ")
-    if len(parts) != 3 or parts[0] != "GET" or urlsplit(parts[1]).path != path:
+    try:
+        ours = len(parts) == 3 and parts[0] == "GET" and urlsplit(parts[1]).path == path
+    except ValueError:  # not a URL at all
+        ours = False
+    if not ours:
         await _respond(stream, 404, "Not found", "This address only receives codemode sign-ins.")
+        return None
+    if _query(parts[1]).get("state") != state:
+        await _respond(stream, 400, "Not this sign-in", "codemode is waiting for another sign-in.")
         return None
     try:
         result = answer_from_redirect(parts[1])

@@ -48,6 +48,11 @@ def test_a_redirect_carries_code_state_and_issuer() -> None:
         (f"{REDIRECT}?error=access_denied&error_description=nope", "refused: access_denied nope"),
         (f"{REDIRECT}?state=s", "without a code"),
         (f"{REDIRECT}?error={'x' * 5000}", "refused: " + "x" * 64),
+        # Terminal escapes sent by whoever wrote the URL are not printed to the person.
+        (
+            f"{REDIRECT}?error=denied&error_description=%1b%5b2J%1b]0;owned%07",
+            r"refused: denied \?\[2J\?\]0;owned\?$",
+        ),
     ],
 )
 def test_a_redirect_without_a_code_is_an_error(location: str, message: str) -> None:
@@ -85,6 +90,14 @@ async def test_headless_refuses_a_server_that_wants_a_person(
         )
 
 
+async def test_headless_names_a_redirect_to_a_malformed_address() -> None:
+    server = _authorization_server(
+        {"/authorize": httpx2.Response(302, headers={"location": "http://127.0.0.1:99999/x"})}
+    )
+    with pytest.raises(AuthError, match=r"redirected to a bad address: http://127\.0\.0\.1:99999/x"):
+        await HeadlessSignIn(LOOPBACK, transport=server).authorize("http://127.0.0.1:9/authorize", REDIRECT)
+
+
 async def test_headless_hops_pass_the_ssrf_guard() -> None:
     # No transport given: the guard's. Loopback is not allowed, so the first hop is refused.
     with pytest.raises(Exception, match="loopback"):
@@ -112,22 +125,38 @@ async def _browser(redirect_uri: str, path: str) -> str:
     raise AssertionError("the listener never came up")
 
 
+async def _raw(redirect_uri: str, request: bytes) -> bytes:
+    """What the listener answers ``request``, sent as is."""
+    port = int(redirect_uri.split(":")[2].split("/")[0])
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(request)
+        return await stream.receive()
+
+
 async def test_the_browser_listener_ignores_strays_and_takes_the_redirect(redirect_uri: str) -> None:
     opened: list[str] = []
     pages: list[str] = []
+    authorization_url = "https://as.example.test/authorize?client_id=c&state=s"
 
     async def browse() -> None:
         pages.append(await _browser(redirect_uri, "/favicon.ico"))
+        # Anyone on this machine, or a web page in the person's browser, can reach the listener:
+        # neither a refusal nor a code of another flow ends this sign-in, nor does a broken request.
+        pages.append(await _browser(redirect_uri, "/callback?error=access_denied&state=forged"))
+        pages.append(await _browser(redirect_uri, "/callback?code=planted"))
+        pages.append((await _raw(redirect_uri, b"GET http://[::1/callback HTTP/1.1\r\n\r\n")).decode())
         pages.append(await _browser(redirect_uri, "/callback?code=c&state=s"))
 
     sign_in = BrowserSignIn(open_url=opened.append, announce=lambda _text: None, timeout=30)
     answers: list[AuthorizationCodeResult] = []
     async with anyio.create_task_group() as group:
         group.start_soon(browse)
-        answers.append(await sign_in.authorize("https://as.example.test/authorize", redirect_uri))
+        answers.append(await sign_in.authorize(authorization_url, redirect_uri))
     assert [(a.code, a.state) for a in answers] == [("c", "s")]
-    assert opened == ["https://as.example.test/authorize"]
-    assert "only receives codemode sign-ins" in pages[0] and "close this tab" in pages[1]
+    assert opened == [authorization_url]
+    assert "only receives codemode sign-ins" in pages[0] and "close this tab" in pages[-1]
+    assert all("waiting for another sign-in" in page for page in pages[1:3]), pages
+    assert "404" in pages[3]
     with socket.socket() as again:  # the listener is gone (SO_REUSEADDR: only a listener blocks)
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", int(redirect_uri.split(":")[2].split("/")[0])))
@@ -135,13 +164,13 @@ async def test_the_browser_listener_ignores_strays_and_takes_the_redirect(redire
 
 async def test_a_refusal_arriving_in_the_browser_is_an_error(redirect_uri: str) -> None:
     async def browse() -> None:
-        await _browser(redirect_uri, "/callback?error=access_denied")
+        await _browser(redirect_uri, "/callback?error=access_denied&state=s")
 
     sign_in = BrowserSignIn(open_url=lambda _url: None, announce=lambda _text: None, timeout=30)
     async with anyio.create_task_group() as group:
         group.start_soon(browse)
         with pytest.raises(AuthError, match="refused: access_denied"):
-            await sign_in.authorize("https://as.example.test/authorize", redirect_uri)
+            await sign_in.authorize("https://as.example.test/authorize?state=s", redirect_uri)
 
 
 async def test_a_browser_that_never_comes_back_times_out(redirect_uri: str) -> None:
