@@ -119,13 +119,19 @@ class FileCredentialStore:
 
     def _read(self) -> dict[str, StoredCredentials]:
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            # O_NONBLOCK: a FIFO planted under the name must not hang the command (it is refused).
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return {}
         except OSError as exc:
             raise AuthError(f"cannot open the credential store {self.path}: {exc.strerror}") from exc
+        try:
+            self._check_private(os.fstat(fd))  # before reading: a directory or FIFO is refused here
+            self._check_folder()
+        except BaseException:
+            os.close(fd)
+            raise
         with os.fdopen(fd, "rb") as file:
-            self._check_private(os.fstat(file.fileno()))
             raw = file.read()
         try:
             data: object = json.loads(raw)
@@ -144,6 +150,8 @@ class FileCredentialStore:
             ) from None
 
     def _check_private(self, info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise AuthError(f"the credential store {self.path} is not a regular file; refusing to use it")
         if info.st_uid != os.getuid():
             raise AuthError(f"the credential store {self.path} belongs to another user; refusing to use it")
         if stat.S_IMODE(info.st_mode) & 0o077:
@@ -170,11 +178,27 @@ class FileCredentialStore:
                 os.unlink(temporary)
             raise
 
+    def _check_folder(self) -> None:
+        """In a folder another user owns or can write to, they could plant the lock or the store
+        under its name (a symlink to a file of the victim's choosing), or hold the lock forever."""
+        folder = self.path.parent
+        info = folder.stat()
+        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o022:
+            raise AuthError(
+                f"the folder {folder} of the credential store can be written by other users; "
+                f"keep it in a folder of your own (chmod 700), or set {CREDENTIALS_ENV_VAR}"
+            )
+
     @contextlib.contextmanager
     def _locked(self) -> Generator[None]:
         """Serialises writers (a refresh in ``codemode batch`` may race a login elsewhere)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        self._check_folder()
+        lock = self.path.with_name(f".{self.path.name}.lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise AuthError(f"cannot open the credential store's lock {lock}: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

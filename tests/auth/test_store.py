@@ -126,3 +126,38 @@ async def test_a_preregistered_client_comes_from_the_config_not_the_store(tmp_pa
     await storage.set_tokens(OAuthToken(access_token="a"))
     record = store.get(RESOURCE)
     assert record is not None and record.client is None, "the configured secret is never copied to the store"
+
+
+def test_a_store_in_a_folder_others_can_write_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    store = FileCredentialStore(shared / "credentials.json")
+    store.put(RESOURCE, StoredCredentials(server="remote"))
+    os.chmod(shared, 0o777)
+    before = sorted(p.name for p in shared.iterdir())
+    with pytest.raises(AuthError, match=r"can be written by other users; keep it in a folder of your own"):
+        store.put(RESOURCE, StoredCredentials(server="remote", tokens={"access_token": "t"}))
+    with pytest.raises(AuthError, match="can be written by other users"):
+        store.get(RESOURCE)
+    assert sorted(p.name for p in shared.iterdir()) == before
+
+
+def test_a_lock_planted_as_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    store = FileCredentialStore(tmp_path / "credentials.json")
+    victim = tmp_path / "victim"
+    (tmp_path / ".credentials.json.lock").symlink_to(victim)
+    with pytest.raises(AuthError, match="cannot open the credential store's lock"):
+        store.put(RESOURCE, StoredCredentials(server="remote"))
+    assert not victim.exists(), "nothing was created where the link points"
+    assert not store.path.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_store_that_is_not_a_regular_file_is_refused_without_hanging(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "credentials.json"
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.mkdir(mode=0o700)
+    with pytest.raises(AuthError, match=r"is not a regular file; refusing to use it"):
+        FileCredentialStore(path).get(RESOURCE)
