@@ -45,10 +45,10 @@ from codemode.serve._consent import (
     ClientSampler,
     PendingRun,
     PendingRuns,
+    asked,
     can_elicit,
     can_sample,
     deliver,
-    input_request,
 )
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
@@ -256,14 +256,19 @@ class CodemodeServer:
     async def _run_modern(
         self, ctx: Context, who: Identity, code: str, session_id: str | None
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-        token = ctx.request_state
+        state = ctx.request_state
         principal = who.principal or self.engine.config.policy.default_principal
         tenant = who.tenant or ""
-        if token:
-            pending = self.pending.take(token, principal, tenant)
-            if pending is None:
+        if state:
+            taken = self.pending.take(state, principal, tenant)
+            if taken is None:
                 return _error("this run is unknown or has already finished (requestState not recognised)")
-            deliver(pending, ctx.input_responses)
+            pending, nonce = taken
+            if not deliver(pending, nonce, ctx.input_responses):
+                return _error(
+                    "this answer is for a question that was already answered (a retry sent twice?); "
+                    "the run goes on with the request that answered it"
+                )
         else:
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
@@ -331,8 +336,7 @@ class CodemodeServer:
         if isinstance(event, RunResult):
             self.pending.forget(pending.token)
             return _call_result(event)
-        pending.waiting = event
-        return mcp_types.InputRequiredResult(input_requests=input_request(event), request_state=pending.token)
+        return asked(pending, event)
 
 
 def traceparent_of(ctx: Context) -> str | None:

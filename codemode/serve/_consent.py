@@ -275,6 +275,9 @@ class _Question:
     request: mcp_types.ElicitRequest | mcp_types.CreateMessageRequest
     answer: anyio.Event = field(default_factory=anyio.Event)
     result: mcp_types.InputResponse | None = None
+    nonce: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    """Names this question in the ``requestState`` it is asked with: an answer counts only for the
+    question it was given to, so a replayed retry cannot approve the question asked after it."""
 
 
 @dataclass
@@ -292,7 +295,9 @@ class PendingRun:
     sampling_available: bool = False
     """Whether it declared sampling."""
     waiting: _Question | None = None
-    created: float = field(default_factory=time.monotonic)
+    idle_since: float | None = None
+    """Since when the run has waited for the client to come back with an answer (None: a request
+    of the client is with it, or it is working)."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     """Cancels the background run when the client abandons it."""
     asking: anyio.Lock = field(default_factory=anyio.Lock)
@@ -338,20 +343,23 @@ class PendingRuns:
         self._runs[run.token] = run
         return run
 
-    def take(self, token: str, principal: str, tenant: str) -> PendingRun | None:
+    def take(self, request_state: str, principal: str, tenant: str) -> tuple[PendingRun, str] | None:
+        """The run a retry's ``requestState`` names, and the question it answers."""
+        token, _, nonce = request_state.partition(".")
         run = self._runs.get(token)
         # A run's answers come only from the principal that started it.
         if run is None or (run.principal, run.tenant) != (principal, tenant):
             return None
-        return run
+        return run, nonce
 
     def forget(self, token: str) -> None:
         self._runs.pop(token, None)
 
-    def expire(self, older_than_s: float) -> int:
-        """Drop (and cancel) runs nobody came back for."""
-        cutoff = time.monotonic() - older_than_s
-        stale = [token for token, run in self._runs.items() if run.created < cutoff]
+    def expire(self, idle_for_s: float) -> int:
+        """Drop (and cancel) runs whose client has not come back to answer for ``idle_for_s``. A
+        run that is working, or whose client's request is still open, is never dropped here."""
+        cutoff = time.monotonic() - idle_for_s
+        stale = [token for token, run in self._runs.items() if (run.idle_since or cutoff) < cutoff]
         for token in stale:
             self._runs.pop(token).scope.cancel()
         return len(stale)
@@ -364,11 +372,23 @@ def input_request(question: _Question) -> mcp_types.InputRequests:
     return {"question": question.request}
 
 
-def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None:
-    """Hand the client's answer to the question the run is waiting on (missing answer = no)."""
+def asked(run: PendingRun, question: _Question) -> mcp_types.InputRequiredResult:
+    """The result that puts ``question`` to the client; its retry comes back with the state."""
+    run.waiting = question
+    run.idle_since = time.monotonic()
+    return mcp_types.InputRequiredResult(
+        input_requests=input_request(question), request_state=f"{run.token}.{question.nonce}"
+    )
+
+
+def deliver(run: PendingRun, nonce: str, responses: mcp_types.InputResponses | None) -> bool:
+    """Hand the client's answer to the question the run is waiting on (missing answer = no).
+    False, and nothing delivered, when ``nonce`` names another question: a retry replayed after
+    its question was answered, or sent twice at once."""
     question = run.waiting
-    if question is None:
-        return
+    if question is None or not secrets.compare_digest(nonce, question.nonce):
+        return False
+    run.idle_since = None
     response = (responses or {}).get("question")
     # An answer of the wrong kind (a completion for a question) is no answer.
     wanted = (
@@ -379,3 +399,4 @@ def deliver(run: PendingRun, responses: mcp_types.InputResponses | None) -> None
     question.result = response if isinstance(response, wanted) else None
     run.waiting = None
     question.answer.set()
+    return True

@@ -34,6 +34,7 @@ log = logging.getLogger("codemode.serve")
 
 HOUSEKEEPING_INTERVAL_S = 5.0
 PENDING_RUN_TTL_S = 900.0
+"""A run whose question the client has not come back to answer for this long is cancelled."""
 METRICS_PATH = "/metrics"
 CONSOLE_PATH = "/console"
 CONSOLE_MAX_BODY = 64 * 1024
