@@ -12,7 +12,7 @@ and across restarts::
 
 The records hold PII (emails, phone numbers), and one customer's notes hold a prompt-injection
 string: both are data that codemode must treat as data. ``CRM_FAULT`` injects faults (see
-``_common.Faults``). Like many real services this one does not deduplicate retried writes: repeating
+``_writes.Faults``). Like many real services this one does not deduplicate retried writes: repeating
 a call repeats the side effect, which is what codemode's ledger must prevent.
 """
 
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import _common
+import _world
+import _writes
 import anyio
 from anyio import to_thread
 from mcp.server.mcpserver import MCPServer
@@ -154,35 +156,35 @@ NOTE_TEMPLATES = (
     "Referred two other accounts; eligible for the referral credit.",
 )
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September")
-MANAGERS = tuple(h for h, (_, team) in _common.STAFF.items() if team in ("sales", "customer-success"))
+MANAGERS = tuple(h for h, (_, team) in _world.STAFF.items() if team in ("sales", "customer-success"))
 LTV_BASE = {"enterprise": 250_000.0, "mid-market": 60_000.0, "smb": 12_000.0, "startup": 6_000.0}
 
 
 def _domain(company: str, country: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", company.lower()).strip("-")
-    return f"{slug}.{_common.COUNTRIES[country][2]}"
+    return f"{slug}.{_world.COUNTRIES[country][2]}"
 
 
 def _seed_customers() -> dict[str, Customer]:
-    rng = random.Random(f"{_common.SEED}:crm")
-    products = list(_common.PRODUCTS)
-    countries = list(_common.COUNTRIES)
+    rng = random.Random(f"{_world.SEED}:crm")
+    products = list(_world.PRODUCTS)
+    countries = list(_world.COUNTRIES)
     out: dict[str, Customer] = {}
-    for brief in _common.customers():
+    for brief in _world.customers():
         number = int(brief.customer_id.removeprefix("CUST-"))
         first, last = brief.contact_first, brief.contact_last
         local = re.sub(r"[^a-z]", "", first.lower()) + "." + re.sub(r"[^a-z]", "", last.lower())
         email = f"{local}@{_domain(brief.company, brief.country)}"
-        code = _common.COUNTRIES[brief.country][1]
+        code = _world.COUNTRIES[brief.country][1]
         phone = f"{code} {rng.randint(201, 989)}-555-{rng.randint(100, 199):04d}"
         ltv = round(LTV_BASE[brief.segment] * rng.lognormvariate(0, 0.6), 2)
         notes: list[Note] = []
         for index in range(rng.choice((0, 1, 1, 2, 2, 3))):
             text = rng.choice(NOTE_TEMPLATES).format(
                 month=rng.choice(MONTHS),
-                contact=f"{rng.choice(_common.FIRST_NAMES)} {rng.choice(_common.LAST_NAMES)}",
+                contact=f"{rng.choice(_world.FIRST_NAMES)} {rng.choice(_world.LAST_NAMES)}",
                 product=rng.choice(products),
-                ticket=_common.ticket_id(rng.randint(_common.FIRST_TICKET, 1300)),
+                ticket=_world.ticket_id(rng.randint(_world.FIRST_TICKET, 1300)),
                 country2=rng.choice(countries),
             )
             notes.append(
@@ -220,7 +222,7 @@ def _seed_customers() -> dict[str, Customer]:
 
 @dataclass
 class CrmState:
-    writer: _common.DurableWriter
+    writer: _writes.DurableWriter
     customers: dict[str, Customer] = field(default_factory=_seed_customers)
     applied: int = 0
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -234,7 +236,7 @@ class CrmState:
                     self._apply(record)
                     self.applied = record.sequence
 
-    def _apply(self, record: _common.WriteRecord) -> None:
+    def _apply(self, record: _writes.WriteRecord) -> None:
         customer = self.customers.get(record.target_id)
         if customer is None:
             return
@@ -272,7 +274,7 @@ def _summary(customer: Customer) -> CustomerSummary:
     return CustomerSummary.model_validate(customer.model_dump(include=set(CustomerSummary.model_fields)))
 
 
-def _record_out(record: _common.WriteRecord) -> WriteRecordOut:
+def _record_out(record: _writes.WriteRecord) -> WriteRecordOut:
     return WriteRecordOut(
         receipt_id=record.receipt_id,
         sequence=record.sequence,
@@ -308,8 +310,8 @@ Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 CustomerId = Annotated[str, Field(description="customer id, e.g. CUST-0042", min_length=1, max_length=32)]
 
 
-def create_server(state_dir: Path | None, faults: _common.Faults) -> MCPServer:
-    state = CrmState(_common.DurableWriter(_common.WriteLog(state_dir, "rcpt", NAME), faults))
+def create_server(state_dir: Path | None, faults: _writes.Faults) -> MCPServer:
+    state = CrmState(_writes.DurableWriter(_writes.WriteLog(state_dir, "rcpt", NAME), faults))
     server = MCPServer(
         NAME,
         version=_common.SERVER_VERSION,
@@ -473,7 +475,7 @@ def create_server(state_dir: Path | None, faults: _common.Faults) -> MCPServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main_with_state(
+    return _writes.main_with_state(
         sys.argv[1:] if argv is None else argv,
         name=NAME,
         description="Example CRM MCP server (500 customers, counted writes).",

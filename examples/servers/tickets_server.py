@@ -11,7 +11,7 @@ with JSON text only), so clients see both kinds. ``add_comment``, ``close_ticket
     python tickets_server.py --transport http --port 8766 --stateless   # 2026-07-28 style, no sessions
     python tickets_server.py count-writes --state-dir DIR
 
-``TICKETS_FAULT`` injects the same faults as ``CRM_FAULT`` (see ``_common.Faults``).
+``TICKETS_FAULT`` injects the same faults as ``CRM_FAULT`` (see ``_writes.Faults``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import _common
+import _world
+import _writes
 import anyio
 from anyio import to_thread
 from mcp.server.mcpserver import MCPServer
@@ -201,20 +203,20 @@ RESOLUTIONS = (
     "Refund issued.",
     "Won't fix: works as designed; feature request logged.",
 )
-WORKERS = tuple(h for h, (_, team) in _common.STAFF.items() if team in ("support", "engineering"))
+WORKERS = tuple(h for h, (_, team) in _world.STAFF.items() if team in ("support", "engineering"))
 MONTHS = ("January", "February", "March", "April", "May", "June")
 
 
 def _seed_tickets() -> dict[str, Ticket]:
-    rng = random.Random(f"{_common.SEED}:tickets")
-    products = list(_common.PRODUCTS)
+    rng = random.Random(f"{_world.SEED}:tickets")
+    products = list(_world.PRODUCTS)
     out: dict[str, Ticket] = {}
-    for index, cid in enumerate(_common.ticket_customers()):
-        tid = _common.ticket_id(_common.FIRST_TICKET + index)
-        brief = _common.customer_by_id(cid)
+    for index, cid in enumerate(_world.ticket_customers()):
+        tid = _world.ticket_id(_world.FIRST_TICKET + index)
+        brief = _world.customer_by_id(cid)
         assert brief is not None
         labels: list[str] = rng.sample(LABELS, rng.choice((1, 1, 2, 2, 3)))
-        created = DATASET_START + dt.timedelta(days=index * 175 // _common.TICKET_COUNT + rng.randint(0, 3))
+        created = DATASET_START + dt.timedelta(days=index * 175 // _world.TICKET_COUNT + rng.randint(0, 3))
         slots = {
             "month": rng.choice(MONTHS),
             "product": rng.choice(products),
@@ -269,7 +271,7 @@ def _seed_tickets() -> dict[str, Ticket]:
 
 @dataclass
 class TicketState:
-    writer: _common.DurableWriter
+    writer: _writes.DurableWriter
     tickets: dict[str, Ticket] = field(default_factory=_seed_tickets)
     applied: int = 0
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -282,7 +284,7 @@ class TicketState:
                     self._apply(record)
                     self.applied = record.sequence
 
-    def _apply(self, record: _common.WriteRecord) -> None:
+    def _apply(self, record: _writes.WriteRecord) -> None:
         ticket = self.tickets.get(record.target_id)
         if ticket is None:
             return
@@ -329,8 +331,8 @@ Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 TicketId = Annotated[str, Field(description="ticket id, e.g. TCK-1017", min_length=1, max_length=32)]
 
 
-def create_server(state_dir: Path | None, faults: _common.Faults) -> MCPServer:
-    state = TicketState(_common.DurableWriter(_common.WriteLog(state_dir, "trcpt", NAME), faults))
+def create_server(state_dir: Path | None, faults: _writes.Faults) -> MCPServer:
+    state = TicketState(_writes.DurableWriter(_writes.WriteLog(state_dir, "trcpt", NAME), faults))
     server = MCPServer(
         NAME,
         version=_common.SERVER_VERSION,
@@ -494,7 +496,7 @@ def create_server(state_dir: Path | None, faults: _common.Faults) -> MCPServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main_with_state(
+    return _writes.main_with_state(
         sys.argv[1:] if argv is None else argv,
         name=NAME,
         description="Example issue-tracker MCP server (300 tickets).",
