@@ -10,9 +10,11 @@ or stale. Likewise ``CODEMODE_REQUIRE_BWRAP=1`` turns a missing or unusable bwra
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import time
+import types
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,9 +41,11 @@ from codemode.calls import (
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import BackendName, SandboxManager
+from codemode.sandbox import _wire as wire
 from codemode.sandbox._bwrap import probe_bwrap
 from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL
 from codemode.sandbox._docker_api import docker_api
+from codemode.sandbox._files import WIRE_MODULE, stage_runtime
 from codemode.sandbox._process import UID_BASE, UID_SPAN
 from codemode.sandbox._state import HostToken, StateDir, default_base
 
@@ -390,3 +394,23 @@ def leftovers() -> SimpleNamespace:
         dirs=sandbox_dirs,
         containers_of=containers_of,
     )
+
+
+@pytest.fixture
+def staged(tmp_path: Path) -> Path:
+    """The runtime as a sandbox gets it (with the wire contract copied in), staged in ``tmp_path``."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    stage_runtime(runtime)
+    return runtime
+
+
+@pytest.fixture
+def runtime_wire(staged: Path) -> types.ModuleType:
+    """The runtime's copy of the wire module, loaded on its own (not the host's module object)."""
+    spec = importlib.util.spec_from_file_location("staged_wire", staged / WIRE_MODULE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module is not wire
+    return module

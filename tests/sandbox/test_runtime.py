@@ -13,19 +13,10 @@ from typing import Any
 
 import pytest
 
-from codemode.sandbox._files import RUNTIME_PACKAGE, WIRE_SOURCE, stage_runtime
+from codemode.sandbox._files import RUNTIME_PACKAGE, WIRE_SOURCE
 from codemode.sandbox._wire import PROTOCOL_VERSION
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def staged(tmp_path: Path) -> Path:
-    """The runtime as a sandbox gets it (with the wire contract copied in)."""
-    runtime = tmp_path / "runtime"
-    runtime.mkdir()
-    stage_runtime(runtime)
-    return runtime
 
 
 def test_the_runtime_implements_the_stub_api(staged: Path, tmp_path: Path) -> None:
