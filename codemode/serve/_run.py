@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from codemode._engine import CodeMode
@@ -53,6 +54,7 @@ def is_loopback(host: str) -> bool:
 
 def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
     grants: dict[str, Identity] = {}
+    names: dict[str, str] = {}
     for name, grant in config.serve.tokens.items():
         try:
             token = resolve_references(grant.token, environ)
@@ -63,6 +65,14 @@ def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
             ) from None
         if len(token) < 16:
             raise ConfigError(config.source, [(f"serve.tokens.{name}.token", "use at least 16 characters")])
+        if token in grants:
+            # One would silently stand for the other: a CI bot's token could carry the operator role.
+            twin = next(other for other, t in names.items() if t == token)
+            raise ConfigError(
+                config.source,
+                [(f"serve.tokens.{name}.token", f"the same token as serve.tokens.{twin}: give each its own")],
+            )
+        names[name] = token
         grants[token] = Identity(grant.principal, grant.tenant, frozenset(grant.roles))
     return TokenMap(grants)
 
@@ -99,14 +109,22 @@ class BearerAuth:
 
 
 class MetricsEndpoint:
-    """ASGI middleware: ``GET <path>`` answers with the Prometheus metrics; the rest passes."""
+    """ASGI middleware: ``GET <path>`` answers with the Prometheus metrics; the rest passes. The
+    MCP endpoint's Host and Origin checks apply: a DNS-rebinding page must not read them."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, path: str) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, path: str, security: TransportSecuritySettings
+    ) -> None:
         self.app, self.metrics, self.path = app, metrics, path
+        self.security = TransportSecurityMiddleware(security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != self.path:
             await self.app(scope, receive, send)
+            return
+        refused = await self.security.validate_request(Request(scope, receive), is_post=False)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         allowed = scope.get("method") in ("GET", "HEAD")
         body = self.metrics.render() if allowed else b"use GET\n"
@@ -242,7 +260,7 @@ async def serve_http(
         if metrics:
             exposed = enable_metrics()
             exposed.warm_pool_ready.set_function(lambda: engine.warm_sandboxes)
-            app = MetricsEndpoint(app, exposed, METRICS_PATH)
+            app = MetricsEndpoint(app, exposed, METRICS_PATH, security)
         if tokens:
             app = BearerAuth(app, tokens)  # /metrics needs a token like /mcp
         if desk is not None:

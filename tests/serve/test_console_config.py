@@ -45,6 +45,17 @@ def test_a_malformed_role_is_a_config_error_naming_the_key(roles: object, messag
     assert "serve.tokens.ops.roles" in text and message in text, text
 
 
+def test_two_grants_of_one_token_are_a_config_error_naming_both() -> None:
+    """Otherwise the last would silently win: a bot's token could carry the operator role."""
+    tokens = {"ops": {**TOKEN, "roles": ["operator"]}, "ci": {**TOKEN, "principal": "ci-bot"}}
+    config = config_from_mapping({"serve": {"tokens": tokens}}, source="codemode.toml")
+    with pytest.raises(ConfigError) as error:
+        token_map(config, ENV)
+    text = str(error.value)
+    assert "serve.tokens.ci.token" in text and "the same token as serve.tokens.ops" in text, text
+    assert ENV["OPS_TOKEN"] not in text, "the message never repeats the token"
+
+
 def test_the_console_needs_an_operator_token() -> None:
     config = config_from_mapping({"serve": {"tokens": {"alice": {**TOKEN, "principal": "alice"}}}})
     with pytest.raises(ConfigError) as error:

@@ -52,8 +52,14 @@ async def test_metrics_parse_as_prometheus_text_and_match_the_ledger(fresh_works
         metrics_url = url.rsplit("/", 1)[0] + "/metrics"
         async with httpx.AsyncClient() as web:
             refused = await web.get(metrics_url)
-            answer = await web.get(metrics_url, headers={"Authorization": f"Bearer {TOKENS['alice']}"})
+            signed = {"Authorization": f"Bearer {TOKENS['alice']}"}
+            port = metrics_url.split(":")[2].split("/")[0]
+            # A DNS-rebinding page: its Host, or its Origin, names another site.
+            rebound = await web.get(metrics_url, headers={**signed, "Host": f"evil.example:{port}"})
+            foreign = await web.get(metrics_url, headers={**signed, "Origin": "http://evil.example"})
+            answer = await web.get(metrics_url, headers=signed)
     assert refused.status_code == 401, "the metrics need a token like the MCP endpoint"
+    assert (rebound.status_code, foreign.status_code) == (421, 403), "and its Host and Origin checks"
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
     found = samples(answer.text)
