@@ -280,7 +280,14 @@ async def test_runs_are_filtered_by_principal_tenant_status_and_time(tmp_path: P
         # The pickers offer every principal and tenant in the ledger, not only those shown.
         for choice in ("alice", "bob", "acme", "globex"):
             assert f'<option value="{choice}">' in index.text, choice
-        for bad, expected in (("since=yesterday", "since: 'yesterday'"), ("limit=0", "limit: '0'")):
+        for bad, expected in (
+            ("since=yesterday", "since: 'yesterday'"),
+            ("limit=0", "limit: '0'"),
+            # Digits int() refuses, and moments with no UTC time: a 400 that says why, never a 500.
+            ("limit=%C2%B2", "limit: '²'"),
+            ("since=9999-12-31T23:59-01:00", "since: '9999-12-31T23:59-01:00'"),
+            ("until=0001-01-01T00:00%2B01:00", "until: '0001-01-01T00:00+01:00'"),
+        ):
             refused = await kit.client.get(f"/console?{bad}", headers=OPERATOR)
             assert refused.status_code == 400 and expected in refused.text.replace("&#39;", "'"), bad
 

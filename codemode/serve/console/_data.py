@@ -39,11 +39,12 @@ def _moment(name: str, text: str) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        # In UTC now: a moment at the edge of the calendar with an offset has no UTC time.
+        return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         raise FilterError(
             f"{name}: {text!r} is not a date and time; write it as YYYY-MM-DDTHH:MM (UTC)"
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class RunFilter:
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> RunFilter:
         limit_text = query.get("limit", "").strip() or "100"
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_SHOWN:
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= MAX_SHOWN:
             raise FilterError(f"limit: {limit_text!r} is not a whole number from 1 to {MAX_SHOWN}")
         return cls(
             principal=query.get("principal", "").strip(),
