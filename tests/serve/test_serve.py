@@ -17,6 +17,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.serve.conftest import TOKENS_TOML, make_workspace, serving_http
+
 ALICE = "alice-token-0123456789abcdef"  # the same tokens conftest gives the server
 BOB = "bob-token-0123456789abcdef"
 
@@ -227,3 +229,24 @@ async def test_a_long_run_sends_progress_notifications(plain_workspace: Path, mo
     assert len(seen) >= 2
     assert all(message and message.startswith("running:") for _, message in seen)
     assert [p for p, _ in seen] == sorted(p for p, _ in seen), "progress only goes up"
+
+
+@pytest.fixture
+def alice_sees_tickets_only(tmp_path: Path) -> Path:
+    only_tickets = '[policy.principals.alice]\ntenants = ["acme"]\ntools = ["tickets/*"]\n'
+    return make_workspace(
+        tmp_path, TOKENS_TOML.replace('[policy.principals.alice]\ntenants = ["acme"]\n', only_tickets)
+    )
+
+
+async def test_the_run_code_description_names_only_the_servers_every_caller_may_see(
+    alice_sees_tickets_only: Path,
+) -> None:
+    """``tools/list`` answers every token holder alike: alice, who may use tickets only, must not
+    learn from it which other servers bob has."""
+    with serving_http(alice_sees_tickets_only) as url:
+        for token in (ALICE, BOB):
+            async with Client(http(url, token)) as client:
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                description = tools["run_code"].description or ""
+                assert description.endswith("Servers: tickets (7 tools)."), description[-200:]
