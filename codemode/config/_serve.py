@@ -49,6 +49,10 @@ class ServeConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65_535)
     path: str = "/mcp"
+    allowed_hosts: list[str] = Field(default_factory=lambda: [])
+    """Names (``host`` or ``host:port``) clients reach the HTTP endpoint by, besides ``host``
+    itself: the Host header must name one (DNS-rebinding protection). Required when ``host`` is
+    ``0.0.0.0`` or ``::``, which no client names."""
     allowed_origins: list[str] = Field(default_factory=lambda: [])
     """Browser origins allowed to call the HTTP endpoint (besides none). DNS-rebinding protection
     always checks Host and Origin."""

@@ -155,13 +155,36 @@ def transport_security(config: Config, host: str, port: int) -> TransportSecurit
     # all). A rebinding page always carries its own, foreign origin; this server's own origin
     # (same scheme, loopback name, same port) is same-origin by definition. The console's pages
     # are served from that origin, so its own forms and scripts pass and a foreign page's do not.
-    hosts = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
-    own_origins = {f"http://{h if ':' not in h or h.startswith('[') else f'[{h}]'}:{port}" for h in hosts}
+    # Bound to every interface, the server has no name of its own: allowed_hosts gives them.
+    if is_loopback(host):
+        hosts = {host, "127.0.0.1", "localhost", "::1"}
+    else:
+        hosts = set[str]() if _unspecified(host) else {host}
+    named = {_bracketed(h) for h in hosts}
+    own_origins = {f"http://{h}:{port}" for h in named}
+    extra = [h if _has_port(h) else f"{_bracketed(h)}:*" for h in config.serve.allowed_hosts]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted(f"{h}:*" for h in hosts),
+        allowed_hosts=sorted({f"{h}:*" for h in named} | set(extra)),
         allowed_origins=sorted(own_origins) + list(config.serve.allowed_origins),
     )
+
+
+def _unspecified(host: str) -> bool:
+    """``0.0.0.0`` or ``::``: every interface, a name no client sends."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _bracketed(host: str) -> str:
+    """An IPv6 address as a Host header writes it."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _has_port(host: str) -> bool:
+    return host.rsplit("]", 1)[-1].count(":") == 1 if host.startswith("[") else host.count(":") == 1
 
 
 def require_operator_token(config: Config, tokens: TokenMap) -> None:
@@ -234,6 +257,17 @@ async def serve_http(
                 (
                     "serve.tokens",
                     f"binding to {host} (not loopback) needs at least one bearer token in [serve.tokens]",
+                )
+            ],
+        )
+    if _unspecified(host) and not config.serve.allowed_hosts:
+        raise ConfigError(
+            config.source,
+            [
+                (
+                    "serve.allowed_hosts",
+                    f"binding to {host} (every interface) needs the names clients reach this server "
+                    'by, e.g. allowed_hosts = ["mcp.internal:8765"]: requests must name one in Host',
                 )
             ],
         )

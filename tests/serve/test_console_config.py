@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 
 from codemode.cli._main import cli
 from codemode.config import config_from_mapping
 from codemode.errors import ConfigError
-from codemode.serve._run import require_operator_token, token_map
+from codemode.serve._run import require_operator_token, token_map, transport_security
 
 TOKEN = {"token": "${OPS_TOKEN}", "principal": "ops"}
 ENV = {"OPS_TOKEN": "ops-token-0123456789abcdef"}
@@ -77,3 +81,44 @@ def test_the_console_needs_the_http_transport() -> None:
     result = CliRunner().invoke(cli, ["serve", "--console"])
     assert result.exit_code == 2
     assert "--console needs --transport http" in result.output
+
+
+def _accepts(settings: TransportSecuritySettings, host_header: str) -> bool:
+    """Whether the SDK's own check, as the MCP endpoint runs it, lets a request naming it in."""
+    scope: dict[str, Any] = {"type": "http", "method": "GET", "headers": [(b"host", host_header.encode())]}
+    refused = anyio.run(TransportSecurityMiddleware(settings).validate_request, Request(scope), False)
+    return refused is None
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed", "accepted", "refused"),
+    [
+        # Every interface: only the names configured, with any port or the one given.
+        (
+            "0.0.0.0",
+            ["mcp.internal", "10.0.0.5:8765"],
+            ["mcp.internal:8765", "10.0.0.5:8765"],
+            ["evil.example:8765", "10.0.0.5:9999"],
+        ),
+        ("::", ["fd00::5"], ["[fd00::5]:8765"], ["evil.example:8765", "127.0.0.1:8765"]),
+        # An IPv6 address is named in brackets, as a Host header writes it.
+        ("fd00::5", [], ["[fd00::5]:8765"], ["fd00::5:8765", "evil.example:8765"]),
+        ("127.0.0.1", [], ["127.0.0.1:8765", "localhost:8765", "[::1]:8765"], ["evil.example:8765"]),
+    ],
+)
+def test_the_host_check_names_what_clients_send(
+    host: str, allowed: list[str], accepted: list[str], refused: list[str]
+) -> None:
+    settings = transport_security(config_from_mapping({"serve": {"allowed_hosts": allowed}}), host, 8765)
+    assert [h for h in accepted if not _accepts(settings, h)] == []
+    assert [h for h in refused if _accepts(settings, h)] == []
+
+
+def test_binding_to_every_interface_without_allowed_hosts_fails_before_starting(tmp_path: Path) -> None:
+    config = tmp_path / "codemode.toml"
+    config.write_text('[serve.tokens.alice]\ntoken = "${OPS_TOKEN}"\nprincipal = "alice"\n')
+    result = CliRunner().invoke(
+        cli, ["serve", "--transport", "http", "--host", "0.0.0.0", "--config", str(config)], env=ENV
+    )
+    assert result.exit_code != 0
+    assert "serve.allowed_hosts" in result.output and "every interface" in result.output, result.output
