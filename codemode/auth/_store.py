@@ -22,6 +22,7 @@ from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from codemode._private_files import private_folder
 from codemode.errors import AuthError
 
 __all__ = [
@@ -182,8 +183,7 @@ class FileCredentialStore:
         """In a folder another user owns or can write to, they could plant the lock or the store
         under its name (a symlink to a file of the victim's choosing), or hold the lock forever."""
         folder = self.path.parent
-        info = folder.stat()
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o022:
+        if not private_folder(folder):
             raise AuthError(
                 f"the folder {folder} of the credential store can be written by other users; "
                 f"keep it in a folder of your own (chmod 700), or set {CREDENTIALS_ENV_VAR}"

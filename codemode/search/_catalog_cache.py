@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from codemode._private_files import own, owned_privately, private_folder
 from codemode.search._index import ToolIndex
 from codemode.search._semantic import Embedder
 
@@ -78,25 +79,6 @@ def cache_key(parts: Iterable[bytes | str], code: Iterable[Path] = ()) -> str:
     return digest.hexdigest()
 
 
-def _own(info: os.stat_result) -> bool:
-    return not hasattr(os, "getuid") or info.st_uid == os.getuid()
-
-
-def _owned_privately(info: os.stat_result) -> bool:
-    return _own(info) and not info.st_mode & 0o022
-
-
-def _private_folder(folder: Path) -> bool:
-    """Whether only this user can add, rename or link files in ``folder``: in a folder others can
-    write, someone could link an entry of another key (another principal's index) under this one's
-    name, and the file itself would still look private."""
-    try:
-        info = folder.stat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and _owned_privately(info)
-
-
 def read_private(path: Path) -> bytes:
     """The bytes of ``path`` when only this user could have written it; else :class:`OSError`.
 
@@ -106,12 +88,12 @@ def read_private(path: Path) -> bytes:
     the open file, not on its name, so the file cannot be swapped between the check and the read, and
     a symbolic link is never followed.
     """
-    if not _private_folder(path.parent):
+    if not private_folder(path.parent):
         raise PermissionError(f"{path.parent} can be written by another user")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     with open(fd, "rb") as f:
         info = os.fstat(fd)
-        if not (stat.S_ISREG(info.st_mode) and _owned_privately(info)):
+        if not (stat.S_ISREG(info.st_mode) and owned_privately(info)):
             raise PermissionError(f"{path} could have been written by another user")
         return f.read()
 
@@ -223,7 +205,7 @@ def write_atomic(path: Path, data: bytes, keep: int = _KEEP) -> bool:
     folder = path.parent
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private_folder(folder) and not _made_private(folder):
+        if not private_folder(folder) and not _made_private(folder):
             return False  # it would never be read back (see read_private)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         with os.fdopen(fd, "wb") as f:
@@ -242,13 +224,13 @@ def _made_private(folder: Path) -> bool:
     under a umask of 002) and empty it: what it holds now could have been put there by anyone, and
     a cache costs only a rebuild. False for a folder of another user, which is left alone."""
     info = folder.stat()
-    if not (stat.S_ISDIR(info.st_mode) and _own(info)):
+    if not (stat.S_ISDIR(info.st_mode) and own(info)):
         return False
     folder.chmod(0o700)
     for entry in folder.iterdir():
         if entry.is_symlink() or entry.is_file():  # a link itself, never what it points to
             entry.unlink(missing_ok=True)
-    return _private_folder(folder)
+    return private_folder(folder)
 
 
 def write_sealed(path: Path, payload: bytes, keep: int = _KEEP) -> bool:
