@@ -359,13 +359,17 @@ class PendingRuns:
         """Drop (and cancel) runs whose client has not come back to answer for ``idle_for_s``. A
         run that is working, or whose client's request is still open, is never dropped here."""
         cutoff = time.monotonic() - idle_for_s
-        stale = [token for token, run in self._runs.items() if (run.idle_since or cutoff) < cutoff]
+        stale = [token for token, run in self._runs.items() if _idle_before(run, cutoff)]
         for token in stale:
             self._runs.pop(token).scope.cancel()
         return len(stale)
 
     def __len__(self) -> int:
         return len(self._runs)
+
+
+def _idle_before(run: PendingRun, cutoff: float) -> bool:
+    return run.idle_since is not None and run.idle_since < cutoff
 
 
 def input_request(question: _Question) -> mcp_types.InputRequests:

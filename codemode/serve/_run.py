@@ -286,7 +286,7 @@ async def serve_http(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
-        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}{config.serve.path}"
+        url = f"http://{_bracketed(host)}:{bound_port}{config.serve.path}"
         security = transport_security(config, host, bound_port)
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
