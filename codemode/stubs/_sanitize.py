@@ -31,6 +31,7 @@ __all__ = [
     "comment",
     "docline",
     "docstring",
+    "escape_invisible",
     "first_sentence",
     "pystr",
 ]
@@ -102,6 +103,29 @@ _NEWLINES: Final = re.compile(r"\r\n?")
 _TRAILING_SPACE: Final = re.compile(r"[ \t]+\n")
 _BLANK_RUNS: Final = re.compile(r"\n{3,}")
 _SPACE_RUNS: Final = re.compile(r"\s+")
+
+
+def escape_invisible(text: str) -> str:
+    """``text`` with every character :func:`clean_text` would drop or change written as a JSON
+    ``\\uXXXX`` escape (astral ones as a surrogate pair), so a person sees that it is there.
+
+    For text a person must judge exactly, such as the arguments of a call they are asked to
+    approve: a right-to-left override or a zero-width space could otherwise make one value look
+    like another. Escapes are valid inside a JSON string, so escaped JSON still parses to the
+    same value.
+    """
+    return _SUSPECT.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if _replacement(char) == char:  # a visible character
+        return char
+    code = ord(char)
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 def clean_text(text: str, limit: int) -> str:

@@ -4,6 +4,7 @@ limits)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from codemode.broker._decisions import Allow, Deny, NeedsApproval
 from codemode.broker._facts import Call, Facts
 from codemode.broker._run import RunState
 from codemode.broker.gates import ApprovalFlow, BudgetGate, ConsentGate, ServerGate, _memo
+from codemode.broker.gates._consent import summarize_arguments
 from codemode.calls import ToolCallRequest
 from codemode.config import PolicyConfig, Risk
 from codemode.ledger import arguments_digest
@@ -101,6 +103,23 @@ async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> N
     decision = await consent(call, store=store)
     assert isinstance(decision, Allow) and decision.facts.approval_id == "pre-1"
     assert isinstance(await consent(context(), store=store), NeedsApproval), "single use"
+
+
+async def test_the_approver_sees_hidden_characters_escaped_and_the_exact_arguments() -> None:
+    # A right-to-left override makes "txt.exe" read as "exe.txt"; a C1 CSI starts a terminal
+    # escape on some terminals; a zero-width space and a tag character are invisible.
+    tricky = {"customer_id": "note\u202etxt.exe", "body": "\x9b2J\u200b", "tag": "x\U000e0041"}
+    store = Store()
+    assert isinstance(await consent(context(arguments=tricky), store=store, answer=True), Allow)
+    seen = store.granted[0].arguments_summary
+    assert not any(c in seen for c in "\u202e\x9b\u200b\U000e0041"), seen
+    assert "\\u202e" in seen and "\\u009b" in seen and "\\udb40\\udc41" in seen
+    assert json.loads(seen) == tricky, "still JSON, and it reads back to exactly what is sent"
+
+
+def test_a_cut_summary_says_how_much_is_not_shown() -> None:
+    summary = summarize_arguments({"text": "a" * 1_000}, limit=100)
+    assert summary.startswith('{"text": "aaa') and summary.endswith("… (912 more characters not shown)")
 
 
 async def test_policy_can_require_or_waive_consent_per_tool() -> None:

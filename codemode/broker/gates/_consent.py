@@ -23,6 +23,7 @@ from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
 from codemode.config import RISK_ORDER, PolicyConfig
 from codemode.ledger import arguments_digest
+from codemode.stubs._sanitize import escape_invisible
 
 
 class ApprovalStore(Protocol):
@@ -61,9 +62,14 @@ def consent_digest(arguments: dict[str, Any], schema: Any) -> str:
 
 
 def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
-    """The arguments as an approver sees them: secrets hidden (screens and logs are not vaults)."""
-    text = json.dumps(redact_value(arguments), ensure_ascii=False, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + "…"
+    """The arguments as an approver sees them: secrets hidden (screens and logs are not vaults),
+    invisible and reordering characters escaped (the program chose them: a right-to-left override
+    must not make ``txt.exe`` read as ``exe.txt``), and a cut announced with its size."""
+    shown = json.dumps(redact_value(arguments), ensure_ascii=False, sort_keys=True, default=str)
+    text = escape_invisible(shown)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters not shown)"
 
 
 class ConsentGate:
