@@ -3,7 +3,7 @@ goes through this guard, so a URL from a config file or a server cannot reach th
 private network or a cloud metadata endpoint unless the configuration allows it.
 
 :func:`check_url` judges a URL without I/O; :func:`resolve_checked` judges every address a name
-resolves to; :class:`GuardedTransport` does both for each request and pins the address.
+resolves to; :class:`GuardedTransport` does both for each request and pins the addresses.
 """
 
 from __future__ import annotations

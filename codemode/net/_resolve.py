@@ -46,16 +46,18 @@ class SystemResolver:
 
 async def resolve_checked(
     target: Target, policy: NetworkPolicy, resolver: Resolver
-) -> IPv4Address | IPv6Address:
-    """The address to connect to for ``target`` (from :func:`check_url`).
+) -> tuple[IPv4Address | IPv6Address, ...]:
+    """The addresses ``target`` (from :func:`check_url`) may be reached at, in the resolver's order.
 
     Every resolved address must pass :func:`refusal` (and be loopback for plain http), or the
-    name is refused with :class:`UnsafeURLError`; so is a name with no address. Returns the first."""
+    name is refused with :class:`UnsafeURLError`; so is a name with no address. All are returned,
+    not just the first: ``localhost`` commonly resolves to ``::1`` before ``127.0.0.1``, and a
+    server listening on one of them only must still be reached, as any HTTP client would."""
     if target.address is not None:
         reason = refusal(target.address, policy)
         if reason is not None:
             raise UnsafeURLError(target.origin, reason)
-        return target.address
+        return (target.address,)
     addresses = await resolver.resolve(target.host, target.port)
     if not addresses:
         raise UnsafeURLError(target.origin, f"{target.host} resolves to no address")
@@ -65,4 +67,4 @@ async def resolve_checked(
             reason = "plain http is refused off loopback: use https"
         if reason is not None:
             raise UnsafeURLError(target.origin, f"{target.host} resolves to {address}: {reason}")
-    return addresses[0]
+    return tuple(addresses)

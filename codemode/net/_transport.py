@@ -1,12 +1,14 @@
-"""An httpx transport that connects only where the network policy allows, to a pinned address.
+"""An httpx transport that connects only where the network policy allows, to pinned addresses.
 
 Every request, redirect hops included (the client sends each hop through the transport), is
-checked with :func:`check_url`; its host is resolved once per transport and the address is
-pinned, so a name that later resolves elsewhere (DNS rebinding) keeps going to the address that
-was judged. The request handed to the inner transport names the pinned IP; the ``Host`` header
-and the TLS server name (``sni_hostname``) keep the real host, so virtual hosting and
-certificate checks still see the name. The response carries the original request, so the
-client builds redirect URLs and ``response.url`` from the name, not the IP.
+checked with :func:`check_url`; its host is resolved once per transport and its addresses are
+pinned, so a name that later resolves elsewhere (DNS rebinding) keeps going to the addresses that
+were judged. They are tried in order until one accepts the connection (``localhost`` is often
+``::1`` first), and the one that did is tried first from then on. The request handed to the
+inner transport names the pinned IP; the ``Host`` header and the TLS server name
+(``sni_hostname``) keep the real host, so virtual hosting and certificate checks still see the
+name. The response carries the original request, so the client builds redirect URLs and
+``response.url`` from the name, not the IP.
 
 Without an ``inner`` transport, each origin gets a connection pool of its own. A pool keys its
 connections by the address it dialled, and two names may be pinned to one address: a shared pool
@@ -36,6 +38,15 @@ log = logging.getLogger("codemode.net")
 
 _CREDENTIAL_HEADERS = ("authorization", "cookie")
 
+Addresses = tuple[IPv4Address | IPv6Address, ...]
+"""A name's judged addresses, the one to try first at the front."""
+
+
+def _pin_key(target: Target) -> tuple[str, str, int]:
+    # The scheme is part of the key because it is part of the judgement (plain http must stay
+    # on loopback).
+    return (target.scheme, target.host, target.port)
+
 
 def _client_authentication(name: str, value: str) -> bool:
     """An OAuth client's own credentials (RFC 6749 §2.3.1), meant for the authorization server."""
@@ -64,14 +75,13 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._inners: dict[str, httpx2.AsyncBaseTransport] = {}
         self._resolver: Resolver = resolver if resolver is not None else SystemResolver()
         self._audience = parse_url(audience).origin if audience is not None else None
-        self._pins: dict[tuple[str, str, int], IPv4Address | IPv6Address] = {}
+        self._pins: dict[tuple[str, str, int], Addresses] = {}
         self._locks: dict[tuple[str, str, int], anyio.Lock] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         target = check_url(str(request.url), self.policy)
-        address = await self._pinned(target, request)
-        outgoing = self._rewrite(request, target, address)
-        response = await self._inner(target).handle_async_request(outgoing)
+        addresses = await self._pinned(target, request)
+        response = await self._send(request, target, addresses)
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
@@ -80,26 +90,41 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             extensions=response.extensions,
         )
 
-    async def _pinned(self, target: Target, request: httpx2.Request) -> IPv4Address | IPv6Address:
-        """The address for ``target``: resolved and judged on first use, then reused. The scheme is
-        part of the key because it is part of the judgement (plain http must stay on loopback)."""
-        key = (target.scheme, target.host, target.port)
-        address = self._pins.get(key)
-        if address is not None:
-            return address  # the common case, once per request: no lock
+    async def _send(self, request: httpx2.Request, target: Target, addresses: Addresses) -> httpx2.Response:
+        """``request`` sent to the first of ``addresses`` (never empty) that accepts a connection."""
+        inner = self._inner(target)
+        failure: httpx2.TransportError | None = None
+        for address in addresses:
+            try:
+                response = await inner.handle_async_request(self._rewrite(request, target, address))
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                failure = exc  # nothing was sent: the next judged address may be where the server listens
+                continue
+            if address != addresses[0]:  # later requests go straight to the address that answered
+                self._pins[_pin_key(target)] = (address, *(a for a in addresses if a != address))
+            return response
+        assert failure is not None
+        raise failure
+
+    async def _pinned(self, target: Target, request: httpx2.Request) -> Addresses:
+        """The addresses for ``target``: resolved and judged on first use, then reused."""
+        key = _pin_key(target)
+        addresses = self._pins.get(key)
+        if addresses is not None:
+            return addresses  # the common case, once per request: no lock
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = anyio.Lock()
         async with lock:
-            address = self._pins.get(key)
-            if address is None:
+            addresses = self._pins.get(key)
+            if addresses is None:
                 try:
-                    address = await resolve_checked(target, self.policy, self._resolver)
+                    addresses = await resolve_checked(target, self.policy, self._resolver)
                 except OSError as exc:
                     reason = f"cannot resolve {target.host}: {exc}"
                     raise httpx2.ConnectError(reason, request=request) from exc
-                self._pins[key] = address
-        return address
+                self._pins[key] = addresses
+        return addresses
 
     def _rewrite(
         self, request: httpx2.Request, target: Target, address: IPv4Address | IPv6Address

@@ -1,4 +1,4 @@
-"""resolve_checked: every address of the record set is judged; the first is the one to pin."""
+"""resolve_checked: every address of the record set is judged, and all are returned in order."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from tests.net._fakes import PUBLIC_V4, PUBLIC_V6, FakeResolver
 
 
 @pytest.mark.anyio
-async def test_a_public_record_set_pins_its_first_address() -> None:
+async def test_a_public_record_set_is_returned_whole_in_order() -> None:
     resolver = FakeResolver({"mcp.example.com": [[PUBLIC_V6, PUBLIC_V4]]})
     target = check_url("https://mcp.example.com/mcp", NetworkPolicy())
-    assert str(await resolve_checked(target, NetworkPolicy(), resolver)) == PUBLIC_V6
+    addresses = await resolve_checked(target, NetworkPolicy(), resolver)
+    assert [str(a) for a in addresses] == [PUBLIC_V6, PUBLIC_V4]
     assert resolver.calls == [("mcp.example.com", 443)]
 
 
@@ -41,7 +42,7 @@ async def test_a_loopback_name_must_resolve_to_loopback_for_plain_http() -> None
     policy = NetworkPolicy(allow_loopback=True)
     target = check_url("http://localhost:9/", policy)
     assert await resolve_checked(target, policy, FakeResolver({"localhost": [["127.0.0.1"]]})) == (
-        IPv4Address("127.0.0.1")
+        IPv4Address("127.0.0.1"),
     )
     with pytest.raises(UnsafeURLError, match="plain http"):
         await resolve_checked(target, policy, FakeResolver({"localhost": [[PUBLIC_V4]]}))
@@ -52,7 +53,7 @@ async def test_a_literal_is_not_resolved() -> None:
     resolver = FakeResolver({})
     policy = NetworkPolicy(allow_loopback=True)
     target = check_url("http://127.1:9/", policy)
-    assert await resolve_checked(target, policy, resolver) == IPv4Address("127.0.0.1")
+    assert await resolve_checked(target, policy, resolver) == (IPv4Address("127.0.0.1"),)
     assert resolver.calls == []
 
 

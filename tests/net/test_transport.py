@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import anyio
 import httpx2
@@ -10,7 +11,7 @@ import pytest
 
 from codemode.errors import UnsafeURLError
 from codemode.net import GuardedTransport, NetworkPolicy
-from tests.net._fakes import PUBLIC_V4, PUBLIC_V6, FakeResolver, RecordingTransport
+from tests.net._fakes import PUBLIC_V4, PUBLIC_V6, FakeResolver, LoopbackServer, RecordingTransport
 from tests.net._hostile import HOSTILE
 
 
@@ -197,3 +198,48 @@ async def test_aclose_closes_the_inner_transport(recorder: RecordingTransport) -
     transport = GuardedTransport(NetworkPolicy(), inner=recorder)
     await transport.aclose()
     assert recorder.closed
+
+
+class _Dialled(httpx2.AsyncBaseTransport):
+    """A real transport that notes every address it is asked to dial."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self._real = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.hosts.append(request.url.host)
+        return await self._real.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_name_whose_first_address_refuses_is_reached_at_the_next(
+    loopback_server: LoopbackServer,
+) -> None:
+    # The server listens on 127.0.0.1 only; "localhost" resolves to ::1 first, as it often does.
+    dialled = _Dialled()
+    resolver = FakeResolver({"localhost": [["::1", "127.0.0.1"]]})
+    transport = GuardedTransport(NetworkPolicy(allow_loopback=True), inner=dialled, resolver=resolver)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        for _ in range(2):
+            response = await client.get(f"http://localhost:{loopback_server.port}/x")
+            assert response.status_code == 200 and response.text == f"localhost:{loopback_server.port}"
+    assert dialled.hosts == ["::1", "127.0.0.1", "127.0.0.1"], "the address that answered goes first"
+    assert resolver.calls == [("localhost", loopback_server.port)], "still resolved and judged once"
+
+
+@pytest.mark.anyio
+async def test_when_no_address_accepts_the_connect_error_is_raised() -> None:
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dialled = _Dialled()
+    resolver = FakeResolver({"localhost": [["::1", "127.0.0.1"]]})
+    transport = GuardedTransport(NetworkPolicy(allow_loopback=True), inner=dialled, resolver=resolver)
+    with pytest.raises(httpx2.ConnectError):
+        await transport.handle_async_request(httpx2.Request("GET", f"http://localhost:{port}/"))
+    assert dialled.hosts == ["::1", "127.0.0.1"]
+    await transport.aclose()
