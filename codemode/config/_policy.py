@@ -88,7 +88,7 @@ class ConsentPolicy(_Section):
     always: list[ToolSelector] = Field(default_factory=lambda: [])
     """Tools that always need approval, whatever their risk."""
     never: list[ToolSelector] = Field(default_factory=lambda: [])
-    """Tools that never need approval (use with care: it overrides risk)."""
+    """Tools that never need approval (use with care: it overrides risk; ``always`` overrides it)."""
     read_only: list[ToolSelector] = Field(default_factory=lambda: [])
     """Tools this policy declares read-only (risk ``low``), whatever the server says."""
     approval_ttl_s: float = Field(default=300.0, gt=0, le=7 * 86_400)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 
 import anyio
 
-from codemode._redaction import redact_value
+from codemode._redaction import redact_value_counting
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
 from codemode.broker._facts import Call, Facts
@@ -64,12 +64,20 @@ def consent_digest(arguments: dict[str, Any], schema: Any) -> str:
 def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
     """The arguments as an approver sees them: secrets hidden (screens and logs are not vaults),
     invisible and reordering characters escaped (the program chose them: a right-to-left override
-    must not make ``txt.exe`` read as ``exe.txt``), and a cut announced with its size."""
-    shown = json.dumps(redact_value(arguments), ensure_ascii=False, sort_keys=True, default=str)
+    must not make ``txt.exe`` read as ``exe.txt``), and a cut announced with its size.
+
+    Hiding is announced too: a value hidden as a secret is sent as written, and the program may
+    have dressed a payload up as one (``API_TOKEN=$(curl …|sh)``), so the approver is told that
+    part of the call is not shown.
+    """
+    redacted, hidden = redact_value_counting(arguments)
+    shown = json.dumps(redacted, ensure_ascii=False, sort_keys=True, default=str)
     text = escape_invisible(shown)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text) - limit:,} more characters not shown)"
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit:,} more characters not shown)"
+    if hidden:
+        text += f" [{hidden} value(s) that look like secrets are hidden here but sent as written]"
+    return text
 
 
 class ConsentGate:
@@ -86,10 +94,12 @@ class ConsentGate:
 
     def reason_for_consent(self, call: Call, facts: Facts) -> str | None:
         consent = self.policy.consent
-        if any_match(consent.never, call.server, call.name):
-            return None
+        # "always" first: when both match (never = ["crm/*"], always = ["crm/add_note"]), failing
+        # closed means asking.
         if any_match(consent.always, call.server, call.name):
             return f"the policy always requires approval for {call.label}"
+        if any_match(consent.never, call.server, call.name):
+            return None
         if RISK_ORDER[facts.risk] >= RISK_ORDER[consent.require_at_risk]:
             return f"{call.label} is {facts.risk} risk" + (
                 " (not known to be read-only)" if facts.risk == "high" else " (it may write)"
