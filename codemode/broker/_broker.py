@@ -219,12 +219,24 @@ class Broker:
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         started = time.perf_counter()
         with call_span(binding, request) as span:
-            outcome = await self._call_tool(binding, request)
+            outcome = self._reason_filtered(binding, await self._call_tool(binding, request))
             finish_call(span, outcome)
         metrics = active_metrics()
         if metrics is not None:
             metrics.call_finished(outcome, time.perf_counter() - started)
         return outcome
+
+    def _reason_filtered(self, binding: RunBinding, outcome: CallOutcome) -> CallOutcome:
+        """A denial's or failure's reason as the program may see it: secrets redacted and PII
+        tokenised with the run's vault, like any answer. Reasons quote argument values (after
+        placeholders were mapped back to the real ones) and servers' error texts."""
+        if not isinstance(outcome, CallDenied | CallFailed):
+            return outcome
+        run = self._runs.get(binding.run_id)
+        if run is None:
+            return outcome.model_copy(update={"reason": redact_secrets(outcome.reason)[0]})
+        reason = ResultFilter(self.policy.results, run.vault).text(outcome.reason, FilterReport())
+        return outcome if reason == outcome.reason else outcome.model_copy(update={"reason": reason})
 
     async def _call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         run = self._state(binding)
@@ -550,14 +562,16 @@ class Broker:
         async def fetch() -> list[BaseModel]:
             return list((await self.backend.read_resource(request.server, request.uri)).contents)
 
-        return await self._read_only(binding, "resource", request.server, request.uri, "contents", fetch)
+        outcome = await self._read_only(binding, "resource", request.server, request.uri, "contents", fetch)
+        return self._reason_filtered(binding, outcome)
 
     async def get_prompt(self, binding: RunBinding, request: PromptGetRequest) -> CallOutcome:
         async def fetch() -> list[BaseModel]:
             prompt = await self.backend.get_prompt(request.server, request.name, dict(request.arguments))
             return list(prompt.messages)
 
-        return await self._read_only(binding, "prompt", request.server, request.name, "messages", fetch)
+        outcome = await self._read_only(binding, "prompt", request.server, request.name, "messages", fetch)
+        return self._reason_filtered(binding, outcome)
 
     async def _read_only(
         self,
@@ -568,7 +582,8 @@ class Broker:
         key: str,
         fetch: Callable[[], Awaitable[list[BaseModel]]],
     ) -> CallOutcome:
-        """Resources and prompts: principal, server grant and budget, then the result filter."""
+        """Resources and prompts: principal, server grant and budget, then the result filters
+        and the run's byte count, as for a tool's answer."""
         run = self._state(binding)
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
@@ -586,7 +601,15 @@ class Broker:
             return CallFailed(reason=str(exc))
         except Exception as exc:
             return CallFailed(reason=f"{type(exc).__name__}: {exc}")
-        report = FilterReport()
-        result_filter = ResultFilter(self.policy.results, run.vault)
         dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
-        return ToolResult(structured={key: [result_filter.value(item, report) for item in dumped]})
+        answer = self.outcomes.fresh(
+            call, mcp_types.CallToolResult(content=[], structured_content={key: dumped})
+        )
+        if answer.filtered.get("truncated"):
+            # A cut would leave no item whole: say so rather than hand back a silently empty list.
+            limit = self.policy.results.max_tool_result_bytes
+            return CallFailed(
+                reason=f"{call.label}: the {kind} is larger than [policy.results] max_tool_result_bytes "
+                f"({limit:,} bytes); not returned"
+            )
+        return answer.outcome

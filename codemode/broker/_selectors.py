@@ -35,6 +35,17 @@ def lookup(table: Mapping[str, _V], server: str, tool: str) -> _V | None:
     return best[1] if best else None
 
 
+def names_server(selector: str, server: str) -> bool:
+    """Whether ``selector`` reaches some tool of ``server``."""
+    return selector == "*" or fnmatch.fnmatchcase(server, selector.partition("/")[0])
+
+
 def server_granted(selectors: Iterable[str], server: str) -> bool:
     """Whether any selector grants some tool of ``server`` (resources and prompts follow tools)."""
-    return any(s == "*" or fnmatch.fnmatchcase(server, s.partition("/")[0]) for s in selectors)
+    return any(names_server(s, server) for s in selectors)
+
+
+def server_denied(selectors: Iterable[str], server: str) -> bool:
+    """Whether a selector denies every tool of ``server`` (``server/*``, ``*``): its resources
+    and prompts go with them."""
+    return any(names_server(s, server) and (s == "*" or s.partition("/")[2] in ("*", "")) for s in selectors)

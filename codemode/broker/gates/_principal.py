@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
-from codemode.broker._selectors import server_granted
+from codemode.broker._selectors import server_denied, server_granted
 from codemode.config import PolicyConfig
 
 
@@ -37,12 +37,26 @@ class PrincipalGate:
 
 
 class ServerGate:
-    """Resources and prompts: the principal may use some tool of the server (a server grant)."""
+    """Resources and prompts: the principal may use some tool of the server (a server grant),
+    is not denied all of its tools, and is not limited by scope rules on it.
+
+    A resource URI or a prompt's arguments name no tool argument, so scope rules cannot be
+    checked against them: on a server the principal may only use within scopes, a resource
+    (``crm://customers/CUST-9999``) or a prompt could reach what the scoped tools may not.
+    So they are refused there, failing closed.
+    """
 
     name = "principal"
 
     async def check(self, call: Call, facts: Facts) -> Decision:
         assert facts.principal is not None, "the principal gate runs first"
-        if not server_granted(facts.principal.tools, call.server):
-            return Deny(self.name, f"principal {call.binding.principal!r} may not use server {call.server!r}")
+        principal, who, server = facts.principal, call.binding.principal, call.server
+        if not server_granted(principal.tools, server) or server_denied(principal.deny_tools, server):
+            return Deny(self.name, f"principal {who!r} may not use server {server!r}")
+        if any(server_granted(rule.tools, server) for rule in principal.scopes):
+            return Deny(
+                "resource",  # the scope gate's name: the same rules refuse it
+                f"principal {who!r} may use server {server!r} only within scope rules, which its "
+                f"{call.kind}s cannot be checked against; call its tools instead",
+            )
         return Allow(facts)
