@@ -519,7 +519,13 @@ class CodeMode:
         if limit == 0:
             raise SandboxError("sessions are disabled ([serve] max_sessions = 0)")
         while len(open_sessions := sandboxes.sessions) >= limit:
-            await min(open_sessions, key=lambda s: s.last_used).aclose()
+            idle = [s for s in open_sessions if not s.busy]
+            if not idle:  # closing a busy one would kill a run (and leave its writes unknown)
+                raise SandboxError(
+                    f"all {len(open_sessions)} sandbox sessions are running programs ([serve] max_sessions "
+                    f"= {limit}); wait for one to finish, close one, or raise max_sessions"
+                )
+            await min(idle, key=lambda s: s.last_used).aclose()
         return await sandboxes.open_session(
             principal=binding.principal,
             tenant=binding.tenant,
@@ -532,7 +538,7 @@ class CodeMode:
         if self._sandboxes is None:
             return 0
         cutoff = time.monotonic() - self.config.serve.session_idle_s
-        stale = [s for s in self._sandboxes.sessions if s.last_used < cutoff or not s.alive]
+        stale = [s for s in self._sandboxes.sessions if not s.busy and (s.last_used < cutoff or not s.alive)]
         for session in stale:
             await session.aclose()
         return len(stale)

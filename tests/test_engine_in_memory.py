@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -16,6 +17,7 @@ from codemode import CodeMode, config_from_mapping
 from codemode.calls import CallDenied, ToolResult
 from codemode.catalog import approve, load_lock, observe, save_lock
 from codemode.config import Config
+from codemode.errors import SandboxError
 from codemode.host import ConnectionState, McpHost, TransportFactory
 from codemode.ledger import open_ledger
 from codemode.testing import in_memory_transports
@@ -120,3 +122,37 @@ async def test_sessions_keep_state_and_the_least_recently_used_goes_past_max_ses
         assert (await engine.run("x = 'mine'", session_id=third)).status == "ok"
         other = await engine.run("x", session_id=third, principal="bob")
         assert other.status == "error" and other.error is not None and "NameError" in other.error.type
+
+
+async def _until_busy(engine: CodeMode, count: int) -> None:
+    sandboxes = engine._sandboxes  # pyright: ignore[reportPrivateUsage]
+    assert sandboxes is not None
+    with anyio.fail_after(30):
+        while sum(s.busy for s in sandboxes.sessions) < count:
+            await anyio.sleep(0.01)
+
+
+async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) -> None:
+    # Idle time runs from a run's end: a run longer than session_idle_s is not idle.
+    config, transports = await approved_in_memory_crm(
+        tmp_path, serve={"max_sessions": 2, "session_idle_s": 0.2}
+    )
+    async with CodeMode(config, transports=transports) as engine:
+        first = await engine.open_session()
+        await engine.open_session()
+        outcomes: list[Any] = []
+
+        async def long_run(session_id: str) -> None:
+            program = "import time\ntime.sleep(1.5)\n'finished'"
+            outcomes.append(await engine.run(program, session_id=session_id))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_run, first)
+            await _until_busy(engine, 1)
+            await anyio.sleep(0.4)  # both are now older than session_idle_s by last use
+            assert await engine.expire_idle_sessions() == 1, "only the idle one expires"
+            tg.start_soon(long_run, await engine.open_session())
+            await _until_busy(engine, 2)
+            with pytest.raises(SandboxError, match="running programs"):
+                await engine.open_session()  # at max_sessions, and closing either would kill a run
+        assert [(o.status, o.result) for o in outcomes] == [("ok", "finished")] * 2

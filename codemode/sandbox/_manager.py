@@ -246,6 +246,11 @@ class Session:
         """False once the session is closed or a run ended its sandbox (timeout, out of memory …)."""
         return not self._closed and self._sandbox.usable
 
+    @property
+    def busy(self) -> bool:
+        """A run is in progress (or waiting for the one before it): never idle, never evicted."""
+        return self._lock.locked()
+
     async def run(
         self,
         code: str,
@@ -265,30 +270,32 @@ class Session:
                 "a sandbox session only runs programs of the principal and tenant that opened it"
             )
         async with self._lock:
-            self.last_used = time.monotonic()
-            sandbox = self._sandbox
-            if not sandbox.usable:
-                return RunOutcome(
-                    status="error",
-                    run_id=binding.run_id,
-                    backend=sandbox.backend,
-                    sandbox_id=sandbox.sandbox_id,
-                    error=RunError(
-                        kind="sandbox",
-                        type="SessionEnded",
-                        message=f"this session's sandbox is gone ({sandbox.dead_reason or 'closed'}); "
-                        "open a new session",
-                    ),
+            try:
+                sandbox = self._sandbox
+                if not sandbox.usable:
+                    return RunOutcome(
+                        status="error",
+                        run_id=binding.run_id,
+                        backend=sandbox.backend,
+                        sandbox_id=sandbox.sandbox_id,
+                        error=RunError(
+                            kind="sandbox",
+                            type="SessionEnded",
+                            message=f"this session's sandbox is gone ({sandbox.dead_reason or 'closed'}); "
+                            "open a new session",
+                        ),
+                    )
+                return await sandbox.execute(
+                    code,
+                    binding=binding,
+                    modules=modules,
+                    handler=handler,
+                    wall_time_s=wall_time_s,
+                    bindings=bindings,
+                    fresh=fresh,
                 )
-            return await sandbox.execute(
-                code,
-                binding=binding,
-                modules=modules,
-                handler=handler,
-                wall_time_s=wall_time_s,
-                bindings=bindings,
-                fresh=fresh,
-            )
+            finally:
+                self.last_used = time.monotonic()  # idle time counts from a run's end, not its start
 
     async def aclose(self) -> None:
         if self._closed:
