@@ -160,7 +160,17 @@ class LiveSandbox:
             return outcome(
                 status="error", error=RunError(kind="channel", type="ChannelError", message=str(exc))
             )
-        return outcome(**self._fields(parsed))
+        fields = self._fields(parsed)
+        if parsed.leftover:
+            # They would go on acting - calls, results - during the next run of this sandbox
+            # (a session's, a batch worker's), under that run's identity and budget.
+            await self._kill(f"the program left {parsed.leftover} thread(s) or process(es) running")
+            note = (
+                f"codemode: the program left {parsed.leftover} thread(s) or process(es) running after it "
+                "ended; its sandbox was discarded (a session starts afresh). Join threads before the end.\n"
+            )
+            fields["stderr"] = fields["stderr"] + note
+        return outcome(**fields)
 
     def _fields(self, reply: RuntimeReply) -> dict[str, Any]:
         config = self._config

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._framing import MalformedMessage, decode
@@ -115,6 +124,8 @@ class RuntimeReply(Snapshot):
     result_repr: StrictStr | None = None
     result_truncated: StrictBool = False
     error: ReplyError | None = None
+    leftover: StrictInt = Field(default=0, ge=0)
+    """Threads and child processes the program left running (the sandbox must not be reused)."""
 
 
 def parse_reply(raw: Any) -> RuntimeReply:

@@ -210,6 +210,9 @@ class RunReply(Snapshot):
     result_repr: NotRequired[str | None]
     result_truncated: NotRequired[bool]
     error: ReplyError | None
+    leftover: NotRequired[int]
+    """Threads and child processes the program started that still run after it ended: the host
+    discards a sandbox that reports any, so that they cannot act during a later run."""
 
 
 # -- messages -------------------------------------------------------------------------------

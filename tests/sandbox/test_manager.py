@@ -113,6 +113,57 @@ async def test_a_session_whose_run_times_out_is_over(
         await session.aclose()
 
 
+LEAVES_A_THREAD = """
+import threading, time
+from servers.demo import add
+def later():
+    for i in range(20):
+        time.sleep(0.1)
+        add(a=i, b=0)
+threading.Thread(target=later, daemon=True).start()
+'started'
+"""
+
+
+async def test_a_program_that_leaves_a_thread_running_ends_its_session(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    # Left running, the thread would call tools during the session's next run, under its identity.
+    async with SandboxManager(make_config()) as manager:
+        session = await manager.open_session(principal="alice", tenant="acme")
+        run = await session.run(LEAVES_A_THREAD, binding=new_binding(), modules=stub_tree, handler=handler)
+        assert (run.status, run.result) == ("ok", "started")
+        assert "left 1 thread(s) or process(es) running" in run.stderr
+        assert not session.alive
+        joined = await session.run(
+            "import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()",
+            binding=new_binding(),
+            modules=stub_tree,
+            handler=handler,
+        )
+        assert joined.error is not None and joined.error.type == "SessionEnded"
+        await anyio.sleep(0.5)
+        assert handler.requests == [], "the thread never reached the host"
+        await session.aclose()
+
+
+async def test_threads_joined_before_the_end_keep_the_session(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    program = (
+        "import codemode_runtime, threading\nfrom servers.demo import add\n"
+        "t = threading.Thread(target=print)\nt.start()\nt.join()\n"
+        "codemode_runtime.parallel(add, [{'a': i, 'b': 1} for i in range(8)], max_workers=4)"
+    )
+    async with (
+        SandboxManager(make_config()) as manager,
+        await manager.open_session(principal="alice", tenant="acme") as session,
+    ):
+        run = await session.run(program, binding=new_binding(), modules=stub_tree, handler=handler)
+        assert run.status == "ok" and "left" not in run.stderr, run.stderr
+        assert session.alive
+
+
 async def test_closing_the_manager_destroys_the_pool(
     make_config: Callable[..., Any], no_leftovers: Callable[[], None]
 ) -> None:

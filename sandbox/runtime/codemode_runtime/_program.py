@@ -9,6 +9,8 @@ import ast
 import json
 import linecache
 import os
+import threading
+import time
 import traceback
 from typing import Any, cast
 
@@ -17,6 +19,9 @@ from ._calls import run_state
 from ._capture import Session, flush_std
 
 _LAST = "__codemode_last_value__"
+_LEFTOVER_GRACE_S = 0.05
+"""How long threads started by a program may take to finish after it ends before they count as
+left running."""
 
 # Frames from files in the runtime's directory (this package and the boot script beside it) are
 # plumbing: tracebacks shown to the model leave them out.
@@ -141,6 +146,7 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
     state = run_state()
     state.reset()
     out, err = session.out, session.err = session.begin(output_cap)
+    threads_before = set(threading.enumerate())
     error: wire.ReplyError | None = None
     value: Any = None
     try:
@@ -169,6 +175,9 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
         "stderr_truncated": stderr_truncated,
         "error": error,
     }
+    leftover = _still_running(threads_before)
+    if leftover:
+        reply["leftover"] = leftover
     if error is None:
         with state.lock:
             has_result, explicit = state.has_result, state.value
@@ -181,6 +190,37 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
                 reply["result_repr"] = shown
                 reply["result_truncated"] = truncated
     return reply
+
+
+def _still_running(threads_before: set[threading.Thread]) -> int:
+    """Threads started during the run that have not ended, plus this process's children.
+
+    A worker that has just handed back its last result may take a moment to exit, so each new
+    thread gets a short join first. Counted, not stopped: Python cannot stop a thread, so the
+    host discards the whole sandbox instead.
+    """
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    started = [
+        t for t in threading.enumerate() if t not in threads_before and not t.name.startswith("codemode-")
+    ]
+    for thread in started:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return sum(t.is_alive() for t in started) + len(_children())
+
+
+def _children() -> list[str]:
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    found: list[str] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as listing:
+                found += listing.read().split()
+        except OSError:
+            continue
+    return found
 
 
 def without_output(reply: wire.RunReply) -> wire.RunReply:
