@@ -15,6 +15,7 @@ goes on. Identity, tenant and approvals come only from the :class:`RunBinding` t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -94,6 +95,8 @@ REFUSED_RETRIES = 3
 """Attempts after a refusal-before-execution (429/503) before giving up."""
 
 IN_FLIGHT_WAIT_S = 120.0
+LONG_SCOPE_CHARS = 256
+"""A batch item's idempotency scope longer than this enters its calls' derived keys as a digest."""
 LEASE_MARGIN_S = 60.0
 """How much longer than a long-running call's time limit its lease is held."""
 
@@ -289,6 +292,11 @@ class Broker:
         with call.run.lock:
             call.run.occurrences[f"{call.label}\x00{digest}"] += 1
             occurrence = call.run.occurrences[f"{call.label}\x00{digest}"]
+        if len(scope) > LONG_SCOPE_CHARS:
+            # An item's key may be long (up to the ledger's own limit), and the full key adds the
+            # tenant, principal and tool, escaped: a digest keeps it within the limit. Short
+            # scopes stay readable - and unchanged, so jobs begun before still replay.
+            scope = "sha256:" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
         key = f"{scope}/{call.label}/{digest.removeprefix('sha256:')[:32]}/{occurrence}"
         return dataclasses.replace(call, request=request.model_copy(update={"idempotency_key": key}))
 

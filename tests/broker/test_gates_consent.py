@@ -18,6 +18,7 @@ from codemode.broker.gates._consent import summarize_arguments
 from codemode.calls import ToolCallRequest
 from codemode.config import PolicyConfig, Risk
 from codemode.ledger import arguments_digest
+from codemode.ledger._digest import MAX_KEY_CHARS, scoped_key
 from tests.broker._gate_calls import SCHEMA, binding, context, policy, principal_facts
 
 pytestmark = pytest.mark.anyio
@@ -241,6 +242,12 @@ def test_side_effecting_calls_of_a_keyed_run_get_stable_derived_keys() -> None:
     assert keys("job:j/item:2", "high", a) != first[:1], "another item, another key"
     assert keys("job:j/item:1", "low", a) == [None], "reads need no key"
     assert keys(None, "high", a) == [None], "ordinary runs derive nothing"
+    # A long item key (escaped, it would pass the ledger's limit) enters the key as a digest.
+    long_a, long_b = "job:j/item:" + "%:" * 500, "job:j/item:" + "%:" * 499 + "x"
+    derived = keys(long_a, "high", a)
+    assert derived == keys(long_a, "high", a) and derived != keys(long_b, "high", a)
+    full = scoped_key("acme", "alice", "crm", "add_note", str(derived[0]))
+    assert len(full) <= MAX_KEY_CHARS
 
 
 async def test_per_run_limits_only_tighten_the_policy_budget() -> None:
