@@ -22,7 +22,7 @@ import mcp_types
 from codemode._metrics import active as active_metrics
 from codemode._tracing import note, note_filtering
 from codemode.broker._facts import Call
-from codemode.broker._pii import PiiVault, pii_kinds_in
+from codemode.broker._pii import PiiVault, json_scan_text, pii_kinds_in
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter, unique_content
 from codemode.calls import CallOutcome, ToolError, ToolResult, content_blocks
@@ -72,9 +72,9 @@ class Outcomes:
 
         ``injection_scanned``: the storage pass of this very answer has already looked for
         instruction-like text, so only PII is left to find. The outcome is then visited field by
-        field only when its JSON text as a whole holds a PII candidate (no pattern spans a quote,
-        so a match inside any field is a match in the whole text). Most answers hold none and go
-        through unchanged, without being copied.
+        field only when its JSON text as a whole, escapes decoded, holds a PII candidate (a match
+        inside any field is a match in that text: see :func:`json_scan_text`). Most answers hold
+        none and go through unchanged, without being copied.
         """
         run = call.run
         report = FilterReport() if report is None else report
@@ -97,7 +97,11 @@ class Outcomes:
 
     def _may_hold_pii(self, text: str) -> bool:
         policy = self._per_run_policy
-        return policy.pii != "off" and bool(policy.pii_kinds) and bool(pii_kinds_in(text, policy.pii_kinds))
+        return (
+            policy.pii != "off"
+            and bool(policy.pii_kinds)
+            and bool(pii_kinds_in(json_scan_text(text), policy.pii_kinds, fields=True))
+        )
 
     def _run_pass(self, vault: PiiVault, outcome: CallOutcome, report: FilterReport) -> CallOutcome:
         result_filter = ResultFilter(self._per_run_policy, vault)
@@ -106,7 +110,7 @@ class Outcomes:
                 update={
                     "structured": result_filter.value(outcome.structured, report),
                     "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                        [result_filter.block(b.model_dump(), report) for b in outcome.content]
                     ),
                 }
             )
@@ -115,7 +119,7 @@ class Outcomes:
                 update={
                     "message": result_filter.text(outcome.message, report),
                     "content": content_blocks(
-                        [result_filter.value(b.model_dump(), report) for b in outcome.content]
+                        [result_filter.block(b.model_dump(), report) for b in outcome.content]
                     ),
                 }
             )

@@ -36,6 +36,14 @@ _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b
 _SSN = re.compile(r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)")
 _PHONE_WORDS = re.compile(r"(?i)\b(?:phone|tel|telephone|mobile|cell|fax|call|sms|whatsapp)\b")
 _PHONE_CONTEXT_CHARS = 32
+# In a field named like a phone number the name is the context, and a number may come unspaced.
+_FIELD_PHONE = re.compile(rf"(?:{_PHONE.pattern})|(?<![\w+(])\+?\d{{9,15}}(?![\w-])")
+_PHONE_FIELD_NAME = re.compile(
+    r"phone|mobile|fax|msisdn|whatsapp|telefon|(?<![a-z])(?:tel|cell|sms)(?:ular|no|nr|num|number)?(?![a-z])"
+)
+_CAMEL_HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_PHONE_NAME_HINT = re.compile(r"(?i)phone|mobile|fax|msisdn|whatsapp|tel|cell|sms")
+"""Every name :func:`is_phone_field` accepts holds one of these: the whole-text scan's stand-in."""
 _DATE_LIKE = re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}|^\d{1,2}[-./]\d{1,2}[-./]\d{4}")
 _NANP = re.compile(r"^\d{3}[\s.-]\d{3}[\s.-]\d{4}$")
 
@@ -82,13 +90,32 @@ def _phone_ok(match: re.Match[str]) -> bool:
     return bool(_PHONE_WORDS.search(before))
 
 
-_DETECTORS: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], bool] | None]] = {
+def _field_phone_ok(match: re.Match[str]) -> bool:
+    """In a phone field (see :func:`is_phone_field`) the field's name is the sign."""
+    text = match.group(0)
+    return 9 <= len(re.sub(r"\D", "", text)) <= 15 and not _DATE_LIKE.match(text)
+
+
+def is_phone_field(name: str) -> bool:
+    """Whether a field called ``name`` holds phone numbers (``phone``, ``homeTel``, ``fax_no``...):
+    its value needs no context word to be one. Short words count only as whole words, so that
+    ``hotel`` or ``cellar`` do not."""
+    return _PHONE_FIELD_NAME.search(_CAMEL_HUMP.sub(" ", name).lower()) is not None
+
+
+_Detectors = dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], bool] | None]]
+
+_DETECTORS: _Detectors = {
     "email": (_EMAIL, None),
     "iban": (_IBAN, _iban_ok),
     "card": (_CARD, _card_ok),
     "ssn": (_SSN, None),
     "phone": (_PHONE, _phone_ok),
 }
+_FIELD_DETECTORS: _Detectors = {**_DETECTORS, "phone": (_FIELD_PHONE, _field_phone_ok)}
+"""For the value of a phone field. It finds whatever :data:`_DETECTORS` finds: ``_PHONE`` is
+tried first at each place, and no ``_PHONE`` match can start inside a bare number's (a digit or
+``+`` is before it), so the bare alternative only adds matches; the check only drops a condition."""
 
 
 class PiiVault:
@@ -119,10 +146,33 @@ class PiiVault:
 
 
 @functools.lru_cache(maxsize=64)
-def _any_of(kinds: frozenset[str]) -> re.Pattern[str] | None:
+def _any_of(kinds: frozenset[str], phone_field: bool = False) -> re.Pattern[str] | None:
     """One pattern that matches somewhere iff a detector of ``kinds`` does (before its check)."""
-    sources = [f"(?:{pattern.pattern})" for kind, (pattern, _) in _DETECTORS.items() if kind in kinds]
+    table = _FIELD_DETECTORS if phone_field else _DETECTORS
+    sources = [f"(?:{pattern.pattern})" for kind, (pattern, _) in table.items() if kind in kinds]
     return re.compile("|".join(sources)) if sources else None
+
+
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.S)
+_JSON_UNESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return chr(int(code, 16)) if code else _JSON_UNESCAPED.get(match.group(2), match.group(2))
+
+
+def json_scan_text(text: str) -> str:
+    """The JSON text of a value (``ensure_ascii=False``) with its escapes decoded, for the
+    detectors' whole-value scans.
+
+    On the raw text a newline before a number is the two characters ``\\n``, and the ``n``
+    defeats the patterns' boundaries (``"Card:\\n4111..."`` hides the card). Decoded, each string
+    stands between quotes exactly as it is: no pattern matches a quote, and a quote is neither a
+    word character nor one the patterns' boundaries exclude, so every match in any string (key or
+    value) is a match at the same place here, with at least the same context before it.
+    """
+    return _JSON_ESCAPE.sub(_unescape, text) if "\\" in text else text
 
 
 _DIGIT = re.compile(r"\d")
@@ -146,19 +196,26 @@ def _could_match(text: str, kinds: frozenset[str]) -> bool:
     return "iban" in kinds and _IBAN_HEAD.search(text) is not None
 
 
-def pii_kinds_in(text: str, kinds: Iterable[str]) -> set[str]:
-    """Which of ``kinds`` occur anywhere in ``text`` (a validated match, not just a pattern hit)."""
+def pii_kinds_in(text: str, kinds: Iterable[str], *, fields: bool = False) -> set[str]:
+    """Which of ``kinds`` occur anywhere in ``text`` (a validated match, not just a pattern hit).
+
+    ``fields``: ``text`` is a value's :func:`json_scan_text`, whose field names may make a string
+    a phone number (see :func:`map_fields`). The answer is then every kind that any of its
+    strings holds, and perhaps more: only a pre-test for the detectors run on each string.
+    """
     wanted = frozenset(kinds)
-    return detected_kinds(text, wanted) if _could_match(text, wanted) else set()
+    return detected_kinds(text, wanted, fields=fields) if _could_match(text, wanted) else set()
 
 
-def detected_kinds(text: str, kinds: frozenset[str]) -> set[str]:
+def detected_kinds(text: str, kinds: frozenset[str], *, fields: bool = False) -> set[str]:
     """:func:`pii_kinds_in` without the cheap pre-test: every detector's own pattern is run."""
     found: set[str] = set()
-    prefilter = _any_of(kinds)
+    # Where a field name might be a phone field's, any phone-shaped number counts.
+    phone_field = fields and "phone" in kinds and _PHONE_NAME_HINT.search(text) is not None
+    prefilter = _any_of(kinds, phone_field)
     if prefilter is None or not prefilter.search(text):  # one pass finds nothing: most results
         return found
-    for kind, (pattern, check) in _DETECTORS.items():
+    for kind, (pattern, check) in (_FIELD_DETECTORS if phone_field else _DETECTORS).items():
         if kind not in kinds:
             continue
         for match in pattern.finditer(text):
@@ -169,16 +226,21 @@ def detected_kinds(text: str, kinds: frozenset[str]) -> set[str]:
     return found
 
 
-def scrub_text(text: str, kinds: Iterable[str], replace: Callable[[str, str], str]) -> tuple[str, int]:
-    """Replace each PII match of ``kinds`` by ``replace(kind, value)``; return text and count."""
+def scrub_text(
+    text: str, kinds: Iterable[str], replace: Callable[[str, str], str], *, phone_field: bool = False
+) -> tuple[str, int]:
+    """Replace each PII match of ``kinds`` by ``replace(kind, value)``; return text and count.
+
+    ``phone_field``: ``text`` is the value of a field named like a phone number's.
+    """
     kinds = frozenset(kinds)
     if not _could_match(text, kinds):
         return text, 0
-    prefilter = _any_of(kinds)
+    prefilter = _any_of(kinds, phone_field)
     if prefilter is None or not prefilter.search(text):
         return text, 0
     count = 0
-    for kind, (pattern, check) in _DETECTORS.items():
+    for kind, (pattern, check) in (_FIELD_DETECTORS if phone_field else _DETECTORS).items():
         if kind not in kinds:
             continue
 
@@ -208,3 +270,29 @@ def map_strings(value: Any, transform: Callable[[str], str]) -> Any:
             mapped[transform(key) if isinstance(key, str) else key] = map_strings(item, transform)
         return mapped
     return value
+
+
+def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
+    """:func:`map_strings`, telling ``transform`` whether the string is in a phone field: under a
+    key that :func:`is_phone_field` accepts, at any depth (``{"phones": ["06 12 34 56 78"]}``)."""
+    names: dict[str, bool] = {}  # rows repeat their keys; not kept after the call (keys may be PII)
+
+    def visit(item: Any, phone_field: bool) -> Any:
+        if isinstance(item, str):
+            return transform(item, phone_field)
+        if isinstance(item, list):
+            return [visit(element, phone_field) for element in item]  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(item, dict):
+            return item
+        mapped: dict[Any, Any] = {}
+        for key, inner in item.items():  # pyright: ignore[reportUnknownVariableType]
+            if not isinstance(key, str):
+                mapped[key] = visit(inner, phone_field)
+                continue
+            named = names.get(key)
+            if named is None:
+                named = names[key] = is_phone_field(key)
+            mapped[transform(key, phone_field)] = visit(inner, phone_field or named)
+        return mapped
+
+    return visit(value, False)

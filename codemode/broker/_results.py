@@ -22,7 +22,7 @@ from codemode._redaction import (
     secret_kinds_in,
 )
 from codemode.broker._media import media_problem
-from codemode.broker._pii import PiiVault, map_strings, pii_kinds_in, scrub_text
+from codemode.broker._pii import PiiVault, json_scan_text, map_fields, pii_kinds_in, scrub_text
 from codemode.calls import ContentBlock, ToolError, ToolResult
 from codemode.config import ResultPolicy
 
@@ -37,6 +37,10 @@ _INJECTION = re.compile(
 
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
+
+_TEXT_BLOCKS = frozenset({"text", "resource", "resource_link"})
+_MEDIA_PAYLOAD = ("data", "mimeType")
+"""The fields of an image or audio block left as they are (see :meth:`ResultFilter.block`)."""
 
 _INJECTION_WORDS = any_word_pattern(("ignore", "disregard", "forget", "you", "system", "assistant"))
 """Every alternative of the injection pattern contains one of these (lowercase): a cheap prefilter,
@@ -75,25 +79,28 @@ class ResultFilter:
 
     # -- text ------------------------------------------------------------------------------
 
-    def _plan(self, text: str) -> _Plan:
-        """Which detectors have anything to do in ``text`` (whole-value scan, one pass each)."""
+    def _plan(self, text: str, *, fields: bool = False) -> _Plan:
+        """Which detectors have anything to do in ``text`` (whole-value scan, one pass each);
+        ``fields``: ``text`` is a value's :func:`json_scan_text` (see :func:`pii_kinds_in`)."""
         secrets = secret_kinds_in(text) if self.policy.redact_secrets else set[str]()
         pii = (
-            pii_kinds_in(text, self.policy.pii_kinds)
+            pii_kinds_in(text, self.policy.pii_kinds, fields=fields)
             if self.policy.pii != "off" and self.policy.pii_kinds
             else set[str]()
         )
         return _Plan(secrets, pii, injection_suspected(text))
 
-    def _apply(self, value: str, plan: _Plan, report: FilterReport) -> str:
+    def _apply(self, value: str, plan: _Plan, report: FilterReport, phone_field: bool = False) -> str:
         if plan.secrets:
             value, found = redact_secrets(value, plan.secrets)
             report.secrets_redacted += found
         if plan.pii:
             if self.policy.pii == "tokenize":
-                value, found = scrub_text(value, plan.pii, self.vault.placeholder)
+                value, found = scrub_text(value, plan.pii, self.vault.placeholder, phone_field=phone_field)
             else:
-                value, found = scrub_text(value, plan.pii, lambda kind, _v: f"[REDACTED:{kind}]")
+                value, found = scrub_text(
+                    value, plan.pii, lambda kind, _v: f"[REDACTED:{kind}]", phone_field=phone_field
+                )
             report.pii_tokenized += found
         return value
 
@@ -105,11 +112,13 @@ class ResultFilter:
     def value(self, value: Any, report: FilterReport) -> Any:
         """Filter every string inside a JSON value.
 
-        The detectors first scan the value's JSON text as a whole; only detectors that found
-        something then visit the individual strings. A 1,000-row result without secrets or PII
-        costs a few regex passes instead of thousands. (JSON escaping cannot hide a match: the
-        patterns contain no quotes, backslashes or control characters except PEM's newlines,
-        which the PEM pattern spans in either form.)
+        The detectors first scan the value's JSON text as a whole, its escapes decoded; only
+        detectors that found something then visit the individual strings, which decide. A
+        1,000-row result without secrets or PII costs a few regex passes instead of thousands.
+        The whole-text scan finds whatever a string holds (see :func:`json_scan_text`); on the
+        raw JSON text it would not: ``"Card:\\n4111..."`` has an ``n`` before the number there.
+        Secret shapes need no decoding: the walk below visits each string whenever the raw text
+        holds a trigger word, and no trigger word holds a character that JSON escapes.
         """
         if value is None or isinstance(value, bool | int | float):
             return value
@@ -122,11 +131,27 @@ class ResultFilter:
             if found:
                 report.secrets_redacted += found
                 text = _to_json(value)
-        plan = self._plan(text)
+        plan = self._plan(json_scan_text(text), fields=True)
         report.injection_suspected |= plan.injection
         if not plan.secrets and not plan.pii:
             return value
-        return map_strings(value, lambda s: self._apply(s, plan, report))
+        return map_fields(value, lambda s, phone_field: self._apply(s, plan, report, phone_field))
+
+    def block(self, data: dict[str, Any], report: FilterReport) -> dict[str, Any]:
+        """Filter one content block in wire shape.
+
+        An image or audio block keeps its base64 ``data`` (a pattern found in it is noise, and a
+        rewrite would break the file) and its ``mimeType`` (already checked against the policy);
+        its other fields (``_meta``, ``annotations``) are filtered like any value: a server can
+        put a credential there as easily as in a text block.
+        """
+        if data.get("type") in _TEXT_BLOCKS:
+            return self.value(data, report)
+        rest = {key: item for key, item in data.items() if key not in _MEDIA_PAYLOAD}
+        if rest.keys() <= {"type"}:
+            return data
+        kept = {key: data[key] for key in _MEDIA_PAYLOAD if key in data}
+        return {**self.value(rest, report), **kept}
 
     # -- tool results ------------------------------------------------------------------------
 
@@ -145,7 +170,7 @@ class ResultFilter:
                 report.blocks_dropped += 1
                 blocks.append({"type": "text", "text": f"[{problem}: removed by policy]"})
                 continue
-            blocks.append(self.value(data, report) if kind in ("text", "resource", "resource_link") else data)
+            blocks.append(self.block(data, report))
         return blocks
 
     def _cap(
