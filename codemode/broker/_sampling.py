@@ -209,7 +209,8 @@ class SamplingRelay:
 
     def _content(self, content: Any, result_filter: ResultFilter, report: FilterReport) -> Any:
         """One message's content through the filter: text and tool blocks have their strings
-        filtered; images and audio must be allowed by the policy, as in a tool result."""
+        filtered; images and audio must be allowed by the policy, and only their data and type
+        pass unfiltered, as in a tool result."""
         results = result_filter.policy
         out: list[Any] = []
         for block in _blocks(content):
@@ -222,9 +223,7 @@ class SamplingRelay:
                         f"the request carries {problem or f'content of type {kind!r}'}, which the policy "
                         "does not allow"
                     )
-                out.append(data)
-            else:
-                out.append(result_filter.value(data, report))
+            out.append(result_filter.block(data, report))
         return out if isinstance(content, list) else out[0]
 
     def _filtered_request(

@@ -155,6 +155,18 @@ async def test_requests_with_tools_or_disallowed_media_are_refused_unasked() -> 
     assert len(harness.asked) == 1
 
 
+async def test_an_allowed_images_metadata_is_filtered_and_its_data_kept() -> None:
+    harness = Harness()
+    meta = {"note": "key AKIAIOSFODNN7EXAMPLE for ana@example.com"}
+    png = mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png", _meta=meta)
+    assert isinstance(await harness.call().sample(params(png)), mcp_types.CreateMessageResult)
+    [sent] = harness.asked[0].params.messages
+    assert isinstance(sent.content, mcp_types.ImageContent)
+    assert (sent.content.data, sent.content.mime_type) == (PNG, "image/png")
+    note = str((sent.content.meta or {}).get("note"))
+    assert "AKIAIOSFODNN7EXAMPLE" not in note and "ana@" not in note and note.startswith("key [REDACTED")
+
+
 async def test_a_refusal_or_a_failing_sampler_is_no_completion_and_frees_the_budget() -> None:
     harness = Harness()
 
