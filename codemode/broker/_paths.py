@@ -51,7 +51,9 @@ PATH_NAMES = frozenset(
 )
 _PATH_SUFFIXES = ("path", "paths", "file", "files", "filename", "dir", "directory", "folder")
 _PATH_FORMATS = frozenset({"path", "file-path", "filepath", "directory", "dir-path"})
-_MAX_DEPTH = 32
+_MAX_DEPTH = 64
+"""The argument gate's own limit (``MAX_ARGUMENT_DEPTH``): anything it lets through is walked
+whole. Deeper containers, should one ever arrive, count as unreadable: refused, not skipped."""
 
 
 def path_like_name(name: str) -> bool:
@@ -126,6 +128,8 @@ def _visit(where: str, top: str, value: Any, schema: Any, found: list[PathArgume
         return
     if depth < _MAX_DEPTH:
         _descend(where, top, value, schema, found, depth)
+    elif isinstance(value, dict | list) and value:
+        found.append(PathArgument(where, top, (), unreadable=True))
 
 
 def _descend(where: str, top: str, value: Any, schema: Any, found: list[PathArgument], depth: int) -> None:

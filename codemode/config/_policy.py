@@ -48,12 +48,16 @@ class ScopeRule(_Section):
 
     tools: list[ToolSelector] = Field(min_length=1)
     argument: str | None = Field(default=None, min_length=1)
-    """The argument (JSON property name) that names the resource, e.g. ``path`` or ``customer_id``."""
+    """The argument (JSON property name) that names the resource, e.g. ``path`` or ``customer_id``;
+    every occurrence counts, nested ones too (``items[0].customer_id``)."""
     arguments: list[str] = Field(default_factory=lambda: [])
     """More arguments the rule limits, e.g. ``["source", "destination"]`` (with ``argument`` or alone)."""
     kind: Literal["path", "glob"] = "glob"
     """``path``: filesystem paths, decoded, normalised and real-path checked against ``allow`` prefixes;
-    ``glob``: record ids, repo names and similar, matched against ``allow`` globs."""
+    ``glob``: record ids, repo names and similar, matched against ``allow`` globs, where ``*`` does
+    not cross ``/`` (``**`` does), no wildcard matches ``?``, ``#`` or ``@``, a ``scheme://host/…``
+    glob is matched as a URL (host label by label), and values with ``..`` segments, backslashes
+    or control characters are refused (see :mod:`codemode.broker.gates._scope`)."""
     allow: list[str] = Field(min_length=1)
     access: Literal["read", "write"] = "write"
     """``read`` grants only read-risk tools on these resources; a write-risk tool is refused."""
@@ -144,7 +148,8 @@ class PolicyConfig(_Section):
     budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
     results: ResultPolicy = Field(default_factory=ResultPolicy)
     strict_arguments: bool = True
-    """Refuse arguments the tool's pinned schema does not declare (stops smuggled fields)."""
+    """Refuse arguments the tool's pinned schema does not declare, nested ones too (stops smuggled
+    fields)."""
 
     @model_validator(mode="after")
     def _deny_mode_needs_principals(self) -> PolicyConfig:

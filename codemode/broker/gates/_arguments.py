@@ -5,8 +5,14 @@ arguments, a time cap on validation (a hostile ``pattern`` must not hang the bro
 network ``$ref`` (references are resolved inside the pinned schema only; anything else fails
 closed). With ``strict_arguments`` (the default) an argument the schema does not declare is
 refused, which is how fields such as ``principal`` or ``tenant`` smuggled into a call die here.
+That holds at any depth: in every object the arguments hold where the schema declares
+``properties`` (``query.tenant``, ``items[0].principal``), the allowed keys being the union of
+what the schema and its ``allOf``/``anyOf``/``oneOf`` (…) branches declare; extras are allowed
+only where the schema says so (``additionalProperties``, ``patternProperties``,
+``unevaluatedProperties``). A reference it cannot follow refuses the call (see :class:`_Strictness`).
 
-Two validators per pinned schema, both built once and cached by tool and schema hash:
+Two validators per pinned schema, both built once and cached by tool and schema hash (with what
+``strict_arguments`` allows at each place of the schema, worked out as calls reach it):
 
 =====================  =====================================================================
 validator              used for
@@ -26,10 +32,12 @@ still refused, with the compiled validator's own message: a refusal is never ove
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import unquote
 
 import anyio
 import jsonschema
@@ -119,6 +127,8 @@ class _Validators:
     interpreted: Validator
     compiled: jsonschema_rs.Validator | None
     """None when the schema is not inline-safe, or the compiled validator could not be built."""
+    strictness: _Strictness | None
+    """The undeclared-key check (``strict_arguments``); None when the policy turns it off."""
 
 
 def _compile(schema: dict[str, Any]) -> jsonschema_rs.Validator | None:
@@ -147,22 +157,52 @@ class ArgumentGate:
         try:
             cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             cls.check_schema(schema)
-            made: _Validators | str = _Validators(cls(schema, registry=_REGISTRY), _compile(schema))
+            strictness = _Strictness(schema) if self.policy.strict_arguments else None
+            made: _Validators | str = _Validators(
+                cls(schema, registry=_REGISTRY), _compile(schema), strictness
+            )
         except SchemaError as exc:
             made = f"the tool's pinned input schema is not valid JSON Schema ({exc.message})"
         self._validators[key] = made
         return made
 
-    def _undeclared(self, schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-        properties = schema.get("properties")
-        if not isinstance(properties, dict):
-            return []
-        extra = schema.get("additionalProperties")
-        if extra is False or (
-            self.policy.strict_arguments and extra is None and "patternProperties" not in schema
-        ):
-            return sorted(k for k in arguments if k not in properties)
-        return []
+    async def _undeclared(
+        self, checked_by: _Validators, schema: dict[str, Any], arguments: dict[str, Any], size: int
+    ) -> Deny | None:
+        if checked_by.strictness is not None:
+            undeclared: list[str] | str | None = None
+            if size <= INLINE_ARGUMENT_BYTES:
+                undeclared = checked_by.strictness.undeclared(arguments)
+            else:
+                # The walk is linear in the arguments, but a megabyte of them is not microseconds:
+                # off the event loop, like their validation.
+                with anyio.move_on_after(VALIDATION_TIMEOUT_S):
+                    undeclared = await anyio.to_thread.run_sync(
+                        checked_by.strictness.undeclared, arguments, abandon_on_cancel=True
+                    )
+            if undeclared is None:
+                return Deny(
+                    self.name,
+                    f"checking for undeclared arguments took longer than {VALIDATION_TIMEOUT_S:g} s",
+                )
+            if isinstance(undeclared, str):
+                return Deny(
+                    self.name,
+                    f"the tool's schema cannot be checked for undeclared arguments: it {undeclared}",
+                )
+        else:
+            # strict_arguments off: only what the schema itself closes at the top, said plainly.
+            properties = schema.get("properties")
+            closed = isinstance(properties, dict) and schema.get("additionalProperties") is False
+            undeclared = (
+                sorted(k for k in arguments if k not in cast(dict[str, Any], properties)) if closed else []
+            )
+        if undeclared:
+            return Deny(
+                self.name,
+                f"unexpected argument(s) {', '.join(map(repr, undeclared))}: not in the tool's schema",
+            )
+        return None
 
     async def check(self, call: Call, facts: Facts) -> Decision:
         assert facts.pinned is not None, "the tool gate runs first"
@@ -175,16 +215,13 @@ class ArgumentGate:
         schema = facts.pinned.get("inputSchema") or {"type": "object"}
         if not isinstance(schema, dict):
             return Deny(self.name, "the tool's pinned input schema is not an object")
-        undeclared = self._undeclared(schema, arguments)  # pyright: ignore[reportUnknownArgumentType]
-        if undeclared:
-            return Deny(
-                self.name,
-                f"unexpected argument(s) {', '.join(map(repr, undeclared))}: not in the tool's schema",
-            )
         key = f"{call.label}@{call.request.schema_hash if call.request else ''}"
         checked_by = self._validator(key, schema)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(checked_by, str):
             return Deny(self.name, checked_by)
+        refused = await self._undeclared(checked_by, schema, arguments, size)  # pyright: ignore[reportUnknownArgumentType]
+        if refused is not None:
+            return refused
         validator = checked_by.interpreted
         compiled = checked_by.compiled if size <= INLINE_ARGUMENT_BYTES else None
         if compiled is not None and _compiled_accepts(compiled, arguments):
@@ -235,3 +272,212 @@ def _compiled_reason(compiled: jsonschema_rs.Validator, arguments: dict[str, Any
     except (ValueError, TypeError, OverflowError) as exc:
         return f"the arguments could not be validated ({type(exc).__name__})"
     return "the arguments do not match the tool's schema"
+
+
+# -- strict_arguments ----------------------------------------------------------------------------
+
+_MAX_LEVELS = 4_096
+"""Places of one schema whose allowed keys are remembered (more are worked out on every call)."""
+
+
+@dataclass(frozen=True)
+class _Level:
+    """What one place of a schema allows, merged over the place and every branch it is made of."""
+
+    declared: frozenset[str] | None
+    """The keys an object here may have; None when any key may (nothing declared, or extras
+    allowed on purpose by ``additionalProperties``, ``patternProperties`` or
+    ``unevaluatedProperties``)."""
+    properties: dict[str, tuple[Any, ...]]
+    """The sub-schemas of each declared key."""
+    patterned: tuple[Any, ...]
+    """``patternProperties`` sub-schemas: any key may match one, so each key's value is checked
+    against all of them (more keys allowed, never fewer, and no regular expression is run)."""
+    additional: tuple[Any, ...]
+    """Sub-schemas of keys not declared (``additionalProperties``, ``unevaluatedProperties``)."""
+    prefix: tuple[tuple[Any, ...], ...]
+    """Sub-schemas of an array's first elements (``prefixItems``, or ``items`` as a list)."""
+    items: tuple[Any, ...]
+    """Sub-schemas of every other element (``items``, ``additionalItems``, ``unevaluatedItems``)."""
+    trivial: bool = False
+    """Nothing to check here or below (any key, no sub-schema): the walk stops."""
+
+    def key(self, name: str) -> tuple[Any, ...]:
+        declared = self.properties.get(name)
+        return (declared if declared is not None else self.additional) + self.patterned
+
+    def element(self, index: int) -> tuple[Any, ...]:
+        return (self.prefix[index] if index < len(self.prefix) else ()) + self.items
+
+
+def _schemas(value: Any) -> list[Any]:
+    return list(cast(list[Any], value)) if isinstance(value, list) else []
+
+
+def _object(value: Any) -> dict[str, Any] | None:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+
+def _container(value: Any) -> bool:
+    return isinstance(value, dict | list)
+
+
+class _Strictness:
+    """``strict_arguments`` for one pinned schema: every object the arguments hold where the
+    schema declares ``properties`` may have only keys that some branch declares (the union over
+    ``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else`` and ``dependentSchemas``, following
+    ``$ref`` inside the schema), at any depth, in arrays too.
+
+    What each place allows is worked out once (when a call first reaches it) and remembered, so
+    a call costs one dictionary look-up per key it sends. A part of the schema this cannot follow
+    (``$dynamicRef``, a ``$ref`` that is not a JSON pointer into the schema itself) refuses the
+    calls that reach it: fail closed."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._schema = schema
+        self._levels: dict[tuple[int, ...], _Level | str] = {}
+        # An embedded ``$id`` moves what a ``#/…`` reference below it means: not followed.
+        self._embedded_ids = _has_embedded_id(schema)
+
+    def undeclared(self, arguments: dict[str, Any]) -> list[str] | str:
+        """Where the arguments hold undeclared keys (``query.tenant``), or why they cannot be checked."""
+        found: list[str] = []
+        stack: list[tuple[str, tuple[Any, ...], Any]] = [("", (self._schema,), arguments)]
+        while stack:
+            where, nodes, value = stack.pop()
+            level = self._level(nodes)
+            if isinstance(level, str):
+                return level
+            if level.trivial:
+                continue
+            if isinstance(value, dict):
+                mapping = cast(dict[str, Any], value)
+                if level.declared is not None:
+                    found.extend(f"{where}{name}" for name in mapping if name not in level.declared)
+                for name, item in mapping.items():
+                    if _container(item) and (inner := level.key(name)):
+                        stack.append((f"{where}{name}.", inner, item))
+            elif isinstance(value, list):
+                for index, item in enumerate(cast(list[Any], value)):
+                    if _container(item) and (inner := level.element(index)):
+                        stack.append((f"{where.removesuffix('.')}[{index}].", inner, item))
+        return sorted(found)
+
+    def _level(self, nodes: tuple[Any, ...]) -> _Level | str:
+        key = tuple(map(id, nodes))
+        level = self._levels.get(key)
+        if level is None:
+            level = self._merge(nodes)
+            if len(self._levels) < _MAX_LEVELS:
+                self._levels[key] = level
+        return level
+
+    def _branches(self, nodes: tuple[Any, ...]) -> list[dict[str, Any]] | str:
+        """The schemas that apply to one value: ``nodes`` and everything they are composed of."""
+        out: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        pending = list(nodes)
+        while pending:
+            branch = _object(pending.pop())
+            if branch is None or id(branch) in seen:
+                continue  # ``true``/``false`` declare nothing; a cycle adds nothing new
+            seen.add(id(branch))
+            out.append(branch)
+            for keyword in ("$dynamicRef", "$recursiveRef"):
+                if keyword in branch:
+                    return f"uses {keyword}, which strict_arguments does not follow"
+            if "$ref" in branch:
+                target = self._resolve(branch["$ref"])
+                if isinstance(target, str):
+                    return target
+                pending.append(target[0])
+            for keyword in ("allOf", "anyOf", "oneOf"):
+                pending.extend(_schemas(branch.get(keyword)))
+            pending.extend(branch[keyword] for keyword in ("if", "then", "else") if keyword in branch)
+            for keyword in ("dependentSchemas", "dependencies"):
+                conditional = branch.get(keyword)
+                if isinstance(conditional, dict):
+                    pending.extend(cast(dict[str, Any], conditional).values())
+        return out
+
+    def _resolve(self, ref: Any) -> tuple[Any] | str:
+        """The schema a ``$ref`` names (as a 1-tuple), or why it is not followed."""
+        refused = f"refers to {ref!r}, which strict_arguments does not follow"
+        if not isinstance(ref, str) or not ref.startswith("#") or (self._embedded_ids and ref != "#"):
+            return refused
+        target: Any = self._schema
+        for token in filter(None, unquote(ref[1:]).split("/")):
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and token in target:
+                target = cast(dict[str, Any], target)[token]
+            elif isinstance(target, list) and token.isdigit() and int(token) < len(cast(list[Any], target)):
+                target = cast(list[Any], target)[int(token)]
+            else:
+                return refused
+        return (target,)
+
+    def _merge(self, nodes: tuple[Any, ...]) -> _Level | str:
+        branches = self._branches(nodes)
+        if isinstance(branches, str):
+            return branches
+        properties: dict[str, list[Any]] = {}
+        patterned: list[Any] = []
+        additional: list[Any] = []
+        prefix: list[list[Any]] = []
+        items: list[Any] = []
+        declares, open_ = False, False
+        for branch in branches:
+            declared = branch.get("properties")
+            if declared is not None:
+                if not isinstance(declared, dict):
+                    return "has 'properties' that is not an object"
+                declares = True
+                for name, sub in cast(dict[str, Any], declared).items():
+                    properties.setdefault(name, []).append(sub)
+            for keyword in ("additionalProperties", "unevaluatedProperties"):
+                extra = branch.get(keyword)
+                if extra is not None and extra is not False:
+                    open_ = True  # the schema lets other keys through on purpose
+                    additional.append(extra)
+            if "patternProperties" in branch:
+                open_ = True
+                pattern = branch["patternProperties"]
+                patterned.extend(cast(dict[str, Any], pattern).values() if isinstance(pattern, dict) else ())
+            tuple_items = branch.get("prefixItems", branch.get("items"))
+            for index, sub in enumerate(_schemas(tuple_items)):
+                prefix.extend([] for _ in range(index + 1 - len(prefix)))
+                prefix[index].append(sub)
+            items.extend(branch[k] for k in ("items", "additionalItems", "unevaluatedItems") if k in branch)
+        level = _Level(
+            declared=frozenset(properties) if declares and not open_ else None,
+            properties={name: _dedup(subs) for name, subs in properties.items()},
+            patterned=_dedup(patterned),
+            additional=_dedup(additional),
+            prefix=tuple(_dedup(subs) for subs in prefix),
+            items=_dedup([sub for sub in items if not isinstance(sub, list)]),
+        )
+        checks = level.declared is not None or any(
+            (level.properties, level.patterned, level.additional, level.prefix, level.items)
+        )
+        return level if checks else dataclasses.replace(level, trivial=True)
+
+
+def _has_embedded_id(schema: dict[str, Any]) -> bool:
+    """Whether ``$id`` appears below the root (a property called ``$id`` counts too: cautious)."""
+    pending: list[Any] = [value for key, value in schema.items() if key != "$id"]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            mapping = cast(dict[str, Any], item)
+            if "$id" in mapping:
+                return True
+            pending.extend(mapping.values())
+        elif isinstance(item, list):
+            pending.extend(cast(list[Any], item))
+    return False
+
+
+def _dedup(schemas: list[Any]) -> tuple[Any, ...]:
+    """Sub-schemas that can constrain something (objects), each once, in a stable order."""
+    unique = {id(sub): sub for sub in map(_object, schemas) if sub is not None}
+    return tuple(unique[key] for key in sorted(unique))

@@ -1,0 +1,124 @@
+"""strict_arguments at any depth: nested objects, arrays, composed schemas and references."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from codemode.broker._decisions import Allow, Deny
+from codemode.broker._facts import Facts
+from codemode.broker.gates import ArgumentGate
+from tests.broker._gate_calls import context, policy, spec
+
+pytestmark = pytest.mark.anyio
+
+NESTED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "object", "properties": {"name": {"type": "string"}}},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        "meta": {"type": "object", "properties": {"a": {}}, "additionalProperties": True},
+        "free": {"type": "object"},
+    },
+}
+REFERENCED: dict[str, Any] = {
+    "$defs": {
+        "Query": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "sub": {"anyOf": [{"$ref": "#/$defs/Query"}, {"type": "null"}]},
+            },
+        }
+    },
+    "type": "object",
+    "properties": {"query": {"$ref": "#/$defs/Query"}},
+}
+
+
+COMPOSED: list[dict[str, Any]] = [
+    {"allOf": [{"properties": {"name": {"type": "string"}}}, {"properties": {"limit": {}}}]},
+    {"anyOf": [{"properties": {"name": {"type": "string"}}}, {"properties": {"limit": {}}}]},
+    {
+        "oneOf": [
+            {"properties": {"name": {"type": "string"}}, "required": ["name"]},
+            {"properties": {"limit": {}}, "required": ["limit"]},
+        ]
+    },
+]
+
+
+async def decide(
+    schema: dict[str, Any], arguments: dict[str, Any], gate: ArgumentGate | None = None
+) -> Allow | Deny:
+    gate = gate or ArgumentGate(policy())
+    decision = await gate.check(
+        context(spec(schema=schema), arguments), Facts(pinned={"inputSchema": schema})
+    )
+    assert isinstance(decision, Allow | Deny)
+    return decision
+
+
+async def test_undeclared_keys_inside_a_declared_object_are_refused() -> None:
+    arguments = {"query": {"name": "x", "tenant": "other", "principal": "admin"}}
+    decision = await decide(NESTED, arguments)
+    assert isinstance(decision, Deny) and decision.gate == "arguments"
+    assert "'query.principal', 'query.tenant'" in decision.reason
+    relaxed = ArgumentGate(policy(strict_arguments=False))
+    assert isinstance(await decide(NESTED, arguments, relaxed), Allow), "strict_arguments off"
+
+
+async def test_undeclared_keys_in_array_items_are_refused() -> None:
+    decision = await decide(NESTED, {"items": [{"name": "a"}, {"name": "b", "tenant": "x"}]})
+    assert isinstance(decision, Deny) and "'items[1].tenant'" in decision.reason
+
+
+async def test_objects_the_schema_leaves_open_stay_open() -> None:
+    assert isinstance(await decide(NESTED, {"meta": {"a": 1, "b": 2}, "free": {"any": {"thing": 1}}}), Allow)
+    decision = await decide(NESTED, {"meta": {"b": 2}, "query": {"tenant": "x"}})
+    assert (
+        isinstance(decision, Deny) and "'query.tenant'" in decision.reason and "meta" not in decision.reason
+    )
+
+
+@pytest.mark.parametrize("composed", COMPOSED, ids=["allOf", "anyOf", "oneOf"])
+async def test_a_composed_schema_allows_the_union_of_its_branches(composed: dict[str, Any]) -> None:
+    schema = {"type": "object", **composed}
+    assert isinstance(await decide(schema, {"name": "x"}), Allow)
+    decision = await decide(schema, {"name": "x", "tenant": "other"})
+    assert isinstance(decision, Deny) and "'tenant'" in decision.reason
+
+
+async def test_references_are_followed_into_recursive_definitions() -> None:
+    assert isinstance(await decide(REFERENCED, {"query": {"name": "x", "sub": {"name": "y"}}}), Allow)
+    decision = await decide(REFERENCED, {"query": {"name": "x", "sub": {"sub": {"principal": "admin"}}}})
+    assert isinstance(decision, Deny) and "'query.sub.sub.principal'" in decision.reason
+
+
+async def test_a_reference_that_cannot_be_followed_fails_closed() -> None:
+    # An embedded $id changes what "#/…" means below it: strict_arguments does not guess.
+    schema: dict[str, Any] = {
+        "$id": "https://tools.test/root",
+        "type": "object",
+        "properties": {"query": {"$ref": "#/$defs/Query"}},
+        "$defs": {"Query": {"$id": "https://tools.test/query", "properties": {"name": {}}}},
+    }
+    decision = await decide(schema, {"query": {"name": "x"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+
+
+async def test_what_each_place_allows_is_worked_out_once_per_schema() -> None:
+    gate = ArgumentGate(policy())
+    assert isinstance(await decide(REFERENCED, {"query": {"name": "x", "sub": {"name": "y"}}}, gate), Allow)
+    (built,) = gate._validators.values()  # pyright: ignore[reportPrivateUsage]
+    assert not isinstance(built, str) and built.strictness is not None
+    places = dict(built.strictness._levels)  # pyright: ignore[reportPrivateUsage]
+    assert isinstance(await decide(REFERENCED, {"query": {"sub": {"name": "z"}}}, gate), Allow)
+    assert built.strictness._levels == places  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_large_arguments_are_checked_too() -> None:
+    arguments = {"items": [{"name": "x" * 100} for _ in range(200)] + [{"name": "y", "principal": "admin"}]}
+    decision = await decide(NESTED, arguments)
+    assert isinstance(decision, Deny) and "'items[200].principal'" in decision.reason
