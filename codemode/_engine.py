@@ -41,7 +41,7 @@ from codemode.broker._visibility import visible_to
 from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
-from codemode.errors import PolicyError, SandboxError
+from codemode.errors import SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Ledger, open_ledger
 from codemode.sandbox import RunOutcome, SandboxManager, Session
@@ -303,13 +303,7 @@ class CodeMode:
         trace_id: str | None = None,
     ) -> RunBinding:
         policy = self.config.policy
-        who = principal or policy.default_principal
-        rules = policy.principal(who)
-        if rules is None:
-            raise PolicyError(f"unknown principal {who!r}: the policy denies by default")
-        where = tenant or (
-            policy.default_tenant if policy.default_tenant in rules.tenants else rules.tenants[0]
-        )
+        who, where = policy.identity(principal, tenant)
         return RunBinding(
             run_id="run_" + secrets.token_hex(8),
             principal=who,

@@ -3,6 +3,8 @@
 Each item is a JSON object (a CSV row becomes an object of strings). Its key is the value of
 ``--key FIELD`` (a string or an integer), or its line number without ``--key``. A line that
 cannot be read is reported with its line number as a :class:`BadLine` and the stream goes on.
+NaN and infinite numbers are bad lines too: the sandbox channel, the ledger and the job store
+carry only standard JSON, so such an item could never run.
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 MAX_KEY_CHARS = 512
+"""The longest item key, counted as the ledger sees it inside each derived idempotency key (with
+``:`` and ``%`` escaped to three characters): the ledger refuses keys over 1024 characters, and
+the job id, principal, tenant, server and tool share the rest."""
 SUFFIXES = (".jsonl", ".ndjson", ".csv")
 
 
@@ -45,6 +51,40 @@ class InputDigest:
         return self._hash.hexdigest()
 
 
+def ledger_chars(key: str) -> int:
+    """The length of ``key`` inside an idempotency key (the ledger escapes ``%`` and ``:``)."""
+    return len(key) + 2 * (key.count("%") + key.count(":"))
+
+
+def key_too_long(key: str, key_field: str) -> str | None:
+    """Why ``key`` cannot be an item key (every write of its item would fail), or None."""
+    chars = ledger_chars(key)
+    if chars <= MAX_KEY_CHARS:
+        return None
+    escaped = " (each ':' and '%' counts 3: idempotency keys escape them)" if chars > len(key) else ""
+    return f"the {key_field!r} field is {chars} characters long{escaped}, more than {MAX_KEY_CHARS}"
+
+
+def json_problem(data: Any) -> str | None:
+    """Why ``data`` is not standard JSON (NaN, infinities, objects JSON cannot hold), or None."""
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"not valid JSON ({exc})"
+    return None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _keyed(data: dict[str, Any], line: int, key_field: str | None) -> Item | BadLine:
     if key_field is None:
         return Item(str(line), line, data)
@@ -54,8 +94,9 @@ def _keyed(data: dict[str, Any], line: int, key_field: str | None) -> Item | Bad
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
         return BadLine(line, f"the {key_field!r} field must be a non-empty string or an integer")
     key = str(value)
-    if len(key) > MAX_KEY_CHARS:
-        return BadLine(line, f"the {key_field!r} field is longer than {MAX_KEY_CHARS} characters")
+    too_long = key_too_long(key, key_field)
+    if too_long is not None:
+        return BadLine(line, too_long)
     return Item(key, line, data)
 
 
@@ -81,8 +122,8 @@ def _jsonl_items(handle: Any, key_field: str | None, digest: InputDigest | None)
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
-        except ValueError as exc:
+            data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        except (ValueError, RecursionError) as exc:
             yield BadLine(line, f"not valid JSON ({exc})")
             continue
         if not isinstance(data, dict):

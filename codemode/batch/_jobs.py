@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     program_digest TEXT NOT NULL,
     inputs_digest TEXT,
     registered INTEGER NOT NULL DEFAULT 0,
-    bad_lines TEXT NOT NULL DEFAULT '[]'
+    bad_lines TEXT NOT NULL DEFAULT '[]',
+    principal TEXT,
+    tenant TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     job_id TEXT NOT NULL,
@@ -50,6 +52,8 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_by_line ON items (job_id, line);
 """
+_ADDED_COLUMNS = {"principal": "TEXT", "tenant": "TEXT"}
+"""Columns newer than the first job stores: added to an older file when it is opened (NULL there)."""
 
 
 class DuplicateKeyError(ValueError):
@@ -65,6 +69,10 @@ class JobRecord:
     inputs_digest: str | None
     registered: bool
     bad_lines: list[dict[str, Any]]
+    principal: str | None = None
+    tenant: str | None = None
+    """Who the job's runs are bound to (its idempotency keys are scoped to them); None in a job
+    started by a version that did not record them, or not yet run."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,10 @@ class StoredItem:
 class JobStore(Protocol):
     def job(self, job_id: str) -> JobRecord | None: ...
     def create_job(self, job_id: str, program_digest: str) -> JobRecord: ...
+    def begin_registration(
+        self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
+    ) -> JobRecord: ...
+    def bind_identity(self, job_id: str, principal: str, tenant: str) -> JobRecord: ...
     def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None: ...
     def finish_registration(
         self, job_id: str, inputs_digest: str, bad_lines: list[dict[str, Any]]
@@ -108,10 +120,22 @@ class SqliteJobStore:
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.executescript(_SCHEMA)
+        self._add_columns()
         self._lock = threading.Lock()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(f"{path}{suffix}", 0o600)
+
+    def _add_columns(self) -> None:
+        present = {str(row[1]) for row in self._conn.execute("PRAGMA table_info(jobs)")}
+        for name, kind in _ADDED_COLUMNS.items():
+            if name in present:
+                continue
+            try:
+                self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it first
+                    raise
 
     def close(self) -> None:
         with self._lock:
@@ -119,14 +143,17 @@ class SqliteJobStore:
 
     def job(self, job_id: str) -> JobRecord | None:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT job_id, program_digest, inputs_digest, registered, bad_lines FROM jobs "
-                "WHERE job_id = ?",
-                (job_id,),
-            ).fetchone()
+            return self._job(job_id)
+
+    def _job(self, job_id: str) -> JobRecord | None:
+        row = self._conn.execute(
+            "SELECT job_id, program_digest, inputs_digest, registered, bad_lines, principal, tenant "
+            "FROM jobs WHERE job_id = ?",
+            (job_id,),
+        ).fetchone()
         if row is None:
             return None
-        return JobRecord(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]))
+        return JobRecord(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]), row[5], row[6])
 
     def create_job(self, job_id: str, program_digest: str) -> JobRecord:
         with self._lock:
@@ -135,6 +162,48 @@ class SqliteJobStore:
                 (job_id, time.time(), program_digest),
             )
         return JobRecord(job_id, program_digest, None, False, [])
+
+    def begin_registration(
+        self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
+    ) -> JobRecord:
+        """Create the job, or start the registration of one whose registration was cut short
+        over again: its items so far are deleted and its digests replaced, in one transaction.
+
+        A registration is committed page by page, so a crash, a Ctrl-C or a ``--strict`` bad line
+        can leave some items behind; nothing ever ran for them (items run only once ``registered``
+        is set), so forgetting them is safe and no page of an earlier input survives.
+        """
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = self._job(job_id)
+                if found is not None and found.registered:
+                    raise ValueError(f"job {job_id!r} is registered already")
+                self._conn.execute("DELETE FROM items WHERE job_id = ?", (job_id,))
+                self._conn.execute(
+                    "INSERT INTO jobs (job_id, created_at, program_digest, principal, tenant) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+                    "program_digest = excluded.program_digest, inputs_digest = NULL, bad_lines = '[]', "
+                    "principal = excluded.principal, tenant = excluded.tenant",
+                    (job_id, time.time(), program_digest, principal, tenant),
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return JobRecord(job_id, program_digest, None, False, [], principal, tenant)
+
+    def bind_identity(self, job_id: str, principal: str, tenant: str) -> JobRecord:
+        """Record who the job runs as, unless it is recorded already; returns the job as stored."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE jobs SET principal = ?, tenant = ? WHERE job_id = ? AND principal IS NULL",
+                (principal, tenant, job_id),
+            )
+            found = self._job(job_id)
+        if found is None:
+            raise ValueError(f"there is no job {job_id!r}")
+        return found
 
     def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None:
         """Insert items page by page; a key seen twice raises :class:`DuplicateKeyError`."""

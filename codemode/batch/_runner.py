@@ -21,12 +21,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from codemode.batch._inputs import BadLine, InputDigest, Item, read_items
+from codemode.batch._inputs import BadLine, InputDigest, Item, json_problem, key_too_long, read_items
 from codemode.batch._jobs import (
     FINAL_BAD,
     DuplicateKeyError,
@@ -36,11 +36,12 @@ from codemode.batch._jobs import (
     StoredItem,
 )
 from codemode.broker._run import RunLimits
-from codemode.errors import CodemodeError
+from codemode.errors import CodemodeError, ConfigError, LedgerError, PolicyError, SandboxError
 from codemode.ledger import StoreError
 
 if TYPE_CHECKING:
     from codemode._engine import CodeMode, RunResult
+    from codemode.config import PolicyConfig
 
 log = logging.getLogger(__name__)
 
@@ -117,14 +118,44 @@ def check_compiles(source: str, name: str) -> None:
         raise BatchError(f"{name} does not compile (line {exc.lineno}): {exc.msg}") from exc
 
 
+def check_identity(store: JobStore, job_id: str, identity: tuple[str, str], *, resumed: bool) -> None:
+    """Record who the job runs as, or refuse another principal or tenant than the one recorded.
+
+    The derived idempotency keys are scoped to the principal and tenant: under another one, no
+    completed call of the job would replay, and every write would be sent again.
+    """
+    principal, tenant = identity
+    before = store.job(job_id)
+    job = store.bind_identity(job_id, principal, tenant)
+    if resumed and before is not None and before.principal is None:
+        # Started by a version that did not record it: the first resume binds it.
+        log.warning("job %r is bound from now on to principal %r in tenant %r", job_id, principal, tenant)
+    if (job.principal, job.tenant) != identity:
+        raise BatchError(
+            f"job {job_id!r} was started as principal {job.principal!r} in tenant {job.tenant!r}, "
+            f"not {principal!r} in {tenant!r}: as another principal or tenant its completed writes "
+            f"would be sent again. Resume it with --principal {job.principal} --tenant {job.tenant} "
+            "(in Python: BatchOptions(principal=..., tenant=...)), or start a new job with another --job-id"
+        )
+
+
 def prepare_job(
-    store: JobStore, program: str, items: Path | Iterable[Mapping[str, Any]], options: BatchOptions
+    store: JobStore,
+    program: str,
+    items: Path | Iterable[Mapping[str, Any]],
+    options: BatchOptions,
+    policy: PolicyConfig | None = None,
 ) -> BatchJob:
-    """Check the programs, then create or resume the job and register its items before any runs."""
+    """Check the programs, then create or resume the job and register its items before any runs.
+
+    With ``policy``, the job's principal and tenant are resolved and recorded (or, on a resume,
+    checked) here; :func:`run_job` does it otherwise, before any item runs.
+    """
     check_compiles(program, "the program")
     if options.verify is not None:
         check_compiles(options.verify, "the verify program")
     digest = program_digest(program, options.verify)
+    identity = policy.identity(options.principal, options.tenant) if policy is not None else None
     job_id = options.job_id or "job_" + secrets.token_hex(6)
     existing = store.job(job_id)
     if options.resume and existing is None:
@@ -135,6 +166,8 @@ def prepare_job(
                 f"job {job_id!r} was started with another program (or verify program); "
                 "resume it with the same files, or start a new job with another --job-id"
             )
+        if identity is not None:
+            check_identity(store, job_id, identity, resumed=True)
         if isinstance(items, Path):
             found = InputDigest()
             for _ in read_items(items, options.key, found):
@@ -142,8 +175,9 @@ def prepare_job(
             if existing.inputs_digest != found.hexdigest():
                 raise BatchError(f"the inputs of job {job_id!r} changed since it started; use a new --job-id")
         return BatchJob(job_id, store, existing.bad_lines, resumed=True)
-    if existing is None:
-        store.create_job(job_id, digest)
+    # A job whose registration was cut short starts it over, so no item of an earlier attempt
+    # (perhaps of another input) stays behind.
+    store.begin_registration(job_id, digest, *(identity or (None, None)))
     input_digest = InputDigest()
     bad: list[dict[str, Any]] = []
 
@@ -173,11 +207,17 @@ def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item
     if not isinstance(item, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
         return BadLine(index, "an item must be a mapping")
     data = dict(item)
+    problem = json_problem(data)
+    if problem is not None:
+        return BadLine(index, problem)
     if key is None:
         return Item(str(index), index, data)
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
         return BadLine(index, f"no usable {key!r} field")
+    too_long = key_too_long(str(value), key)
+    if too_long is not None:
+        return BadLine(index, too_long)
     return Item(str(value), index, data)
 
 
@@ -223,6 +263,10 @@ async def run_job(
             f"concurrency {options.concurrency} needs as many sandbox sessions; "
             f"raise [serve] max_sessions (now {engine.config.serve.max_sessions})"
         )
+    identity = engine.config.policy.identity(options.principal, options.tenant)
+    await anyio.to_thread.run_sync(
+        partial(check_identity, job.store, job.job_id, identity, resumed=job.resumed)
+    )
     workers = [EngineWorker(engine, program, job.job_id, options) for _ in range(options.concurrency)]
     async for result in run_on_workers(workers, job, options):
         yield result
@@ -282,6 +326,20 @@ async def _work(
                     outcome = await _run_through_outages(worker, item, attempt)
                 except WorkerLost as exc:
                     outcome = ItemResult(item.key, item.line, "failed", attempt, None, error=str(exc))
+                except Exception as exc:
+                    if _stops_the_job(exc):
+                        raise
+                    # Something in this item's data (a value the sandbox channel cannot carry)
+                    # must not end the job, nor every resume of it.
+                    log.warning("item %s could not run", item.key, exc_info=exc)
+                    outcome = ItemResult(
+                        item.key,
+                        item.line,
+                        "failed",
+                        attempt,
+                        None,
+                        error=f"the item could not run: {_leaf(exc)}",
+                    )
                 if outcome.status != "failed" or attempt >= options.max_attempts:
                     break
                 # A failed item runs again at once (its completed calls replay, so nothing is
@@ -293,6 +351,26 @@ async def _work(
             )  # fmt: skip
             await anyio.to_thread.run_sync(partial(job.store.finish, job.job_id, stored))
             await results.send(outcome)
+
+
+_STOPS_THE_JOB = (BatchError, LedgerError, SandboxError, PolicyError, ConfigError)
+"""Errors of codemode's own machinery, not of one item: they stop the job, which can resume."""
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = cast(tuple[BaseException, ...], exc.exceptions)
+        return [leaf for one in inner for leaf in _leaves(one)]
+    return [exc]
+
+
+def _stops_the_job(exc: BaseException) -> bool:
+    return any(isinstance(leaf, _STOPS_THE_JOB) for leaf in _leaves(exc))
+
+
+def _leaf(exc: BaseException) -> str:
+    first = _leaves(exc)[0]
+    return f"{type(first).__name__}: {first}"
 
 
 async def _run_through_outages(worker: ItemWorker, item: StoredItem, attempt: int) -> ItemResult:

@@ -160,7 +160,7 @@ def batch(
     store = open_job_store(config.ledger_path)
     try:
         try:
-            job = prepare_job(store, code, inputs, options)
+            job = prepare_job(store, code, inputs, options, config.policy)
         except (BatchError, ValueError) as exc:
             fail(str(exc), code=EXIT_USAGE)
         for bad in job.bad_lines[:20]:

@@ -21,6 +21,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from codemode.errors import PolicyError
+
 Risk = Literal["low", "medium", "high"]
 RISK_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
 
@@ -164,6 +166,20 @@ class PolicyConfig(_Section):
         if self.mode == "allow":
             return _open_principal(self.default_tenant)
         return None
+
+    def identity(self, principal: str | None, tenant: str | None) -> tuple[str, str]:
+        """The principal and tenant a run is bound to when these are asked for (None: the
+        defaults; a principal's tenant defaults to the policy's if it belongs there, else its first).
+
+        Raises:
+            PolicyError: the principal is unknown (the policy denies by default).
+        """
+        who = principal or self.default_principal
+        rules = self.principal(who)
+        if rules is None:
+            raise PolicyError(f"unknown principal {who!r}: the policy denies by default")
+        where = tenant or (self.default_tenant if self.default_tenant in rules.tenants else rules.tenants[0])
+        return who, where
 
 
 @functools.lru_cache(maxsize=64)
