@@ -182,9 +182,16 @@ class SandboxConfig(_Section):
     pool_size: int = Field(default=2, ge=0, le=64)
     """Warm containers (or processes) kept ready; 0 starts one per run."""
     max_frame_bytes: int = Field(default=16 * 1024 * 1024, ge=4096, le=256 * 1024 * 1024)
-    """Largest single message accepted on a run's channel."""
+    """Largest single message accepted on a run's channel (a run's reply with its output may use
+    all of it). A request from the program (a tool call with its arguments, a resource read, a
+    prompt) may use a quarter of it, at least 4 MiB (or all of it, if that is less): 4 MiB by
+    default; a bigger one is refused and the program's call raises. Either way a message may hold
+    at most 1,048,576 JSON values (containers opened plus commas between items), nested at most
+    64 deep: a message over either is a protocol violation and ends the run's sandbox."""
     max_inflight_calls: int = Field(default=32, ge=1, le=1024)
-    """Requests from one sandbox handled at once; beyond that the host stops reading its channel."""
+    """Requests from one sandbox handled at once; beyond that the host stops reading its channel.
+    It also stops while the requests being handled hold four of the largest requests' bytes, or
+    1,048,576 JSON values, in all."""
     start_timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Time allowed for a new sandbox to start and connect to its channel."""
     process_python: str | None = None

@@ -9,9 +9,13 @@ side closes.
 Everything arriving here is untrusted. Requests are validated into the models of
 :mod:`codemode.calls`; identity, tenant and approvals come from the :class:`RunBinding` the host
 binds to the current run, never from the message; sequence numbers are assigned here. A request
-outside a run is refused. At most ``max_inflight`` requests are handled at once: beyond that the
-channel stops reading the socket, so a sandbox cannot make the host spawn unbounded work. Any
-protocol violation (bad frame, oversize, too deep, not JSON-RPC) closes the connection.
+outside a run is refused, and so is one over ``max_request_bytes`` (answers to the host, such as a
+run's reply with its output, may use the whole frame limit). Requests in flight are bounded in
+number (``max_inflight``), in body bytes (``max_inflight_bytes``) and in JSON values
+(``max_inflight_values``): once any is reached the channel stops reading the socket until enough
+finish, so a sandbox cannot make the host spawn unbounded work or hold unbounded memory. Any
+protocol violation (bad frame, oversize, too deep, too many values, not JSON-RPC) closes the
+connection.
 
 The connection is served by :class:`codemode.sandbox._frame_protocol.FrameProtocol` (an
 :class:`asyncio.Protocol`: frames are cut and decoded as bytes arrive, replies are written as whole
@@ -71,7 +75,7 @@ from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import ChannelClosed, encode
 from codemode.sandbox._unix_listener import UnixListener
 
-__all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext"]
+__all__ = ["PROTOCOL_VERSION", "HostChannel", "RunContext", "request_limit"]
 
 log = logging.getLogger("codemode.sandbox.channel")
 
@@ -82,6 +86,8 @@ HELLO_FRAME_BYTES = wire.HELLO_FRAME_BYTES
 HELLO_TIMEOUT_S = 5.0
 MAX_PENDING_HELLOS = 4
 DEFAULT_MAX_INFLIGHT = 32
+INFLIGHT_REQUESTS_OF_BYTES = 4
+"""Request bodies held at once, by default: as many bytes as four of the largest requests."""
 
 _MODULE_NAME = re.compile(r"servers(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -114,6 +120,12 @@ class RemoteError(ChannelError):
     """The sandbox answered a host request with a JSON-RPC error."""
 
 
+def request_limit(max_frame_bytes: int) -> int:
+    """The largest request a sandbox may send under a frame limit, unless set otherwise: a quarter
+    of the limit, at least :data:`wire.DEFAULT_MAX_REQUEST_BYTES` (or the limit, when smaller)."""
+    return min(max_frame_bytes, max(wire.DEFAULT_MAX_REQUEST_BYTES, max_frame_bytes // 4))
+
+
 def _prepare_dir(path: Path, owner: tuple[int, int] | None) -> None:
     path.mkdir(mode=0o700 if owner else 0o711, exist_ok=False)
     if owner:
@@ -131,19 +143,42 @@ class HostChannel:
         *,
         max_frame_bytes: int,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_request_bytes: int | None = None,
+        max_inflight_bytes: int | None = None,
+        max_inflight_values: int = wire.MAX_VALUES,
         owner: tuple[int, int] | None = None,
     ) -> None:
         """``directory`` must not exist yet; ``owner`` is the (uid, gid) the sandbox runs as, when the
         host may chown (root): then only that uid can reach the socket. Otherwise the directory is
-        traversable but not listable, and its random name is the capability."""
+        traversable but not listable, and its random name is the capability.
+
+        ``max_request_bytes`` applies to the sandbox's requests (by default
+        :func:`request_limit`; never more than ``max_frame_bytes``, which bounds every frame);
+        ``max_inflight_bytes`` defaults to :data:`INFLIGHT_REQUESTS_OF_BYTES` such requests. Each
+        in-flight budget may be overrun by the one request that reaches it."""
         self.directory = directory
         self.max_frame_bytes = max_frame_bytes
+        self.max_request_bytes = min(
+            request_limit(max_frame_bytes) if max_request_bytes is None else max_request_bytes,
+            max_frame_bytes,
+        )
         self._owner = owner
         self._secret = secrets.token_urlsafe(32)
         self._listener: UnixListener | None = None
         self._protocol: FrameProtocol | None = None
         self._max_inflight = max(1, max_inflight)
+        self._max_inflight_bytes = max(
+            1,
+            INFLIGHT_REQUESTS_OF_BYTES * self.max_request_bytes
+            if max_inflight_bytes is None
+            else max_inflight_bytes,
+        )
+        self._max_inflight_values = max(1, max_inflight_values)
         self._inflight = 0
+        self._inflight_bytes = 0
+        self._inflight_values = 0
+        self._held = False
+        """Whether this channel holds the flow because a budget above is used up."""
         self._served = False
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
@@ -338,18 +373,43 @@ class HostChannel:
         if message.kind == "response":
             self._deliver(message)
             return
-        assert self._protocol is not None
+        protocol = self._protocol
+        assert protocol is not None
         assert self._request_context is not None
+        size, values = protocol.frame_size
+        refusal: RpcError | None = None
+        if size > self.max_request_bytes:
+            refusal = RpcError(
+                wire.INVALID_REQUEST,
+                f"request of {size} bytes is over the limit of {self.max_request_bytes} bytes for a request",
+            )
+            message.params = None  # not held while the refusal is sent
+            size = values = 0
         self._inflight += 1
-        if self._inflight == self._max_inflight:
-            self._protocol.hold()  # stop reading: the sandbox cannot make the host spawn more
+        self._inflight_bytes += size
+        self._inflight_values += values
+        self._balance()  # at a limit, stop reading: the sandbox cannot make the host take on more
         # A plain asyncio task: an anyio task group's start_soon cost more per request than the
         # rest of the channel (0.19 -> 0.15 ms a round trip). serve() cancels and awaits them.
         task = asyncio.get_running_loop().create_task(
-            self._dispatch(message), context=self._request_context.copy()
+            self._dispatch(message, size, values, refusal), context=self._request_context.copy()
         )
         self._requests.add(task)
         task.add_done_callback(self._request_done)
+
+    def _balance(self) -> None:
+        """Hold the flow while a request budget is used up, release it once none is."""
+        full = (
+            self._inflight >= self._max_inflight
+            or self._inflight_bytes >= self._max_inflight_bytes
+            or self._inflight_values >= self._max_inflight_values
+        )
+        if full != self._held and self._protocol is not None:
+            self._held = full
+            if full:
+                self._protocol.hold()
+            else:
+                self._protocol.release()
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._requests.discard(task)
@@ -429,9 +489,11 @@ class HostChannel:
             pending.result = message.result
         pending.event.set()
 
-    async def _dispatch(self, message: Message) -> None:
+    async def _dispatch(self, message: Message, size: int, values: int, refusal: RpcError | None) -> None:
         try:
             try:
+                if refusal is not None:
+                    raise refusal
                 reply = response_frame(message.id, await self._answer(message))
             except RpcError as exc:
                 reply = encode(wire.error_response(message.id, exc.code, exc.message))
@@ -442,8 +504,9 @@ class HostChannel:
                 await self._send_frame(reply)
         finally:
             self._inflight -= 1
-            if self._inflight == self._max_inflight - 1 and self._protocol is not None:
-                self._protocol.release()  # was held at the limit: read on
+            self._inflight_bytes -= size
+            self._inflight_values -= values
+            self._balance()  # held at a limit: read on once below every one
 
     async def _answer(self, message: Message) -> BaseModel | wire.ImportResult:
         method = message.method

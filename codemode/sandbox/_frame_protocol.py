@@ -7,8 +7,10 @@ which cuts them into frames, decodes each and passes the message to a synchronou
 are whole frames written with :meth:`FrameProtocol.write`, so no lock is needed between writers.
 
 The rules of :mod:`codemode.sandbox._framing` hold: a frame over the size limit
-is refused from its header alone (its body is never buffered), bodies must be plain, shallow JSON,
+is refused from its header alone (its body is never buffered), bodies must be plain, shallow JSON
+holding at most :attr:`FrameProtocol.max_values` values (both checked before the body is parsed),
 and a big (but legal) body is decoded in a worker thread, in order, with reading paused meanwhile.
+While the sink runs, :attr:`FrameProtocol.frame_size` tells it how big the message's frame was.
 A violation ends the connection. :meth:`hold` / :meth:`release` let the owner stop the flow of
 messages (for example at its in-flight limit): frames already buffered wait, and the socket stops
 being read, so the peer is pushed back by the kernel's buffers.
@@ -23,7 +25,14 @@ from typing import Any, cast
 import anyio
 
 from codemode.errors import ChannelError
-from codemode.sandbox._framing import HEADER, THREAD_DECODE_BYTES, ChannelClosed, FrameTooLarge, decode
+from codemode.sandbox._framing import (
+    HEADER,
+    MAX_VALUES,
+    THREAD_DECODE_BYTES,
+    ChannelClosed,
+    FrameTooLarge,
+    decode_counted,
+)
 
 __all__ = ["FrameProtocol"]
 
@@ -39,8 +48,12 @@ loop it did not start (a Ray actor's, a caller's ``asyncio.run``): a sink uses a
 class FrameProtocol(asyncio.Protocol):
     """Frames in, whole frames out. Set :attr:`sink` to start receiving messages."""
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, *, max_values: int | None = MAX_VALUES) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.max_values = max_values
+        """The most JSON values a frame may hold (``None``: any number)."""
+        self.frame_size: tuple[int, int] = (0, 0)
+        """The body bytes and (an upper bound of) the values of the message the sink is given."""
         self.sink: Sink | None = None
         self.error: ChannelError | None = None
         """Why the connection ended (a :class:`ChannelClosed` unless the peer broke the protocol)."""
@@ -163,7 +176,9 @@ class FrameProtocol(asyncio.Protocol):
                     # Kept referenced: the loop holds tasks only weakly.
                     self._decode_task = asyncio.get_running_loop().create_task(self._decode_off_loop(body))
                     return
-                self.sink(decode(body))
+                message, values = decode_counted(body, max_values=self.max_values)
+                self.frame_size = (length, values)
+                self.sink(message)
         except ChannelError as exc:
             self.close(exc)
             return
@@ -185,7 +200,7 @@ class FrameProtocol(asyncio.Protocol):
 
     async def _decode_off_loop(self, body: bytes) -> None:
         try:
-            message = await anyio.to_thread.run_sync(decode, body)
+            message, values = await anyio.to_thread.run_sync(self._decode, body)
         except ChannelError as exc:
             self._decoding = False
             self.close(exc)
@@ -198,8 +213,12 @@ class FrameProtocol(asyncio.Protocol):
         if self.error is not None or self.sink is None:
             return
         try:
+            self.frame_size = (len(body), values)
             self.sink(message)
         except ChannelError as exc:
             self.close(exc)
             return
         self._pump()
+
+    def _decode(self, body: bytes) -> tuple[Any, int]:
+        return decode_counted(body, max_values=self.max_values)

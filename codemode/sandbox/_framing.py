@@ -3,7 +3,9 @@
 The frame format and the JSON rules are the wire contract's (:mod:`codemode.sandbox._wire`, the
 same file the in-sandbox runtime reads). Everything read here comes from the sandbox and is
 untrusted. A frame over the size limit is refused from its header alone (its body is never read;
-the stream cannot be resynchronised, so the caller closes the connection).
+the stream cannot be resynchronised, so the caller closes the connection). A body nested too deeply
+or holding too many values (:data:`MAX_VALUES`) is refused before it is parsed, so what a frame
+decodes to is bounded too, not only its size.
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ from codemode.sandbox import _wire as wire
 __all__ = [
     "HEADER",
     "MAX_DEPTH",
+    "MAX_VALUES",
     "THREAD_DECODE_BYTES",
     "ChannelClosed",
     "FrameTooLarge",
     "MalformedMessage",
     "decode",
+    "decode_counted",
     "encode",
     "json_depth",
 ]
 
 HEADER = wire.HEADER
 MAX_DEPTH = wire.MAX_DEPTH
+MAX_VALUES = wire.MAX_VALUES
 encode = wire.encode_frame
 json_depth = wire.json_depth
 # Bodies larger than this are decoded in a worker thread so a big (but legal) frame does not stall
@@ -46,9 +51,17 @@ class MalformedMessage(ChannelError):
     """A frame's body is not acceptable JSON (not UTF-8, not JSON, too deep, NaN …)."""
 
 
-def decode(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse one frame body, refusing anything but plain, shallow-enough JSON."""
+def decode(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = MAX_VALUES) -> Any:
+    """Parse one frame body, refusing anything but plain JSON, shallow and small enough."""
+    return decode_counted(body, max_depth=max_depth, max_values=max_values)[0]
+
+
+def decode_counted(
+    body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = MAX_VALUES
+) -> tuple[Any, int]:
+    """:func:`decode`, and an upper bound of the values in the body (see :func:`wire.scan_body`)."""
     try:
-        return wire.decode_body(body, max_depth=max_depth)
+        values = wire.scan_body(body, max_depth=max_depth, max_values=max_values)
+        return wire.parse_body(body), values
     except wire.WireError as exc:
         raise MalformedMessage(str(exc)) from None

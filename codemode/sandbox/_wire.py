@@ -22,7 +22,9 @@ The conversation, JSON-RPC 2.0 over one Unix stream socket, each message one fra
 
 # No ``from __future__ import annotations``: Python 3.11 sees ``NotRequired`` in a TypedDict only
 # when the annotations are evaluated.
+import itertools
 import json
+import operator
 import struct
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NoReturn, NotRequired, TypedDict, cast
@@ -42,6 +44,16 @@ HELLO_FRAME_BYTES: Final = 4096
 """The host reads at most this much of an unauthenticated connection's first frame."""
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 """The runtime's frame limit until :class:`HelloResult` gives the host's."""
+MAX_VALUES: Final = 1 << 20
+"""The most JSON values the host decodes from one frame of the sandbox's, counted as containers
+opened plus commas between items (an empty container counts twice) before the JSON is parsed (see
+:func:`scan_body`): what a frame decodes to is bounded by this, not by its size alone
+(``[[],[],…]`` turns 16 MiB into 5.5 million lists)."""
+DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+"""The largest request (a call, a resource read, a prompt, an import) the host takes from a
+sandbox under the default frame limit; under another, a quarter of it, never less than this (nor
+more than the frame limit). Answers to the host (a run's reply with its output) may use the whole
+frame limit. A bigger request is refused with ``INVALID_REQUEST``; the connection goes on."""
 
 CHANNEL_DIR: Final = "/run/codemode"
 """Where the channel directory appears inside a container or bwrap sandbox."""
@@ -277,20 +289,86 @@ def _reject_constant(name: str) -> NoReturn:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 """Made once, as ``_ENCODER`` is (it keeps no state between documents)."""
 
+_STRUCTURE: Final = bytes(set(range(256)) - set(b'"[]{},'))
+"""Deleted from a body before its strings are found: what is left is quotes, brackets and commas."""
+_BRACKETS: Final = bytes.maketrans(b"{}", b"[]")
+_STEPS: Final = bytes.maketrans(b"[]", b"\x02\x00")
+"""``[`` -> 2, ``]`` -> 0: the running sum of a bracket string's steps, less the count of steps, is
+its nesting depth at each point."""
+_COUNTED_FROM: Final = 4096
+"""A body this small counts as holding as many values as it has bytes (counting costs more)."""
 
-def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep.
 
-    Nesting is bounded twice: the decoder's own recursion guard stops pathological depth, and an
-    iterative walk after parsing enforces the protocol's much smaller limit.
+def _too_deep(brackets: bytes, limit: int) -> bool:
+    """Whether a string of ``[`` and ``]`` nests deeper than ``limit`` (raises when unbalanced).
+
+    A ``replace`` pass removes every innermost pair, one level in all: shallow, wide JSON (the
+    usual big message) is gone after a pass or two. Once a pass no longer halves what is left, the
+    rest is walked once, in C iterators.
     """
+    while brackets and limit > 0:
+        peeled = brackets.replace(b"[]", b"")
+        limit -= 1
+        halved = len(peeled) <= len(brackets) // 2
+        brackets = peeled
+        if not halved:
+            break
+    if not brackets:
+        return False
+    depths = list(map(operator.sub, itertools.accumulate(brackets.translate(_STEPS)), itertools.count(1)))
+    if depths[-1] != 0 or min(depths) < 0:
+        raise WireError("message is not valid JSON: unbalanced brackets")
+    return max(depths) > limit
+
+
+def scan_body(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> int:
+    """Refuse a body nested deeper than ``max_depth`` or holding more than ``max_values`` values,
+    before it is parsed; return an upper bound of its values.
+
+    Values are counted as the containers opened plus the commas between items, outside strings.
+    Counting every bracket and comma, in strings too, bounds both cheaply: only a body over a limit
+    by that count (a big one, or one with brackets in its text) has its strings taken out and is
+    counted exactly. Strings are found as JSON does: escaped backslashes and quotes go first, then
+    every quote opens or closes one. A body that is not JSON may be counted wrongly past the point
+    where it stops being JSON, which is where the parser stops too.
+    """
+    opens = body.count(b"[") + body.count(b"{")
+    if opens <= max_depth:
+        size = len(body)
+        if max_values is None or (size <= _COUNTED_FROM and size <= max_values):
+            return size  # no value takes less than a byte
+        values = opens + body.count(b",")
+        if values <= max_values:
+            return values
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = body.translate(None, _STRUCTURE).replace(b'""', b"")
+    if max_values is not None and structure.count(b'"') > 4 * (max_values + 1):
+        # Every string is a value or a key, so a body with this many is over the limit (or not JSON).
+        raise WireError(f"message holds more than {max_values} JSON values")
+    if b'"' in structure:
+        structure = b"".join(structure.split(b'"')[::2])  # the even pieces are outside strings
+    opens = structure.count(b"[") + structure.count(b"{")
+    values = opens + structure.count(b",")
+    if max_values is not None and values > max_values:
+        raise WireError(f"message holds more than {max_values} JSON values")
+    if opens > max_depth and _too_deep(structure.translate(_BRACKETS, b","), max_depth):
+        raise WireError(f"message nested too deeply (deeper than {max_depth} levels)")
+    return values
+
+
+def parse_body(body: bytes) -> Any:
+    """Parse one frame body that :func:`scan_body` accepted, refusing anything but plain JSON."""
     try:
-        value = _DECODER.decode(body.decode("utf-8"))
+        return _DECODER.decode(body.decode("utf-8"))
     except RecursionError:
         raise WireError("message nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError(f"message is not valid JSON: {str(exc)[:200]}") from None
-    # Each level opens with a bracket of its own, so a body with few brackets needs no walk.
-    if body.count(b"[") + body.count(b"{") > max_depth and json_depth(value) > max_depth:
-        raise WireError(f"message nested deeper than {max_depth} levels")
-    return value
+
+
+def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> Any:
+    """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep and (when
+    given) holding at most ``max_values`` values. Both are checked before the body is parsed."""
+    scan_body(body, max_depth=max_depth, max_values=max_values)
+    return parse_body(body)
