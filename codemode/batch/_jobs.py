@@ -10,6 +10,8 @@ back in pages. SQLite here; :class:`JobStore` is what another store must provide
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import sqlite3
@@ -105,7 +107,12 @@ class JobStore(Protocol):
     def finish(self, job_id: str, item: StoredItem) -> None: ...
     def items(self, job_id: str) -> Iterator[StoredItem]: ...
     def counts(self, job_id: str) -> dict[str, int]: ...
+    def claim(self, job_id: str) -> None: ...
     def close(self) -> None: ...
+
+
+class JobBusyError(RuntimeError):
+    """Another process is running the job (it holds the job's lock)."""
 
 
 class SqliteJobStore:
@@ -122,6 +129,7 @@ class SqliteJobStore:
         self._conn.executescript(_SCHEMA)
         self._add_columns()
         self._lock = threading.Lock()
+        self._claims: dict[str, int] = {}
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(f"{path}{suffix}", 0o600)
@@ -140,6 +148,37 @@ class SqliteJobStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            for fd in self._claims.values():
+                os.close(fd)  # releases the job's lock
+            self._claims.clear()
+
+    def claim(self, job_id: str) -> None:
+        """Hold ``job_id``'s lock until :meth:`close`: two processes running one job would run
+        its items twice (the ledger keeps their writes single; their states would be last-writer-
+        wins). An advisory ``flock`` on a file beside the store: the kernel drops it when the
+        process ends, however it ends, so a killed run never blocks its resume.
+
+        Raises:
+            JobBusyError: another process holds it (its pid is in the message when known).
+        """
+        if job_id in self._claims:
+            return
+        digest = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        lock_path = f"{self.path}.job-{digest}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise JobBusyError(
+                f"job {job_id!r} is running in another process{who}; wait for it to finish, or stop it "
+                "and resume the job"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._claims[job_id] = fd
 
     def job(self, job_id: str) -> JobRecord | None:
         with self._lock:

@@ -31,6 +31,7 @@ from codemode.batch._jobs import (
     FINAL_BAD,
     DuplicateKeyError,
     ItemStatus,
+    JobBusyError,
     JobStore,
     SqliteJobStore,
     StoredItem,
@@ -157,6 +158,10 @@ def prepare_job(
     digest = program_digest(program, options.verify)
     identity = policy.identity(options.principal, options.tenant) if policy is not None else None
     job_id = options.job_id or "job_" + secrets.token_hex(6)
+    try:
+        store.claim(job_id)
+    except JobBusyError as exc:
+        raise BatchError(str(exc)) from None
     existing = store.job(job_id)
     if options.resume and existing is None:
         raise BatchError(f"there is no job {job_id!r} to resume; run without --resume to start it")
