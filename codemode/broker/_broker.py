@@ -14,8 +14,6 @@ goes on. Identity, tenant and approvals come only from the :class:`RunBinding` t
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,6 +32,7 @@ from codemode.broker._backend import ToolBackend
 from codemode.broker._call_inputs import CallInputs
 from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
+from codemode.broker._derived_keys import with_derived_key
 from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
@@ -85,7 +84,6 @@ from codemode.ledger import (
     Replay,
     StoreError,
     Unresolved,
-    arguments_digest,
     reserve_waiting,
 )
 
@@ -95,8 +93,6 @@ REFUSED_RETRIES = 3
 """Attempts after a refusal-before-execution (429/503) before giving up."""
 
 IN_FLIGHT_WAIT_S = 120.0
-LONG_SCOPE_CHARS = 256
-"""A batch item's idempotency scope longer than this enters its calls' derived keys as a digest."""
 LEASE_MARGIN_S = 60.0
 """How much longer than a long-running call's time limit its lease is held."""
 
@@ -258,7 +254,7 @@ class Broker:
         if isinstance(decision, Deny):
             return await self._deny(call, decision)
         facts = decision.facts
-        call = self._with_derived_key(call, facts)
+        call = with_derived_key(call, facts)
         keyed = call.request is not None and call.request.idempotency_key is not None
         # An operation that already ran under this idempotency key is replayed, not re-approved.
         replay = keyed and await anyio.to_thread.run_sync(
@@ -275,30 +271,6 @@ class Broker:
         if taken is not None:
             return await self._deny(call, taken, facts)
         return await self._execute(call, facts)
-
-    @staticmethod
-    def _with_derived_key(call: Call, facts: Facts) -> Call:
-        """Give a side-effecting call of a keyed run (a batch item) its derived idempotency key.
-
-        The key is ``scope + tool + argument digest + occurrence``: the second identical call in
-        one item is a second operation, and a re-run of the item derives the same keys in the
-        same order, so completed calls replay instead of running again.
-        """
-        request = call.request
-        scope = call.binding.idempotency_scope
-        if scope is None or request is None or request.idempotency_key is not None or facts.risk == "low":
-            return call
-        digest = arguments_digest(dict(call.arguments))
-        with call.run.lock:
-            call.run.occurrences[f"{call.label}\x00{digest}"] += 1
-            occurrence = call.run.occurrences[f"{call.label}\x00{digest}"]
-        if len(scope) > LONG_SCOPE_CHARS:
-            # An item's key may be long (up to the ledger's own limit), and the full key adds the
-            # tenant, principal and tool, escaped: a digest keeps it within the limit. Short
-            # scopes stay readable - and unchanged, so jobs begun before still replay.
-            scope = "sha256:" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
-        key = f"{scope}/{call.label}/{digest.removeprefix('sha256:')[:32]}/{occurrence}"
-        return dataclasses.replace(call, request=request.model_copy(update={"idempotency_key": key}))
 
     @staticmethod
     async def _decide(call: Call, gates: tuple[Gate, ...], facts: Facts) -> Allow | Deny:

@@ -11,6 +11,7 @@ import pytest
 
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.broker._decisions import Allow, Deny, NeedsApproval
+from codemode.broker._derived_keys import with_derived_key
 from codemode.broker._facts import Call, Facts
 from codemode.broker._run import RunState
 from codemode.broker.gates import ApprovalFlow, BudgetGate, ConsentGate, ServerGate, _memo
@@ -210,8 +211,6 @@ async def test_a_read_only_run_refuses_every_call_not_known_to_be_read_only() ->
 
 
 def test_side_effecting_calls_of_a_keyed_run_get_stable_derived_keys() -> None:
-    from codemode.broker._broker import Broker
-
     def keys(scope: str | None, risk: Risk, *argument_sets: dict[str, Any]) -> list[str | None]:
         bound = binding(idempotency_scope=scope)
         run = RunState(binding=bound)
@@ -229,7 +228,7 @@ def test_side_effecting_calls_of_a_keyed_run_get_stable_derived_keys() -> None:
                 now=0,
                 request=request,
             )
-            derived = Broker._with_derived_key(call, Facts(risk=risk))  # pyright: ignore[reportPrivateUsage]
+            derived = with_derived_key(call, Facts(risk=risk))
             assert derived.request is not None
             found.append(derived.request.idempotency_key)
         return found
