@@ -22,11 +22,12 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
+from codemode.calls import RunBinding
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel, RunContext, request_limit
 from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import MalformedMessage, decode, decode_counted
+from tests.sandbox._channel_kit import BlockingHandler, NoModules, read_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -150,50 +151,6 @@ def test_a_request_may_use_a_quarter_of_a_big_frame_limit_and_at_least_4_mib() -
     assert channel.max_request_bytes == 4 * MiB
 
 
-class _BlockingHandler:
-    def __init__(self) -> None:
-        self.started = 0
-        self.running = 0
-        self.peak = 0
-        self.sizes: list[int] = []
-        self.gate = anyio.Event()
-
-    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
-        self.started += 1
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        self.sizes.append(len(json.dumps(request.arguments)))
-        await self.gate.wait()
-        await anyio.sleep(0.01)  # the next calls are read while these still run
-        self.running -= 1
-        return ToolResult(structured={"seq": request.seq})
-
-    async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
-        raise NotImplementedError
-
-    async def get_prompt(self, binding: RunBinding, request: Any) -> CallOutcome:
-        raise NotImplementedError
-
-
-class _NoModules:
-    def module_source(self, module: str) -> None:
-        return None
-
-
-def _read_frame(sock: socket.socket) -> Any:
-    def exactly(size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
-
-    (length,) = struct.unpack(">I", exactly(4))
-    return json.loads(exactly(length))
-
-
 async def _connected(
     tmp_path: Path,
     *,
@@ -201,7 +158,7 @@ async def _connected(
     max_request_bytes: int | None = None,
     max_inflight_bytes: int | None = None,
     max_inflight_values: int = wire.MAX_VALUES,
-) -> tuple[HostChannel, socket.socket, _BlockingHandler]:
+) -> tuple[HostChannel, socket.socket, BlockingHandler]:
     channel = HostChannel(
         tmp_path / "ch",
         max_frame_bytes=4 * MiB,
@@ -219,10 +176,10 @@ async def _connected(
         _frame({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"secret": secret, "protocol": 1}})
     )
     await channel.accept(10)
-    assert (await anyio.to_thread.run_sync(_read_frame, sock))["id"] == 1
-    handler = _BlockingHandler()
+    assert (await anyio.to_thread.run_sync(read_frame, sock))["id"] == 1
+    handler = BlockingHandler()
     binding = RunBinding(run_id="run_t", principal="local", tenant="default", trace_id="t")
-    channel.bind(RunContext(binding=binding, modules=_NoModules(), handler=handler))
+    channel.bind(RunContext(binding=binding, modules=NoModules(), handler=handler))
     return channel, sock, handler
 
 
@@ -238,13 +195,13 @@ async def test_a_request_over_its_limit_is_refused_and_the_channel_carries_on(tm
         tg.start_soon(channel.serve)
         big = _call(5, {"blob": "x" * 100_000})
         await anyio.to_thread.run_sync(sock.sendall, big + _call(6, {"a": 1}))
-        refused = await anyio.to_thread.run_sync(_read_frame, sock)
+        refused = await anyio.to_thread.run_sync(read_frame, sock)
         assert refused["id"] == 5
         assert refused["error"]["code"] == wire.INVALID_REQUEST
         assert refused["error"]["message"] == (
             f"request of {len(big) - 4} bytes is over the limit of 65536 bytes for a request"
         )
-        answered = await anyio.to_thread.run_sync(_read_frame, sock)
+        answered = await anyio.to_thread.run_sync(read_frame, sock)
         assert answered["id"] == 6
         assert answered["result"]["kind"] == "ok"
         assert handler.started == 1  # the big one never reached the handler
@@ -255,7 +212,7 @@ async def test_a_request_over_its_limit_is_refused_and_the_channel_carries_on(tm
             asked.append(await channel.request("snapshot", {}))
 
         tg.start_soon(ask)
-        request = await anyio.to_thread.run_sync(_read_frame, sock)
+        request = await anyio.to_thread.run_sync(read_frame, sock)
         reply = {"stdout": "y" * MiB}
         await anyio.to_thread.run_sync(
             sock.sendall, _frame({"jsonrpc": "2.0", "id": request["id"], "result": reply})
@@ -289,7 +246,7 @@ async def test_requests_in_flight_stop_the_reading_once_they_hold_their_budget(
         await anyio.sleep(0.1)
         assert handler.started == 3  # the budget is reached: the other three wait, unread
         handler.gate.set()
-        replies = [await anyio.to_thread.run_sync(_read_frame, sock) for _ in range(6)]
+        replies = [await anyio.to_thread.run_sync(read_frame, sock) for _ in range(6)]
         assert sorted(r["id"] for r in replies) == list(range(10, 16))
         assert all(r["result"]["kind"] == "ok" for r in replies)
         assert handler.peak == 3

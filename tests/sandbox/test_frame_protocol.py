@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
+from codemode.calls import RunBinding
 from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel, RunContext
 from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import THREAD_DECODE_BYTES, ChannelClosed, FrameTooLarge, MalformedMessage
+from tests.sandbox._channel_kit import BlockingHandler, NoModules, read_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -136,48 +137,6 @@ async def test_a_held_flow_stops_reading_and_resumes_on_release() -> None:
 # -- the channel over the protocol: in-flight limit ----------------------------------------------
 
 
-class _BlockingHandler:
-    def __init__(self) -> None:
-        self.started = 0
-        self.running = 0
-        self.peak = 0
-        self.gate = anyio.Event()
-
-    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
-        self.started += 1
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        await self.gate.wait()
-        await anyio.sleep(0.01)  # the next calls are read while these still run
-        self.running -= 1
-        return ToolResult(structured={"seq": request.seq})
-
-    async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
-        raise NotImplementedError
-
-    async def get_prompt(self, binding: RunBinding, request: Any) -> CallOutcome:
-        raise NotImplementedError
-
-
-class _NoModules:
-    def module_source(self, module: str) -> None:
-        return None
-
-
-def _read_frame(sock: socket.socket) -> Any:
-    def exactly(size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
-
-    (length,) = struct.unpack(">I", exactly(4))
-    return json.loads(exactly(length))
-
-
 async def _connected(tmp_path: Path, max_inflight: int) -> tuple[HostChannel, socket.socket]:
     channel = HostChannel(tmp_path / "ch", max_frame_bytes=1 << 20, max_inflight=max_inflight)
     await channel.listen()
@@ -191,19 +150,19 @@ async def _connected(tmp_path: Path, max_inflight: int) -> tuple[HostChannel, so
         + _frame({"jsonrpc": "2.0", "id": 2, "method": "shell", "params": {}})
     )
     await channel.accept(10)
-    assert (await anyio.to_thread.run_sync(_read_frame, sock))["id"] == 1
+    assert (await anyio.to_thread.run_sync(read_frame, sock))["id"] == 1
     return channel, sock
 
 
 async def test_at_the_in_flight_limit_the_channel_stops_reading_until_a_call_finishes(tmp_path: Path) -> None:
     channel, sock = await _connected(tmp_path, max_inflight=2)
-    handler = _BlockingHandler()
+    handler = BlockingHandler()
     binding = RunBinding(run_id="run_t", principal="local", tenant="default", trace_id="t")
-    channel.bind(RunContext(binding=binding, modules=_NoModules(), handler=handler))
+    channel.bind(RunContext(binding=binding, modules=NoModules(), handler=handler))
     params: dict[str, Any] = {"server": "s", "tool": "t", "schema_hash": "h", "arguments": {}}
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.serve)
-        early = await anyio.to_thread.run_sync(_read_frame, sock)
+        early = await anyio.to_thread.run_sync(read_frame, sock)
         assert early["id"] == 2
         assert early["error"]["code"] == -32601
         sock.sendall(
@@ -215,7 +174,7 @@ async def test_at_the_in_flight_limit_the_channel_stops_reading_until_a_call_fin
         await anyio.sleep(0.1)
         assert handler.started == 2  # the other three wait in the buffer, unread
         handler.gate.set()
-        replies = [await anyio.to_thread.run_sync(_read_frame, sock) for _ in range(5)]
+        replies = [await anyio.to_thread.run_sync(read_frame, sock) for _ in range(5)]
         assert handler.peak == 2
         assert sorted(r["id"] for r in replies) == [10, 11, 12, 13, 14]
         assert handler.started == 5
@@ -226,7 +185,7 @@ async def test_at_the_in_flight_limit_the_channel_stops_reading_until_a_call_fin
             asked.append(await channel.request("snapshot", {}))
 
         tg.start_soon(ask)
-        request = await anyio.to_thread.run_sync(_read_frame, sock)
+        request = await anyio.to_thread.run_sync(read_frame, sock)
         assert request["method"] == "snapshot"
         sock.sendall(_frame({"jsonrpc": "2.0", "id": request["id"], "result": {"stdout": "hi"}}))
         await _until(lambda: asked)
@@ -243,7 +202,7 @@ async def test_a_violation_after_the_hello_closes_the_channel_as_a_violation(tmp
     channel, sock = await _connected(tmp_path, max_inflight=4)
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.serve)
-        await anyio.to_thread.run_sync(_read_frame, sock)  # the early request's error
+        await anyio.to_thread.run_sync(read_frame, sock)  # the early request's error
         sock.sendall(_frame({"not": "json-rpc"}))
         with anyio.fail_after(10):
             await channel.wait_closed()

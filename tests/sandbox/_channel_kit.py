@@ -1,0 +1,59 @@
+"""Pieces of the channel tests that talk to a real HostChannel over its socket: a handler that
+holds calls until released, an empty module tree, and a blocking frame reader for the peer."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+import anyio
+
+from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
+
+
+class BlockingHandler:
+    """Holds every call until ``gate`` is set; counts what ran at once and each call's size."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.running = 0
+        self.peak = 0
+        self.sizes: list[int] = []
+        self.gate = anyio.Event()
+
+    async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        self.started += 1
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        self.sizes.append(len(json.dumps(request.arguments)))
+        await self.gate.wait()
+        await anyio.sleep(0.01)  # the next calls are read while these still run
+        self.running -= 1
+        return ToolResult(structured={"seq": request.seq})
+
+    async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
+        raise NotImplementedError
+
+    async def get_prompt(self, binding: RunBinding, request: Any) -> CallOutcome:
+        raise NotImplementedError
+
+
+class NoModules:
+    def module_source(self, module: str) -> None:
+        return None
+
+
+def read_frame(sock: socket.socket) -> Any:
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = sock.recv(size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    (length,) = struct.unpack(">I", exactly(4))
+    return json.loads(exactly(length))
