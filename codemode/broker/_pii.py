@@ -42,8 +42,16 @@ _PHONE_FIELD_NAME = re.compile(
     r"phone|mobile|fax|msisdn|whatsapp|telefon|(?<![a-z])(?:tel|cell|sms)(?:ular|no|nr|num|number)?(?![a-z])"
 )
 _CAMEL_HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_PHONE_NAME_HINT = re.compile(r"(?i)phone|mobile|fax|msisdn|whatsapp|tel|cell|sms")
-"""Every name :func:`is_phone_field` accepts holds one of these: the whole-text scan's stand-in."""
+_PHONE_NAME_HINTS = ("phone", "mobile", "fax", "msisdn", "whatsapp", "tel", "cell", "sms")
+"""Every name :func:`is_phone_field` accepts holds one of these: the whole-text scan's stand-in
+(substring tests on the lowered text: a case-insensitive pattern of them costs ten times more)."""
+
+
+def _may_name_a_phone_field(text: str) -> bool:
+    lowered = text.lower()
+    return any(hint in lowered for hint in _PHONE_NAME_HINTS)
+
+
 _DATE_LIKE = re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}|^\d{1,2}[-./]\d{1,2}[-./]\d{4}")
 _NANP = re.compile(r"^\d{3}[\s.-]\d{3}[\s.-]\d{4}$")
 
@@ -172,7 +180,14 @@ def json_scan_text(text: str) -> str:
     word character nor one the patterns' boundaries exclude, so every match in any string (key or
     value) is a match at the same place here, with at least the same context before it.
     """
-    return _JSON_ESCAPE.sub(_unescape, text) if "\\" in text else text
+    if "\\" not in text:
+        return text
+    try:
+        # The codec decodes JSON's escapes (a subset of Python's) in C, four times faster than
+        # the pattern below; non-Latin-1 characters go through it as escapes of their own.
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:  # not an encoder's JSON text: decode what JSON defines, and only that
+        return _JSON_ESCAPE.sub(_unescape, text)
 
 
 _DIGIT = re.compile(r"\d")
@@ -211,7 +226,7 @@ def detected_kinds(text: str, kinds: frozenset[str], *, fields: bool = False) ->
     """:func:`pii_kinds_in` without the cheap pre-test: every detector's own pattern is run."""
     found: set[str] = set()
     # Where a field name might be a phone field's, any phone-shaped number counts.
-    phone_field = fields and "phone" in kinds and _PHONE_NAME_HINT.search(text) is not None
+    phone_field = fields and "phone" in kinds and _may_name_a_phone_field(text)
     prefilter = _any_of(kinds, phone_field)
     if prefilter is None or not prefilter.search(text):  # one pass finds nothing: most results
         return found
