@@ -192,3 +192,10 @@ async def test_the_run_pass_never_rewrites_image_data_that_looks_like_pii() -> N
     )
     assert isinstance(outcome, ToolResult)
     assert outcome.content[0].model_dump(by_alias=True)["data"] == data
+
+
+def test_the_scan_text_decodes_json_escapes_and_survives_text_that_is_not_an_encoders() -> None:
+    encoded = json.dumps({"note": 'Card:\n4111 "quoted" \\ é \u2028'}, ensure_ascii=False)
+    assert _pii.json_scan_text(encoded) == '{"note": "Card:\n4111 "quoted" \\ é \u2028"}'
+    # An escape Python's codec cannot read (JSON's encoders never write one) falls back to JSON's.
+    assert _pii.json_scan_text('{"a": "\\x4\\n"}') == '{"a": "x4\n"}'
