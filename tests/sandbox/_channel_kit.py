@@ -1,16 +1,18 @@
 """Pieces of the channel tests that talk to a real HostChannel over its socket: a handler that
-holds calls until released, an empty module tree, and a blocking frame reader for the peer."""
+holds calls until released, an empty module tree, frames, and the peer's side of the hello."""
 
 from __future__ import annotations
 
 import json
 import socket
 import struct
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from codemode.calls import CallOutcome, RunBinding, ToolCallRequest, ToolResult
+from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel
 
 
 class BlockingHandler:
@@ -57,3 +59,24 @@ def read_frame(sock: socket.socket) -> Any:
 
     (length,) = struct.unpack(">I", exactly(4))
     return json.loads(exactly(length))
+
+
+def frame(message: Any) -> bytes:
+    """``message`` (JSON, or a body already encoded) as one length-prefixed frame."""
+    body = message if isinstance(message, bytes) else json.dumps(message).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+async def hello(channel: HostChannel, folder: Path, *, then: bytes = b"") -> socket.socket:
+    """Listen on ``channel`` (its folder is ``folder``), connect as a sandbox would, say hello
+    (``then``: frames sent right behind it) and read the host's answer; returns the socket."""
+    await channel.listen()
+    secret = (folder / SECRET_NAME).read_text()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(10)
+    sock.connect(str(folder / SOCKET_NAME))
+    greeting = {"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"secret": secret, "protocol": 1}}
+    sock.sendall(frame(greeting) + then)
+    await channel.accept(10)
+    assert (await anyio.to_thread.run_sync(read_frame, sock))["id"] == 1
+    return sock

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,10 @@ import pytest
 
 from codemode.calls import RunBinding
 from codemode.sandbox import _wire as wire
-from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel, RunContext, request_limit
+from codemode.sandbox._channel import HostChannel, RunContext, request_limit
 from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import MalformedMessage, decode, decode_counted
-from tests.sandbox._channel_kit import BlockingHandler, NoModules, read_frame
+from tests.sandbox._channel_kit import BlockingHandler, NoModules, frame, hello, read_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -108,11 +107,6 @@ def test_the_runtime_end_takes_any_number_of_values_from_the_host() -> None:
 # -- the frame protocol --------------------------------------------------------------------------
 
 
-def _frame(message: Any) -> bytes:
-    body = json.dumps(message).encode() if not isinstance(message, bytes) else message
-    return struct.pack(">I", len(body)) + body
-
-
 async def _until(condition: Callable[[], bool]) -> None:
     with anyio.fail_after(10):
         while not condition():
@@ -126,7 +120,7 @@ async def test_a_frame_of_too_many_values_closes_the_connection_unparsed(spy: _S
     received: list[Any] = []
     protocol.sink = received.append
     await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, host)
-    data = _frame({"n": 1}) + _frame(_lists(wire.MAX_VALUES + 1))
+    data = frame({"n": 1}) + frame(_lists(wire.MAX_VALUES + 1))
     await anyio.to_thread.run_sync(peer.sendall, data)
     with anyio.fail_after(10):
         await protocol.closed.wait()
@@ -167,16 +161,7 @@ async def _connected(
         max_inflight_bytes=max_inflight_bytes,
         max_inflight_values=max_inflight_values,
     )
-    await channel.listen()
-    secret = (tmp_path / "ch" / SECRET_NAME).read_text()
-    sock = socket.socket(socket.AF_UNIX)
-    sock.settimeout(10)
-    sock.connect(str(tmp_path / "ch" / SOCKET_NAME))
-    sock.sendall(
-        _frame({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"secret": secret, "protocol": 1}})
-    )
-    await channel.accept(10)
-    assert (await anyio.to_thread.run_sync(read_frame, sock))["id"] == 1
+    sock = await hello(channel, tmp_path / "ch")
     handler = BlockingHandler()
     binding = RunBinding(run_id="run_t", principal="local", tenant="default", trace_id="t")
     channel.bind(RunContext(binding=binding, modules=NoModules(), handler=handler))
@@ -185,7 +170,7 @@ async def _connected(
 
 def _call(request_id: int, arguments: dict[str, Any]) -> bytes:
     params = {"server": "s", "tool": "t", "schema_hash": "h", "arguments": arguments}
-    return _frame({"jsonrpc": "2.0", "id": request_id, "method": "call", "params": params})
+    return frame({"jsonrpc": "2.0", "id": request_id, "method": "call", "params": params})
 
 
 async def test_a_request_over_its_limit_is_refused_and_the_channel_carries_on(tmp_path: Path) -> None:
@@ -215,7 +200,7 @@ async def test_a_request_over_its_limit_is_refused_and_the_channel_carries_on(tm
         request = await anyio.to_thread.run_sync(read_frame, sock)
         reply = {"stdout": "y" * MiB}
         await anyio.to_thread.run_sync(
-            sock.sendall, _frame({"jsonrpc": "2.0", "id": request["id"], "result": reply})
+            sock.sendall, frame({"jsonrpc": "2.0", "id": request["id"], "result": reply})
         )
         await _until(lambda: bool(asked))
         assert asked == [reply]

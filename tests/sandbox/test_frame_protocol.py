@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import struct
 from pathlib import Path
@@ -13,17 +12,12 @@ import anyio
 import pytest
 
 from codemode.calls import RunBinding
-from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel, RunContext
+from codemode.sandbox._channel import HostChannel, RunContext
 from codemode.sandbox._frame_protocol import FrameProtocol
 from codemode.sandbox._framing import THREAD_DECODE_BYTES, ChannelClosed, FrameTooLarge, MalformedMessage
-from tests.sandbox._channel_kit import BlockingHandler, NoModules, read_frame
+from tests.sandbox._channel_kit import BlockingHandler, NoModules, frame, hello, read_frame
 
 pytestmark = pytest.mark.anyio
-
-
-def _frame(message: Any) -> bytes:
-    body = json.dumps(message).encode()
-    return struct.pack(">I", len(body)) + body
 
 
 async def _protocol(max_frame_bytes: int = 1 << 20) -> tuple[FrameProtocol, socket.socket, list[Any]]:
@@ -45,7 +39,7 @@ async def _until(condition: Any) -> None:
 
 async def test_a_frame_split_into_single_bytes_arrives_whole() -> None:
     protocol, peer, received = await _protocol()
-    data = _frame({"a": [1, 2, 3], "b": "x" * 100})
+    data = frame({"a": [1, 2, 3], "b": "x" * 100})
     for byte in data:
         peer.send(bytes([byte]))
         await anyio.sleep(0.001)  # one byte per data_received
@@ -57,7 +51,7 @@ async def test_a_frame_split_into_single_bytes_arrives_whole() -> None:
 
 async def test_many_frames_in_one_chunk_arrive_in_order() -> None:
     protocol, peer, received = await _protocol()
-    peer.sendall(b"".join(_frame({"n": n}) for n in range(500)))
+    peer.sendall(b"".join(frame({"n": n}) for n in range(500)))
     await _until(lambda: len(received) == 500)
     assert received == [{"n": n} for n in range(500)]
     assert not protocol.is_closed
@@ -68,7 +62,7 @@ async def test_many_frames_in_one_chunk_arrive_in_order() -> None:
 async def test_a_big_body_is_decoded_off_the_loop_and_order_is_kept() -> None:
     protocol, peer, received = await _protocol(max_frame_bytes=4 * THREAD_DECODE_BYTES)
     big = {"big": "y" * (2 * THREAD_DECODE_BYTES)}
-    data = _frame({"n": 1}) + _frame(big) + _frame({"n": 2})
+    data = frame({"n": 1}) + frame(big) + frame({"n": 2})
     await anyio.to_thread.run_sync(peer.sendall, data)  # more than the socket buffers
     await _until(lambda: len(received) == 3)
     assert received == [{"n": 1}, big, {"n": 2}]
@@ -91,7 +85,7 @@ async def test_an_oversize_header_closes_the_connection_before_the_body_arrives(
 async def test_an_oversize_header_is_refused_even_while_the_flow_is_held() -> None:
     protocol, peer, received = await _protocol(max_frame_bytes=1024)
     protocol.hold()
-    peer.sendall(_frame({"n": 1}) + struct.pack(">I", 1 << 30))
+    peer.sendall(frame({"n": 1}) + struct.pack(">I", 1 << 30))
     protocol.release()
     with anyio.fail_after(10):
         await protocol.closed.wait()
@@ -102,7 +96,7 @@ async def test_an_oversize_header_is_refused_even_while_the_flow_is_held() -> No
 
 async def test_eof_in_the_middle_of_a_frame_closes_the_channel() -> None:
     protocol, peer, received = await _protocol()
-    data = _frame({"n": 1}) + _frame({"n": 2})
+    data = frame({"n": 1}) + frame({"n": 2})
     peer.sendall(data[:-3])
     peer.shutdown(socket.SHUT_WR)
     with anyio.fail_after(10):
@@ -125,7 +119,7 @@ async def test_a_malformed_body_closes_the_channel() -> None:
 async def test_a_held_flow_stops_reading_and_resumes_on_release() -> None:
     protocol, peer, received = await _protocol()
     protocol.hold()
-    peer.sendall(_frame({"n": 1}) + _frame({"n": 2}))
+    peer.sendall(frame({"n": 1}) + frame({"n": 2}))
     await anyio.sleep(0.05)
     assert received == []
     protocol.release()
@@ -139,18 +133,9 @@ async def test_a_held_flow_stops_reading_and_resumes_on_release() -> None:
 
 async def _connected(tmp_path: Path, max_inflight: int) -> tuple[HostChannel, socket.socket]:
     channel = HostChannel(tmp_path / "ch", max_frame_bytes=1 << 20, max_inflight=max_inflight)
-    await channel.listen()
-    secret = (tmp_path / "ch" / SECRET_NAME).read_text()
-    sock = socket.socket(socket.AF_UNIX)
-    sock.settimeout(10)
-    sock.connect(str(tmp_path / "ch" / SOCKET_NAME))
     # A pipelined request right behind the hello must wait for serve(), not be lost.
-    sock.sendall(
-        _frame({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"secret": secret, "protocol": 1}})
-        + _frame({"jsonrpc": "2.0", "id": 2, "method": "shell", "params": {}})
-    )
-    await channel.accept(10)
-    assert (await anyio.to_thread.run_sync(read_frame, sock))["id"] == 1
+    shell = frame({"jsonrpc": "2.0", "id": 2, "method": "shell", "params": {}})
+    sock = await hello(channel, tmp_path / "ch", then=shell)
     return channel, sock
 
 
@@ -167,7 +152,7 @@ async def test_at_the_in_flight_limit_the_channel_stops_reading_until_a_call_fin
         assert early["error"]["code"] == -32601
         sock.sendall(
             b"".join(
-                _frame({"jsonrpc": "2.0", "id": 10 + n, "method": "call", "params": params}) for n in range(5)
+                frame({"jsonrpc": "2.0", "id": 10 + n, "method": "call", "params": params}) for n in range(5)
             )
         )
         await _until(lambda: handler.started == 2)
@@ -187,7 +172,7 @@ async def test_at_the_in_flight_limit_the_channel_stops_reading_until_a_call_fin
         tg.start_soon(ask)
         request = await anyio.to_thread.run_sync(read_frame, sock)
         assert request["method"] == "snapshot"
-        sock.sendall(_frame({"jsonrpc": "2.0", "id": request["id"], "result": {"stdout": "hi"}}))
+        sock.sendall(frame({"jsonrpc": "2.0", "id": request["id"], "result": {"stdout": "hi"}}))
         await _until(lambda: asked)
         assert asked == [{"stdout": "hi"}]
         sock.shutdown(socket.SHUT_WR)
@@ -203,7 +188,7 @@ async def test_a_violation_after_the_hello_closes_the_channel_as_a_violation(tmp
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.serve)
         await anyio.to_thread.run_sync(read_frame, sock)  # the early request's error
-        sock.sendall(_frame({"not": "json-rpc"}))
+        sock.sendall(frame({"not": "json-rpc"}))
         with anyio.fail_after(10):
             await channel.wait_closed()
     assert channel.violated
