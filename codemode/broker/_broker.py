@@ -231,7 +231,7 @@ class Broker:
         placeholders were mapped back to the real ones) and servers' error texts."""
         if not isinstance(outcome, CallDenied | CallFailed):
             return outcome
-        run = self._runs.get(binding.run_id)
+        run = self._state(binding)
         if run is None:
             return outcome.model_copy(update={"reason": redact_secrets(outcome.reason)[0]})
         reason = ResultFilter(self.policy.results, run.vault).text(outcome.reason, FilterReport())

@@ -48,4 +48,4 @@ def server_granted(selectors: Iterable[str], server: str) -> bool:
 def server_denied(selectors: Iterable[str], server: str) -> bool:
     """Whether a selector denies every tool of ``server`` (``server/*``, ``*``): its resources
     and prompts go with them."""
-    return any(names_server(s, server) and (s == "*" or s.partition("/")[2] in ("*", "")) for s in selectors)
+    return any(s == "*" or (s.endswith("/*") and names_server(s, server)) for s in selectors)
