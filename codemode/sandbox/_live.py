@@ -164,12 +164,12 @@ class LiveSandbox:
         if parsed.leftover:
             # They would go on acting - calls, results - during the next run of this sandbox
             # (a session's, a batch worker's), under that run's identity and budget.
-            await self._kill(f"the program left {parsed.leftover} thread(s) or process(es) running")
-            note = (
-                f"codemode: the program left {parsed.leftover} thread(s) or process(es) running after it "
-                "ended; its sandbox was discarded (a session starts afresh). Join threads before the end.\n"
+            left = f"the program left {parsed.leftover} thread(s) or process(es) running"
+            await self._kill(left)
+            fields["stderr"] += (
+                f"codemode: {left} after it ended; its sandbox was discarded (a session starts afresh). "
+                "Join threads before the end.\n"
             )
-            fields["stderr"] = fields["stderr"] + note
         return outcome(**fields)
 
     def _fields(self, reply: RuntimeReply) -> dict[str, Any]:
