@@ -362,20 +362,16 @@ _STOPS_THE_JOB = (BatchError, LedgerError, SandboxError, PolicyError, ConfigErro
 """Errors of codemode's own machinery, not of one item: they stop the job, which can resume."""
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        inner = cast(tuple[BaseException, ...], exc.exceptions)
-        return [leaf for one in inner for leaf in _leaves(one)]
-    return [exc]
-
-
 def _stops_the_job(exc: BaseException) -> bool:
-    return any(isinstance(leaf, _STOPS_THE_JOB) for leaf in _leaves(exc))
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(_STOPS_THE_JOB) is not None
+    return isinstance(exc, _STOPS_THE_JOB)
 
 
 def _leaf(exc: BaseException) -> str:
-    first = _leaves(exc)[0]
-    return f"{type(first).__name__}: {first}"
+    while isinstance(exc, BaseExceptionGroup):
+        exc = cast(BaseException, exc.exceptions[0])
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _run_through_outages(worker: ItemWorker, item: StoredItem, attempt: int) -> ItemResult:
