@@ -491,15 +491,7 @@ class HostChannel:
 
     async def _dispatch(self, message: Message, size: int, values: int, refusal: RpcError | None) -> None:
         try:
-            try:
-                if refusal is not None:
-                    raise refusal
-                reply = response_frame(message.id, await self._answer(message))
-            except RpcError as exc:
-                reply = encode(wire.error_response(message.id, exc.code, exc.message))
-            except Exception:
-                log.exception("sandbox channel %s: handling %r failed", self.directory, message.method)
-                reply = encode(wire.error_response(message.id, wire.INTERNAL_ERROR, "internal error"))
+            reply = await self._reply(message, refusal)
             with contextlib.suppress(ChannelClosed):
                 await self._send_frame(reply)
         finally:
@@ -507,6 +499,18 @@ class HostChannel:
             self._inflight_bytes -= size
             self._inflight_values -= values
             self._balance()  # held at a limit: read on once below every one
+
+    async def _reply(self, message: Message, refusal: RpcError | None) -> bytes:
+        """The answer's frame; an error's when ``refusal`` is given or answering fails."""
+        if refusal is None:
+            try:
+                return response_frame(message.id, await self._answer(message))
+            except RpcError as exc:
+                refusal = exc
+            except Exception:
+                log.exception("sandbox channel %s: handling %r failed", self.directory, message.method)
+                refusal = RpcError(wire.INTERNAL_ERROR, "internal error")
+        return encode(wire.error_response(message.id, refusal.code, refusal.message))
 
     async def _answer(self, message: Message) -> BaseModel | wire.ImportResult:
         method = message.method

@@ -8,7 +8,7 @@ are whole frames written with :meth:`FrameProtocol.write`, so no lock is needed 
 
 The rules of :mod:`codemode.sandbox._framing` hold: a frame over the size limit
 is refused from its header alone (its body is never buffered), bodies must be plain, shallow JSON
-holding at most :attr:`FrameProtocol.max_values` values (both checked before the body is parsed),
+holding at most :data:`~codemode.sandbox._framing.MAX_VALUES` values (both checked before parsing),
 and a big (but legal) body is decoded in a worker thread, in order, with reading paused meanwhile.
 While the sink runs, :attr:`FrameProtocol.frame_size` tells it how big the message's frame was.
 A violation ends the connection. :meth:`hold` / :meth:`release` let the owner stop the flow of
@@ -27,7 +27,6 @@ import anyio
 from codemode.errors import ChannelError
 from codemode.sandbox._framing import (
     HEADER,
-    MAX_VALUES,
     THREAD_DECODE_BYTES,
     ChannelClosed,
     FrameTooLarge,
@@ -48,10 +47,8 @@ loop it did not start (a Ray actor's, a caller's ``asyncio.run``): a sink uses a
 class FrameProtocol(asyncio.Protocol):
     """Frames in, whole frames out. Set :attr:`sink` to start receiving messages."""
 
-    def __init__(self, max_frame_bytes: int, *, max_values: int | None = MAX_VALUES) -> None:
+    def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self.max_values = max_values
-        """The most JSON values a frame may hold (``None``: any number)."""
         self.frame_size: tuple[int, int] = (0, 0)
         """The body bytes and (an upper bound of) the values of the message the sink is given."""
         self.sink: Sink | None = None
@@ -176,7 +173,7 @@ class FrameProtocol(asyncio.Protocol):
                     # Kept referenced: the loop holds tasks only weakly.
                     self._decode_task = asyncio.get_running_loop().create_task(self._decode_off_loop(body))
                     return
-                message, values = decode_counted(body, max_values=self.max_values)
+                message, values = decode_counted(body)
                 self.frame_size = (length, values)
                 self.sink(message)
         except ChannelError as exc:
@@ -200,7 +197,7 @@ class FrameProtocol(asyncio.Protocol):
 
     async def _decode_off_loop(self, body: bytes) -> None:
         try:
-            message, values = await anyio.to_thread.run_sync(self._decode, body)
+            message, values = await anyio.to_thread.run_sync(decode_counted, body)
         except ChannelError as exc:
             self._decoding = False
             self.close(exc)
@@ -219,6 +216,3 @@ class FrameProtocol(asyncio.Protocol):
             self.close(exc)
             return
         self._pump()
-
-    def _decode(self, body: bytes) -> tuple[Any, int]:
-        return decode_counted(body, max_values=self.max_values)

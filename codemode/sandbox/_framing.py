@@ -51,17 +51,15 @@ class MalformedMessage(ChannelError):
     """A frame's body is not acceptable JSON (not UTF-8, not JSON, too deep, NaN …)."""
 
 
-def decode(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = MAX_VALUES) -> Any:
+def decode(body: bytes) -> Any:
     """Parse one frame body, refusing anything but plain JSON, shallow and small enough."""
-    return decode_counted(body, max_depth=max_depth, max_values=max_values)[0]
+    return decode_counted(body)[0]
 
 
-def decode_counted(
-    body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = MAX_VALUES
-) -> tuple[Any, int]:
+def decode_counted(body: bytes) -> tuple[Any, int]:
     """:func:`decode`, and an upper bound of the values in the body (see :func:`wire.scan_body`)."""
     try:
-        values = wire.scan_body(body, max_depth=max_depth, max_values=max_values)
+        values = wire.scan_body(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES)
         return wire.parse_body(body), values
     except wire.WireError as exc:
         raise MalformedMessage(str(exc)) from None

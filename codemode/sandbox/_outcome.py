@@ -160,7 +160,7 @@ def decode_result(text: str, cap: int) -> tuple[JsonValue, str | None, bool]:
     if len(data) > cap:
         return None, data[:cap].decode("utf-8", errors="ignore"), True
     try:
-        value: JsonValue = decode(data, max_depth=wire.MAX_DEPTH)
+        value: JsonValue = decode(data)
     except MalformedMessage:
         return None, text, False
     return value, None, False

@@ -367,8 +367,8 @@ def parse_body(body: bytes) -> Any:
         raise WireError(f"message is not valid JSON: {str(exc)[:200]}") from None
 
 
-def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> Any:
-    """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep and (when
-    given) holding at most ``max_values`` values. Both are checked before the body is parsed."""
-    scan_body(body, max_depth=max_depth, max_values=max_values)
+def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep (checked
+    before the body is parsed). The host also caps the values: :func:`scan_body`'s ``max_values``."""
+    scan_body(body, max_depth=max_depth)
     return parse_body(body)

@@ -101,7 +101,7 @@ def test_the_runtime_end_takes_any_number_of_values_from_the_host() -> None:
     body = _lists(wire.MAX_VALUES + 1)
     assert len(wire.decode_body(body)) == wire.MAX_VALUES + 1  # the host is trusted
     with pytest.raises(wire.WireError, match="JSON values"):
-        wire.decode_body(body, max_values=wire.MAX_VALUES)
+        wire.scan_body(body, max_values=wire.MAX_VALUES)
 
 
 # -- the frame protocol --------------------------------------------------------------------------
