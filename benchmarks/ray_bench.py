@@ -85,7 +85,7 @@ class RayBench:
         ).with_origin(config.source, config.base_dir)
         options = BatchOptions(job_id="bench", key="id", concurrency=concurrency)
         store = SqliteJobStore(config.base_dir / "jobs.db")
-        job = prepare_job(store, PROGRAM, self._items(config, items), options)
+        job = prepare_job(store, PROGRAM, self._items(config, items), options, config.policy)
         statuses: dict[str, int] = {}
         async with CodeMode(config) as engine:
             started = time.perf_counter()
@@ -114,7 +114,7 @@ class RayBench:
         config = await self._config()
         options = BatchOptions(job_id="bench", key="id", concurrency=concurrency)
         store = SqliteJobStore(config.base_dir / "jobs.db")
-        job = prepare_job(store, PROGRAM, self._items(config, items), options)
+        job = prepare_job(store, PROGRAM, self._items(config, items), options, config.policy)
         statuses: dict[str, int] = {}
         async with ray_workers(config, PROGRAM, job.job_id, options, address=address) as workers:
             started = time.perf_counter()  # workers are up and warm: time the items only

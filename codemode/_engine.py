@@ -477,7 +477,9 @@ class CodeMode:
         store = await anyio.to_thread.run_sync(open_job_store, self.config.ledger_path)
         try:
             source = Path(items) if isinstance(items, os.PathLike) else items
-            job = await anyio.to_thread.run_sync(prepare_job, store, program, source, options)
+            job = await anyio.to_thread.run_sync(
+                prepare_job, store, program, source, options, self.config.policy
+            )
             async for result in run_job(self, program, job, options):
                 yield result
         finally:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from codemode.ledger._digest import escape_part
+
 MAX_KEY_CHARS = 512
 """The longest item key, counted as the ledger sees it inside each derived idempotency key (with
 ``:`` and ``%`` escaped to three characters): the ledger refuses keys over 1024 characters, and
@@ -51,14 +53,9 @@ class InputDigest:
         return self._hash.hexdigest()
 
 
-def ledger_chars(key: str) -> int:
-    """The length of ``key`` inside an idempotency key (the ledger escapes ``%`` and ``:``)."""
-    return len(key) + 2 * (key.count("%") + key.count(":"))
-
-
 def key_too_long(key: str, key_field: str) -> str | None:
     """Why ``key`` cannot be an item key (every write of its item would fail), or None."""
-    chars = ledger_chars(key)
+    chars = len(escape_part(key))  # as the ledger writes it inside each idempotency key
     if chars <= MAX_KEY_CHARS:
         return None
     escaped = " (each ':' and '%' counts 3: idempotency keys escape them)" if chars > len(key) else ""
@@ -85,7 +82,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def _keyed(data: dict[str, Any], line: int, key_field: str | None) -> Item | BadLine:
+def keyed(data: dict[str, Any], line: int, key_field: str | None) -> Item | BadLine:
+    """The item of ``data`` (read at ``line``), keyed by its ``key_field``; or why it cannot be one."""
     if key_field is None:
         return Item(str(line), line, data)
     if key_field not in data:
@@ -129,7 +127,7 @@ def _jsonl_items(handle: Any, key_field: str | None, digest: InputDigest | None)
         if not isinstance(data, dict):
             yield BadLine(line, f"an item must be a JSON object, not {type(data).__name__}")
             continue
-        yield _keyed(cast(dict[str, Any], data), line, key_field)
+        yield keyed(cast(dict[str, Any], data), line, key_field)
 
 
 class _Tee:
@@ -159,4 +157,4 @@ def _csv_items(handle: Any, key_field: str | None, digest: InputDigest | None) -
         if None in row or any(value is None for value in row.values()):
             yield BadLine(reader.line_num, "the row does not have as many fields as the header")
             continue
-        yield _keyed(dict(row), reader.line_num, key_field)
+        yield keyed(dict(row), reader.line_num, key_field)

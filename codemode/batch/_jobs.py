@@ -93,11 +93,10 @@ class StoredItem:
 
 class JobStore(Protocol):
     def job(self, job_id: str) -> JobRecord | None: ...
-    def create_job(self, job_id: str, program_digest: str) -> JobRecord: ...
     def begin_registration(
         self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
     ) -> JobRecord: ...
-    def bind_identity(self, job_id: str, principal: str, tenant: str) -> JobRecord: ...
+    def bind_identity(self, job_id: str, principal: str, tenant: str) -> tuple[JobRecord, bool]: ...
     def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None: ...
     def finish_registration(
         self, job_id: str, inputs_digest: str, bad_lines: list[dict[str, Any]]
@@ -194,14 +193,6 @@ class SqliteJobStore:
             return None
         return JobRecord(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]), row[5], row[6])
 
-    def create_job(self, job_id: str, program_digest: str) -> JobRecord:
-        with self._lock:
-            self._conn.execute(
-                "INSERT INTO jobs (job_id, created_at, program_digest) VALUES (?, ?, ?)",
-                (job_id, time.time(), program_digest),
-            )
-        return JobRecord(job_id, program_digest, None, False, [])
-
     def begin_registration(
         self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
     ) -> JobRecord:
@@ -232,17 +223,18 @@ class SqliteJobStore:
             self._conn.execute("COMMIT")
         return JobRecord(job_id, program_digest, None, False, [], principal, tenant)
 
-    def bind_identity(self, job_id: str, principal: str, tenant: str) -> JobRecord:
-        """Record who the job runs as, unless it is recorded already; returns the job as stored."""
+    def bind_identity(self, job_id: str, principal: str, tenant: str) -> tuple[JobRecord, bool]:
+        """Record who the job runs as, unless it is recorded already; returns the job as stored
+        and whether this call recorded it."""
         with self._lock:
-            self._conn.execute(
+            bound = self._conn.execute(
                 "UPDATE jobs SET principal = ?, tenant = ? WHERE job_id = ? AND principal IS NULL",
                 (principal, tenant, job_id),
-            )
+            ).rowcount
             found = self._job(job_id)
         if found is None:
             raise ValueError(f"there is no job {job_id!r}")
-        return found
+        return found, bound == 1
 
     def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None:
         """Insert items page by page; a key seen twice raises :class:`DuplicateKeyError`."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from codemode.batch._inputs import BadLine, InputDigest, Item, json_problem, key_too_long, read_items
+from codemode.batch._inputs import BadLine, InputDigest, Item, json_problem, keyed, read_items
 from codemode.batch._jobs import (
     FINAL_BAD,
     DuplicateKeyError,
@@ -106,6 +106,8 @@ class BatchJob:
     store: JobStore
     bad_lines: list[dict[str, Any]]
     resumed: bool
+    identity: tuple[str, str] | None = None
+    """The principal and tenant checked against the job when it was prepared (with a policy)."""
 
 
 def program_digest(program: str, verify: str | None) -> str:
@@ -126,9 +128,8 @@ def check_identity(store: JobStore, job_id: str, identity: tuple[str, str], *, r
     completed call of the job would replay, and every write would be sent again.
     """
     principal, tenant = identity
-    before = store.job(job_id)
-    job = store.bind_identity(job_id, principal, tenant)
-    if resumed and before is not None and before.principal is None:
+    job, bound = store.bind_identity(job_id, principal, tenant)
+    if resumed and bound:
         # Started by a version that did not record it: the first resume binds it.
         log.warning("job %r is bound from now on to principal %r in tenant %r", job_id, principal, tenant)
     if (job.principal, job.tenant) != identity:
@@ -150,7 +151,7 @@ def prepare_job(
     """Check the programs, then create or resume the job and register its items before any runs.
 
     With ``policy``, the job's principal and tenant are resolved and recorded (or, on a resume,
-    checked) here; :func:`run_job` does it otherwise, before any item runs.
+    checked) here; :func:`run_job` does it otherwise (or for another policy), before any item runs.
     """
     check_compiles(program, "the program")
     if options.verify is not None:
@@ -179,7 +180,7 @@ def prepare_job(
                 pass
             if existing.inputs_digest != found.hexdigest():
                 raise BatchError(f"the inputs of job {job_id!r} changed since it started; use a new --job-id")
-        return BatchJob(job_id, store, existing.bad_lines, resumed=True)
+        return BatchJob(job_id, store, existing.bad_lines, resumed=True, identity=identity)
     # A job whose registration was cut short starts it over, so no item of an earlier attempt
     # (perhaps of another input) stays behind.
     store.begin_registration(job_id, digest, *(identity or (None, None)))
@@ -205,7 +206,7 @@ def prepare_job(
     except DuplicateKeyError as exc:
         raise BatchError(f"{exc}; every item needs its own key (see --key)") from exc
     store.finish_registration(job_id, input_digest.hexdigest(), bad)
-    return BatchJob(job_id, store, bad, resumed=existing is not None)
+    return BatchJob(job_id, store, bad, resumed=existing is not None, identity=identity)
 
 
 def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item | BadLine:
@@ -213,17 +214,7 @@ def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item
         return BadLine(index, "an item must be a mapping")
     data = dict(item)
     problem = json_problem(data)
-    if problem is not None:
-        return BadLine(index, problem)
-    if key is None:
-        return Item(str(index), index, data)
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
-        return BadLine(index, f"no usable {key!r} field")
-    too_long = key_too_long(str(value), key)
-    if too_long is not None:
-        return BadLine(index, too_long)
-    return Item(str(value), index, data)
+    return BadLine(index, problem) if problem is not None else keyed(data, index, key)
 
 
 class ItemWorker(Protocol):
@@ -269,9 +260,10 @@ async def run_job(
             f"raise [serve] max_sessions (now {engine.config.serve.max_sessions})"
         )
     identity = engine.config.policy.identity(options.principal, options.tenant)
-    await anyio.to_thread.run_sync(
-        partial(check_identity, job.store, job.job_id, identity, resumed=job.resumed)
-    )
+    if job.identity != identity:  # not checked when it was prepared
+        await anyio.to_thread.run_sync(
+            partial(check_identity, job.store, job.job_id, identity, resumed=job.resumed)
+        )
     workers = [EngineWorker(engine, program, job.job_id, options) for _ in range(options.concurrency)]
     async for result in run_on_workers(workers, job, options):
         yield result

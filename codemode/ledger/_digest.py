@@ -32,7 +32,8 @@ def arguments_digest(arguments: dict[str, Any]) -> str:
     return sha256_text(canonical_arguments(arguments))
 
 
-def _escape(part: str) -> str:
+def escape_part(part: str) -> str:
+    """One component of a full idempotency key, as :func:`scoped_key` writes it."""
     # '%' first, so the escape of ':' cannot be forged by a literal "%3A" in a component.
     return part.replace("%", "%25").replace(":", "%3A")
 
@@ -46,7 +47,7 @@ def scoped_key(tenant: str, principal: str, server: str, tool: str, key: str) ->
     """
     if not key:
         raise LedgerError("an idempotency key must not be empty")
-    full = ":".join(_escape(part) for part in (tenant, principal, server, tool, key))
+    full = ":".join(escape_part(part) for part in (tenant, principal, server, tool, key))
     if len(full) > MAX_KEY_CHARS:
         raise LedgerError(f"idempotency key is too long ({len(full)} > {MAX_KEY_CHARS} characters)")
     return full

@@ -135,7 +135,7 @@ async def test_a_stored_nan_item_fails_and_the_rest_of_the_job_runs(tmp_path: Pa
     items = [{"id": "a"}, {"id": "b", "score": math.nan}, {"id": "c"}]
     store = open_job_store(config.ledger_path)
     try:  # registered the way an older version did, which let NaN through
-        store.create_job("nan", runner.program_digest(program, None))
+        store.begin_registration("nan", runner.program_digest(program, None))
         store.register("nan", ((str(item["id"]), line, item) for line, item in enumerate(items, start=1)))
         store.finish_registration("nan", "", [])
     finally:

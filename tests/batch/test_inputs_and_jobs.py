@@ -82,7 +82,7 @@ def test_strict_fails_on_a_bad_line_and_the_default_skips_it(tmp_path: Path) -> 
 
 def test_runnable_items_are_paged_in_input_order_and_skip_finished_ones(tmp_path: Path) -> None:
     jobs = store(tmp_path)
-    jobs.create_job("j", "d")
+    jobs.begin_registration("j", "d")
     jobs.register("j", ((f"k{i}", i, {"i": i}) for i in range(1, 1201)))
     first = next(jobs.runnable("j", max_attempts=3, retry_unknown=False))
     assert jobs.start("j", first.key) == 1
