@@ -51,9 +51,10 @@ PATH_NAMES = frozenset(
 )
 _PATH_SUFFIXES = ("path", "paths", "file", "files", "filename", "dir", "directory", "folder")
 _PATH_FORMATS = frozenset({"path", "file-path", "filepath", "directory", "dir-path"})
-_MAX_DEPTH = 64
-"""The argument gate's own limit (``MAX_ARGUMENT_DEPTH``): anything it lets through is walked
-whole. Deeper containers, should one ever arrive, count as unreadable: refused, not skipped."""
+MAX_ARGUMENT_DEPTH = 64
+"""How deep arguments may nest: the argument gate refuses deeper ones, and the walks over
+arguments here and in the scope gate go that deep. Deeper containers, should one ever reach a
+walk, count as unreadable: refused, not skipped."""
 
 
 def path_like_name(name: str) -> bool:
@@ -118,7 +119,12 @@ def _visit(where: str, top: str, value: Any, schema: Any, found: list[PathArgume
     leaf = where.rsplit(".", 1)[-1].split("[", 1)[0]
     if path_like_name(leaf) or _path_format(schema):
         values, unreadable = _as_paths(value)
-        if unreadable and isinstance(value, dict | list) and depth < _MAX_DEPTH and not _path_format(schema):
+        if (
+            unreadable
+            and isinstance(value, dict | list)
+            and depth < MAX_ARGUMENT_DEPTH
+            and not _path_format(schema)
+        ):
             # ``{"source": {"path": …}}`` is read through; an object with no path inside is not.
             before = len(found)
             _descend(where, top, value, schema, found, depth)
@@ -126,7 +132,7 @@ def _visit(where: str, top: str, value: Any, schema: Any, found: list[PathArgume
                 return
         found.append(PathArgument(where, top, values, unreadable))
         return
-    if depth < _MAX_DEPTH:
+    if depth < MAX_ARGUMENT_DEPTH:
         _descend(where, top, value, schema, found, depth)
     elif isinstance(value, dict | list) and value:
         found.append(PathArgument(where, top, (), unreadable=True))

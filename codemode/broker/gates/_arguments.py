@@ -51,10 +51,10 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
+from codemode.broker._paths import MAX_ARGUMENT_DEPTH
 from codemode.config import PolicyConfig
 
 MAX_ARGUMENT_BYTES = 1_048_576
-MAX_ARGUMENT_DEPTH = 64
 VALIDATION_TIMEOUT_S = 2.0
 INLINE_ARGUMENT_BYTES = 8_192
 """Arguments up to this size, against a schema without regular expressions and without

@@ -63,7 +63,7 @@ from urllib.parse import unquote, urlsplit
 
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
-from codemode.broker._paths import PathArgument, path_arguments
+from codemode.broker._paths import MAX_ARGUMENT_DEPTH, PathArgument, path_arguments
 from codemode.broker._risk import access_for
 from codemode.broker._selectors import any_match
 from codemode.config import ScopeRule
@@ -71,8 +71,6 @@ from codemode.config import ScopeRule
 _MAX_DECODE_ROUNDS = 4
 MAX_GLOB_VALUE = 8_192
 """Longest value a glob rule checks (ids and URLs are far shorter; matching costs per character)."""
-_MAX_NESTING = 64
-"""How deep named arguments are looked for (the argument gate refuses anything deeper)."""
 _SPECIAL = frozenset("?#@")
 """Never matched by a wildcard: each starts a URL's query, fragment or user."""
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -351,7 +349,7 @@ def _find(
         return
     if not isinstance(value, dict | list):
         return
-    if depth >= _MAX_NESTING:
+    if depth >= MAX_ARGUMENT_DEPTH:
         found.append(PathArgument(where, top, (), True))  # too deep to search: fail closed
         return
     if isinstance(value, dict):
@@ -372,29 +370,26 @@ class ScopeGate:
             return Allow(facts)
         arguments = dict(call.arguments)
         paths = path_arguments(arguments, (facts.pinned or {}).get("inputSchema"))
-        covered: set[str] = set()
         touched: list[str] = []
         for rule in rules:
             found = named_arguments(arguments, rule.argument_names)
             if rule.kind == "path":
-                # Every path-like argument too. One also found by name is checked twice; none is
-                # skipped on the strength of its dotted name, which another argument could share.
-                found += paths
+                # Every path-like argument too, once: one found both ways is the same argument
+                # (equal location and values); none is skipped on the strength of its dotted name
+                # alone, which another argument could share.
+                found = list(dict.fromkeys([*found, *paths]))
             if not found:
                 continue
             refusal = self._check_rule(call, facts, rule, found, touched)
             if refusal is not None:
                 return refusal
-            if rule.kind == "path":
-                covered.update(p.where for p in paths)
-        for path in paths:
-            if path.where not in covered:
-                # A scoped tool must not carry a path that no path rule checked (fail closed).
-                return Deny(
-                    self.name,
-                    f"{call.label} is scoped, but its argument {path.where!r} names a path that no "
-                    'path scope covers; add a rule with kind = "path" for it',
-                )
+        if paths and not any(rule.kind == "path" for rule in rules):
+            # A scoped tool must not carry a path that no path rule checked (fail closed).
+            return Deny(
+                self.name,
+                f"{call.label} is scoped, but its argument {paths[0].where!r} names a path that no "
+                'path scope covers; add a rule with kind = "path" for it',
+            )
         return Allow(facts.with_(scope=facts.scope + tuple(dict.fromkeys(touched))))
 
     def _check_rule(
@@ -403,7 +398,7 @@ class ScopeGate:
         if rule.access == "read" and access_for(facts.risk) == "write":
             return Deny(
                 self.name,
-                f"only read access is granted on {', '.join(dict.fromkeys(p.where for p in found))!r} "
+                f"only read access is granted on {', '.join(p.where for p in found)!r} "
                 f"resources, but {call.label} may write (risk {facts.risk})",
             )
         for argument in found:
