@@ -84,6 +84,20 @@ _REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # pyright: igno
 _SLOW_KEYWORDS = ("pattern", "patternProperties", "$ref", "$dynamicRef", "$recursiveRef")
 
 
+def _mentions(schema: Any, keywords: tuple[str, ...]) -> bool:
+    """Whether any object anywhere in ``schema`` has one of ``keywords`` as a key."""
+    stack: list[Any] = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if any(keyword in item for keyword in keywords):
+                return True
+            stack.extend(item.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+        elif isinstance(item, list):
+            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
+    return False
+
+
 def _may_be_slow(schema: Any) -> bool:
     """Whether validating against ``schema`` may take long: it runs a regular expression (a
     hostile ``pattern`` can backtrack for ever) or follows references (recursion can make the
@@ -91,16 +105,7 @@ def _may_be_slow(schema: Any) -> bool:
 
     Conservative: a *property* named ``pattern`` also counts, which only costs a worker thread.
     """
-    stack: list[Any] = [schema]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if any(keyword in item for keyword in _SLOW_KEYWORDS):
-                return True
-            stack.extend(item.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-        elif isinstance(item, list):
-            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
-    return False
+    return _mentions(schema, _SLOW_KEYWORDS)
 
 
 def json_depth(value: Any, limit: int) -> int:
@@ -464,17 +469,7 @@ class _Strictness:
 
 def _has_embedded_id(schema: dict[str, Any]) -> bool:
     """Whether ``$id`` appears below the root (a property called ``$id`` counts too: cautious)."""
-    pending: list[Any] = [value for key, value in schema.items() if key != "$id"]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            mapping = cast(dict[str, Any], item)
-            if "$id" in mapping:
-                return True
-            pending.extend(mapping.values())
-        elif isinstance(item, list):
-            pending.extend(cast(list[Any], item))
-    return False
+    return any(_mentions(value, ("$id",)) for key, value in schema.items() if key != "$id")
 
 
 def _dedup(schemas: list[Any]) -> tuple[Any, ...]:
