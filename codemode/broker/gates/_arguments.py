@@ -36,7 +36,8 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import partial
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 import anyio
@@ -53,6 +54,8 @@ from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._paths import MAX_ARGUMENT_DEPTH
 from codemode.config import PolicyConfig
+
+_T = TypeVar("_T")
 
 MAX_ARGUMENT_BYTES = 1_048_576
 VALIDATION_TIMEOUT_S = 2.0
@@ -82,6 +85,14 @@ _REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # pyright: igno
 
 
 _SLOW_KEYWORDS = ("pattern", "patternProperties", "$ref", "$dynamicRef", "$recursiveRef")
+
+
+async def _off_loop(work: Callable[[], _T]) -> tuple[bool, _T | None]:
+    """``work()`` in a worker thread, abandoned after :data:`VALIDATION_TIMEOUT_S`: whether it
+    finished, and its result."""
+    with anyio.move_on_after(VALIDATION_TIMEOUT_S):
+        return True, await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    return False, None
 
 
 def _mentions(schema: Any, keywords: tuple[str, ...]) -> bool:
@@ -181,10 +192,7 @@ class ArgumentGate:
             else:
                 # The walk is linear in the arguments, but a megabyte of them is not microseconds:
                 # off the event loop, like their validation.
-                with anyio.move_on_after(VALIDATION_TIMEOUT_S):
-                    undeclared = await anyio.to_thread.run_sync(
-                        checked_by.strictness.undeclared, arguments, abandon_on_cancel=True
-                    )
+                _, undeclared = await _off_loop(partial(checked_by.strictness.undeclared, arguments))
             if undeclared is None:
                 return Deny(
                     self.name,
@@ -240,16 +248,11 @@ class ArgumentGate:
             except (RecursionError, ValueError, TypeError) as exc:
                 return f"the arguments could not be validated ({type(exc).__name__})"
 
-        error: ValidationError | str | None = None
-        finished = False
         if compiled is not None:
             # Refused by the compiled validator: the interpreted one words the reason.
-            error = first_error() or _compiled_reason(compiled, arguments)
-            finished = True
+            finished, error = True, first_error() or _compiled_reason(compiled, arguments)
         else:
-            with anyio.move_on_after(VALIDATION_TIMEOUT_S):
-                error = await anyio.to_thread.run_sync(first_error, abandon_on_cancel=True)
-                finished = True
+            finished, error = await _off_loop(first_error)
         if not finished:
             return Deny(self.name, f"validating the arguments took longer than {VALIDATION_TIMEOUT_S:g} s")
         if isinstance(error, str):
