@@ -19,8 +19,10 @@ FOUND = {
     "+1 415 555 0100": "phone",
     "(415) 555-0100": "phone",
     "phone: 030 1234 5678": "phone",
+    "+1 (415) 555-0100": "phone",
 }
-NOISE = st.text(alphabet='0123456789 -.+()@abcXYZGBDE_:,\n"{}[]', max_size=40)
+# Unicode digits and spaces too: the detectors' \d and \s match them, so the pre-test must.
+NOISE = st.text(alphabet='0123456789\u0663 -.+()@abcXYZGBDE_:,\n\u2003"{}[]', max_size=40)
 
 
 @pytest.mark.parametrize(("value", "kind"), sorted(FOUND.items()))
@@ -46,5 +48,31 @@ def test_the_pretest_finds_what_the_detectors_find(
     assert pii_kinds_in(text, kinds) == detected_kinds(text, kinds)
 
 
-def test_a_small_answer_without_at_signs_or_digit_runs_skips_the_detectors() -> None:
-    assert not _pii._could_match('{"writes": [], "total": 0}', frozenset(KINDS))  # pyright: ignore[reportPrivateUsage]
+@settings(max_examples=400, deadline=None)
+@given(
+    digits=st.text(alphabet="0123456789\u0663 -.()+", min_size=9, max_size=24),
+    after=NOISE,
+    kinds=st.frozensets(st.sampled_from(KINDS)),
+)
+def test_the_pretest_finds_what_the_detectors_find_in_a_phone_field(
+    digits: str, after: str, kinds: frozenset[str]
+) -> None:
+    """In a phone field a bare run of digits counts: the whole-value scan must still see it."""
+    text = f'{{"mobile": "{digits}{after}"}}'
+    assert pii_kinds_in(text, kinds, fields=True) == detected_kinds(text, kinds, fields=True)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"writes": [], "total": 0}',
+        '{"id": "CUST-0042", "updated_at": "2026-12-05T19:55:43Z", "balance": 1234.5}',
+        '{"counts": [120, 4511, 90210, 31337], "page": 12}',
+    ],
+)
+def test_an_answer_without_at_signs_or_nine_digit_numbers_skips_the_detectors(answer: str) -> None:
+    assert not _pii._could_match(answer, frozenset(KINDS))  # pyright: ignore[reportPrivateUsage]
+
+
+def test_nine_digits_in_one_number_reach_the_detectors() -> None:
+    assert _pii._could_match('{"v": "+1 (415) 555-0100"}', frozenset({"phone"}))  # pyright: ignore[reportPrivateUsage]
