@@ -18,7 +18,7 @@ import logging
 import math
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -264,6 +264,7 @@ async def run_job(
         await anyio.to_thread.run_sync(
             partial(check_identity, job.store, job.job_id, identity, resumed=job.resumed)
         )
+        job = replace(job, identity=identity)
     workers = [EngineWorker(engine, program, job.job_id, options) for _ in range(options.concurrency)]
     async for result in run_on_workers(workers, job, options):
         yield result
@@ -275,7 +276,16 @@ async def run_on_workers(
     """Feed the job's runnable items to ``workers``, one item per worker at a time; yield results.
 
     The job store is touched only here, by the driver: workers run items and return results.
+    The job must have been prepared with the policy (see :func:`prepare_job`), so that its
+    principal and tenant were checked against the ones it was started as.
     """
+    if job.identity is None:
+        # Fail closed: under another principal or tenant than the job's, none of its completed
+        # calls would replay and every write would be sent again.
+        raise BatchError(
+            f"job {job.job_id!r} was prepared without a policy, so who it runs as was not checked: "
+            "pass the policy to prepare_job(..., policy=config.policy), or run it with run_job"
+        )
     send_items, receive_items = anyio.create_memory_object_stream[StoredItem](len(workers))
     send_results, receive_results = anyio.create_memory_object_stream[ItemResult](len(workers))
     try:

@@ -26,6 +26,7 @@ from codemode.batch import (
 )
 from codemode.batch import _runner as runner
 from codemode.batch._inputs import MAX_KEY_CHARS
+from codemode.config import PolicyConfig
 from codemode.ledger import StoreError
 from tests.test_engine_in_memory import approved_in_memory_crm
 
@@ -114,7 +115,7 @@ class TroubledWorker:
 async def test_an_item_that_cannot_run_fails_alone_but_a_ledger_failure_stops_the_job(tmp_path: Path) -> None:
     options = BatchOptions(job_id="j", key="id", concurrency=1, max_attempts=2)
     items = [{"id": key} for key in "abcde"]
-    job = prepare_job(SqliteJobStore(tmp_path / "jobs.db"), "INPUT", items, options)
+    job = prepare_job(SqliteJobStore(tmp_path / "jobs.db"), "INPUT", items, options, PolicyConfig())
     seen: list[ItemResult] = []
     with pytest.RaisesGroup(StoreError, flatten_subgroups=True):
         async for result in run_on_workers([TroubledWorker()], job, options):

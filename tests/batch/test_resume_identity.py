@@ -10,7 +10,15 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from codemode import CodeMode
-from codemode.batch import BatchError, BatchOptions, SqliteJobStore, prepare_job
+from codemode.batch import (
+    BatchError,
+    BatchOptions,
+    ItemResult,
+    SqliteJobStore,
+    StoredItem,
+    prepare_job,
+    run_on_workers,
+)
 from codemode.config import PolicyConfig
 from tests.test_engine_in_memory import approved_in_memory_crm
 
@@ -85,6 +93,23 @@ def test_a_resume_as_another_principal_or_tenant_is_refused_and_says_how_to_resu
         assert "--principal alice --tenant default" in str(raised.value)
     same = BatchOptions(job_id="j", key="id", resume=True, principal="alice", tenant="default")
     assert prepare_job(store, "INPUT", ITEMS, same, policy).resumed
+
+
+async def test_workers_refuse_a_job_prepared_without_a_policy(tmp_path: Path) -> None:
+    """Fail closed: without a policy nobody checked who the job runs as, so no item may run."""
+    ran: list[str] = []
+
+    class Worker:
+        async def run(self, item: StoredItem, attempt: int) -> ItemResult:
+            ran.append(item.key)
+            return ItemResult(item.key, item.line, "done", attempt, "run_x", result=None)
+
+    options = BatchOptions(job_id="j", key="id")
+    job = prepare_job(SqliteJobStore(tmp_path / "jobs.db"), "INPUT", ITEMS, options)
+    with pytest.raises(BatchError, match="prepared without a policy"):
+        async for _ in run_on_workers([Worker()], job, options):
+            pass
+    assert ran == []
 
 
 def test_the_default_principal_is_recorded_too(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from codemode.batch import (
 )
 from codemode.batch import _runner as runner
 from codemode.batch._ray import import_ray, ray_workers
-from codemode.config import load_config
+from codemode.config import PolicyConfig, load_config
 
 from .conftest import MakeWorkspace, Workspace
 
@@ -60,7 +60,7 @@ class RefusingWorker:
 
 
 def job_of(tmp_path: Path, options: BatchOptions) -> BatchJob:
-    return prepare_job(SqliteJobStore(tmp_path / "jobs.db"), "INPUT", ITEMS, options)
+    return prepare_job(SqliteJobStore(tmp_path / "jobs.db"), "INPUT", ITEMS, options, PolicyConfig())
 
 
 async def collect(results: AsyncIterator[ItemResult]) -> list[ItemResult]:
