@@ -37,7 +37,7 @@ from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import map_strings
-from codemode.broker._results import FilterReport, ResultFilter
+from codemode.broker._results import ResultFilter
 from codemode.broker._run import RunLimits, RunState, RunSummary
 from codemode.broker.gates import (
     ApprovalFlow,
@@ -218,7 +218,15 @@ class Broker:
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         started = time.perf_counter()
         with call_span(binding, request) as span:
-            outcome = self._reason_filtered(binding, await self._call_tool(binding, request))
+            try:
+                outcome = await self._call_tool(binding, request)
+            except Exception:  # a bug; the request may have left, so a batch item is not retried blindly
+                log.exception("handling a tool call raised instead of returning an outcome")
+                outcome = CallFailed(reason="the host failed while handling the call", outcome_unknown=True)
+                if (run := self._state(binding)) is not None:
+                    with run.lock:
+                        run.unknown_outcomes += 1
+            outcome = self._reason_filtered(binding, outcome)
             finish_call(span, outcome)
         metrics = active_metrics()
         if metrics is not None:
@@ -226,16 +234,8 @@ class Broker:
         return outcome
 
     def _reason_filtered(self, binding: RunBinding, outcome: CallOutcome) -> CallOutcome:
-        """A denial's or failure's reason as the program may see it: secrets redacted and PII
-        tokenised with the run's vault, like any answer. Reasons quote argument values (after
-        placeholders were mapped back to the real ones) and servers' error texts."""
-        if not isinstance(outcome, CallDenied | CallFailed):
-            return outcome
         run = self._state(binding)
-        if run is None:
-            return outcome.model_copy(update={"reason": redact_secrets(outcome.reason)[0]})
-        reason = ResultFilter(self.policy.results, run.vault).text(outcome.reason, FilterReport())
-        return outcome if reason == outcome.reason else outcome.model_copy(update={"reason": reason})
+        return self.outcomes.reason_for_run(outcome, None if run is None else run.vault)
 
     async def _call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         run = self._state(binding)

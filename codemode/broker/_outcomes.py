@@ -20,12 +20,13 @@ from typing import NamedTuple
 import mcp_types
 
 from codemode._metrics import active as active_metrics
+from codemode._redaction import redact_secrets
 from codemode._tracing import note, note_filtering
 from codemode.broker._facts import Call
 from codemode.broker._pii import PiiVault, json_scan_text, pii_kinds_in
 from codemode.broker._receipts import find_receipt
 from codemode.broker._results import FilterReport, ResultFilter, unique_content
-from codemode.calls import CallOutcome, ToolError, ToolResult, content_blocks
+from codemode.calls import CallDenied, CallFailed, CallOutcome, ToolError, ToolResult, content_blocks
 from codemode.catalog import canonical_json
 from codemode.config import ResultPolicy
 
@@ -44,6 +45,7 @@ class Answer(NamedTuple):
 
 class Outcomes:
     def __init__(self, policy: ResultPolicy, count_tokens: Callable[[str], int] | None) -> None:
+        self._policy = policy
         self._storage_filter = ResultFilter(policy.model_copy(update={"pii": "off"}), PiiVault())
         self._per_run_policy = policy.model_copy(update={"redact_secrets": False})
         self.count_tokens = count_tokens
@@ -94,6 +96,18 @@ class Outcomes:
         if metrics is not None:
             metrics.result_bytes.inc(len(encoded))
         return outcome
+
+    def reason_for_run(self, outcome: CallOutcome, vault: PiiVault | None) -> CallOutcome:
+        """A denial's or failure's reason as the program may see it: secrets redacted and PII
+        tokenised with the run's vault (none: the run is gone), like any answer. Reasons quote
+        argument values (after placeholders were mapped back to the real ones) and servers' error
+        texts."""
+        if not isinstance(outcome, CallDenied | CallFailed):
+            return outcome
+        if vault is None:
+            return outcome.model_copy(update={"reason": redact_secrets(outcome.reason)[0]})
+        reason = ResultFilter(self._policy, vault).text(outcome.reason, FilterReport())
+        return outcome if reason == outcome.reason else outcome.model_copy(update={"reason": reason})
 
     def _may_hold_pii(self, text: str) -> bool:
         policy = self._per_run_policy

@@ -162,3 +162,23 @@ def test_the_ledgers_durability_setting_defaults_to_full_and_refuses_unknown_val
     assert config_from_mapping({"ledger": {"durability": "write_ahead"}}).ledger.durability == "write_ahead"
     with pytest.raises(ConfigError, match="durability"):
         config_from_mapping({"ledger": {"durability": "sometimes"}})
+
+
+async def test_a_call_whose_handling_raises_fails_and_counts_as_unknown(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in the broker must neither end the run nor leave its count of unknown outcomes
+    short: the request may have reached the server before the bug struck."""
+    tools = tools_watching(memory_ledger(), [], [""])
+    broker = fake_broker(tools)
+    binding, state = open_test_run(broker)
+
+    async def broken(*_args: object) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(broker, "_decide", broken)
+    outcome = await broker.call_tool(binding, request(tools, "add_note", customer_id="CUST-1"))
+    assert isinstance(outcome, CallFailed) and outcome.outcome_unknown
+    assert outcome.reason == "the host failed while handling the call"
+    assert state.unknown_outcomes == 1
+    assert "RuntimeError: a bug" in caplog.text
