@@ -24,6 +24,7 @@ _EXPORTS = {
     "ToolStatus": "codemode.catalog._model",
     "approve": "codemode.catalog._lock",
     "canonical_json": "codemode.catalog._hashing",
+    "definition_hash": "codemode.catalog._hashing",
     "is_valid_tool_name": "codemode.catalog._convert",
     "load_lock": "codemode.catalog._lock",
     "locked": "codemode.catalog._lock",
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from codemode.catalog._convert import resource_template_from_mcp as resource_template_from_mcp
     from codemode.catalog._convert import tool_from_mcp as tool_from_mcp
     from codemode.catalog._hashing import canonical_json as canonical_json
+    from codemode.catalog._hashing import definition_hash as definition_hash
     from codemode.catalog._hashing import tool_hash as tool_hash
     from codemode.catalog._lock import LockEntry as LockEntry
     from codemode.catalog._lock import LockFile as LockFile

@@ -258,7 +258,7 @@ def approve(
         principal=principal or config.policy.default_principal,
         server=server,
         tool=name,
-        args_digest=consent_digest(parsed, definition.get("inputSchema")),  # pyright: ignore[reportUnknownArgumentType]
+        args_digest=consent_digest(parsed, definition),  # pyright: ignore[reportUnknownArgumentType]
         risk=risk,
         approver="cli",
         expires_at=now + _parse_ttl(ttl),

@@ -35,7 +35,7 @@ store; another backend implements the Protocol and passes ``tests/ledger/contrac
 """
 
 from codemode.ledger._async import ReadBack, ReadBackVerdict, reserve_waiting, resolve_with_read_back
-from codemode.ledger._digest import arguments_digest, scoped_key
+from codemode.ledger._digest import approval_digest, arguments_digest, scoped_key
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._models import (
@@ -130,6 +130,7 @@ __all__ = [
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",
+    "approval_digest",
     "arguments_digest",
     "classify_failure",
     "open_ledger",

@@ -26,10 +26,16 @@ def canonical_arguments(arguments: dict[str, Any]) -> bytes:
 def arguments_digest(arguments: dict[str, Any]) -> str:
     """``"sha256:<hex>"`` of the canonical JSON of ``arguments``.
 
-    Key order and formatting never change it; any change of a value does. Approvals and
-    idempotency keys are bound to this digest.
+    Key order and formatting never change it; any change of a value does. Idempotency keys are
+    bound to this digest, approvals to it and the pin (see :func:`approval_digest`).
     """
     return sha256_text(canonical_arguments(arguments))
+
+
+def approval_digest(args_digest: str, schema_hash: str | None) -> str:
+    """What an approval binds: a call's arguments (their digest) under one pinned definition of
+    its tool (its hash), so that an approval of a tool does not outlive a change to what it does."""
+    return sha256_text(f"{args_digest}\x00{schema_hash or ''}".encode())
 
 
 def escape_part(part: str) -> str:

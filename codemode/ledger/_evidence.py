@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from codemode._redaction import redact_secrets
+from codemode.ledger._digest import approval_digest
 from codemode.ledger._models import ApprovalRecord, CallRecord, RunRecord
 from codemode.ledger._store import Ledger
 
@@ -233,17 +234,20 @@ def _approval(call: CallRecord, approval: ApprovalRecord | None) -> EvidenceLink
     if approval.used_by_call != call.call_id:
         used = f"used by {approval.used_by_call}" if approval.used_by_call else "never used"
         return _link("approval", "mismatch", value, f"the approval is {used}, not by this call", **record)
-    if approval.args_digest != call.args_digest:
+    if approval.args_digest == call.args_digest:  # recorded before approvals named the pin
+        return _link("approval", "ok", value, "bound to this call's argument digest", **record)
+    if approval.args_digest != approval_digest(call.args_digest, call.schema_hash):
         # The consent gate binds the arguments with the schema's defaults filled in; when the
         # program left a defaulted argument out, the two digests differ legitimately.
         return _link(
             "approval",
             "unverified",
             value,
-            f"bound to {approval.args_digest}, not to the call's digest (schema defaults filled in?)",
+            f"bound to {approval.args_digest}, not to the call's arguments under its pin "
+            "(schema defaults filled in?)",
             **record,
         )
-    return _link("approval", "ok", value, "bound to this call and its argument digest", **record)
+    return _link("approval", "ok", value, "bound to this call's arguments and pinned definition", **record)
 
 
 def _side_effect_signs(call: CallRecord) -> bool:

@@ -15,10 +15,9 @@ from codemode.broker._derived_keys import with_derived_key
 from codemode.broker._facts import Call, Facts
 from codemode.broker._run import RunState
 from codemode.broker.gates import ApprovalFlow, BudgetGate, ConsentGate, ServerGate, _memo
-from codemode.broker.gates._consent import summarize_arguments
+from codemode.broker.gates._consent import consent_digest, summarize_arguments
 from codemode.calls import ToolCallRequest
 from codemode.config import PolicyConfig, Risk
-from codemode.ledger import arguments_digest
 from codemode.ledger._digest import MAX_KEY_CHARS, scoped_key
 from tests.broker._gate_calls import SCHEMA, binding, context, policy, principal_facts
 
@@ -41,6 +40,9 @@ class Store:
         return f"appr-{len(self.granted)}"
 
 
+PINNED: dict[str, Any] = {"name": "add_note", "inputSchema": SCHEMA}
+
+
 def approver(approved: bool) -> CallbackApprover:
     async def answer(_: ApprovalRequest) -> ApprovalAnswer:
         return ApprovalAnswer(approved, "test")
@@ -55,11 +57,12 @@ async def consent(
     store: Store | None = None,
     answer: bool | None = None,
     risk: str = "high",
+    pinned: dict[str, Any] = PINNED,
 ) -> Allow | Deny | NeedsApproval:
     """The consent gate, then (if it says a person must approve) the approval flow."""
     rules = rules or policy()
     store = store or Store()
-    facts = principal_facts(rules, risk=risk, pinned={"inputSchema": SCHEMA})
+    facts = principal_facts(rules, risk=risk, pinned=pinned)
     decision = await ConsentGate(rules, store).check(call, facts)
     if isinstance(decision, NeedsApproval) and answer is not None:
         return await ApprovalFlow(rules, store, approver(answer)).obtain(call, decision)
@@ -89,7 +92,9 @@ async def test_an_interactive_approval_is_bound_to_the_call_and_its_arguments() 
     decision = await consent(call, store=store, answer=True)
     assert isinstance(decision, Allow) and decision.facts.approval_id == "appr-1"
     request = store.granted[0]
-    assert request.call_id == "run-1/1" and request.args_digest == arguments_digest(dict(call.arguments))
+    assert request.call_id == "run-1/1" and request.args_digest == consent_digest(
+        dict(call.arguments), PINNED
+    )
 
 
 async def test_a_declined_approval_denies_the_call() -> None:
@@ -99,12 +104,31 @@ async def test_a_declined_approval_denies_the_call() -> None:
 
 async def test_a_preissued_approval_works_once_and_only_for_its_arguments() -> None:
     call = context()
-    store = Store({("add_note", arguments_digest(dict(call.arguments))): "pre-1"})
+    store = Store({("add_note", consent_digest(dict(call.arguments), PINNED)): "pre-1"})
     mutated = context(arguments={"customer_id": "CUST-0002"})
     assert isinstance(await consent(mutated, store=store), NeedsApproval), "other arguments do not match"
     decision = await consent(call, store=store)
     assert isinstance(decision, Allow) and decision.facts.approval_id == "pre-1"
     assert isinstance(await consent(context(), store=store), NeedsApproval), "single use"
+
+
+async def test_a_preissued_approval_is_void_once_another_definition_of_the_tool_is_pinned() -> None:
+    """Approved for what the tool was: a changed tool (re-approved with ``codemode pin``) may do
+    something else with the same arguments, so an approval issued before no longer applies."""
+    call = context()
+    store = Store({("add_note", consent_digest(dict(call.arguments), PINNED)): "pre-1"})
+    changed = {**PINNED, "description": "Adds a note. Also forwards it to an external address."}
+    assert isinstance(await consent(call, store=store, pinned=changed), NeedsApproval)
+    decision = await consent(call, store=store)
+    assert isinstance(decision, Allow) and decision.facts.approval_id == "pre-1"
+
+
+def test_the_consent_digest_fills_schema_defaults_and_binds_the_pin() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 3}}}
+    pinned = {"name": "t", "inputSchema": schema}
+    assert consent_digest({}, pinned) == consent_digest({"n": 3}, pinned)
+    assert consent_digest({}, pinned) != consent_digest({"n": 4}, pinned)
+    assert consent_digest({"n": 3}, pinned) != consent_digest({"n": 3}, {**pinned, "title": "T"})
 
 
 async def test_the_approver_sees_hidden_characters_escaped_and_the_exact_arguments() -> None:

@@ -19,6 +19,7 @@ from codemode.ledger import (
     CallIntent,
     Fresh,
     SqliteLedger,
+    approval_digest,
     arguments_digest,
     open_ledger,
 )
@@ -37,9 +38,17 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-def _approve(store: SqliteLedger, call_id: str, arguments: dict[str, Any] | None = None) -> str:
-    """Grant and consume an approval for ``call_id``, as the broker's approval flow does."""
+PIN = "sha256:" + "ab" * 32
+"""The schema hash of the ``intent`` fixture's calls."""
+
+
+def _approve(
+    store: SqliteLedger, call_id: str, arguments: dict[str, Any] | None = None, *, legacy: bool = False
+) -> str:
+    """Grant and consume an approval for ``call_id``, as the broker's approval flow does (or, with
+    ``legacy``, as it did before approvals were bound to the pin)."""
     digest = arguments_digest(arguments if arguments is not None else WRITE_ARGS)
+    digest = digest if legacy else approval_digest(digest, PIN)
     approval = ApprovalRecord.issue(
         tenant="acme",
         principal="alice",
@@ -163,7 +172,9 @@ def test_an_approved_write_with_a_receipt(filled: Path) -> None:
     approval = write["links"]["approval"]
     assert approval["record"]["approver"] == "bob"
     assert approval["record"]["used_by_call"] == "run-1/1"
-    assert approval["record"]["args_digest"] == write["links"]["arguments"]["record"]["args_digest"]
+    assert approval["record"]["args_digest"] == approval_digest(
+        write["links"]["arguments"]["record"]["args_digest"], PIN
+    )
     assert write["links"]["receipt"]["value"] == "note-7"
     assert write["links"]["outcome"]["value"] == "succeeded"
     assert write["gaps"] == []
@@ -256,6 +267,18 @@ def test_an_approval_for_other_arguments_is_unverified(
     (call,) = evidence(config)["calls"]
     assert call["links"]["approval"]["status"] == "unverified"
     assert "approval" in call["gaps"]
+
+
+def test_an_approval_recorded_before_approvals_named_the_pin_still_verifies(
+    config: Path, intent: Intent, binding: RunBinding
+) -> None:
+    with open_ledger(config.parent / "codemode.db") as store:
+        store.begin_run(binding, "sha256:code")
+        approval_id = _approve(store, "run-1/0", legacy=True)
+        _run_call(store, intent(0, approval_id=approval_id), ToolResult(structured={}), "r-1")
+    (call,) = evidence(config)["calls"]
+    assert call["links"]["approval"]["status"] == "ok"
+    assert call["links"]["approval"]["note"] == "bound to this call's argument digest"
 
 
 def test_unknown_and_in_flight_calls(config: Path, intent: Intent, binding: RunBinding) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from codemode.ledger import open_ledger
+from codemode.ledger import approval_digest, open_ledger
 
 from ._background import BackgroundRun
 from .conftest import TOKENS
@@ -59,7 +59,7 @@ def test_an_operator_approves_a_waiting_run_and_the_ledger_binds_the_approval(
     assert approval is not None
     assert approval.approver == "console:ops"
     assert approval.call_id == call.call_id and approval.used_by_call == call.call_id
-    assert approval.args_digest == form["args_digest"] == call.args_digest
+    assert approval.args_digest == form["args_digest"] == approval_digest(call.args_digest, call.schema_hash)
     assert approval.expires_at > approval.issued_at
 
 

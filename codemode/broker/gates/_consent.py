@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 import anyio
@@ -21,8 +22,9 @@ from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
 from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
+from codemode.catalog import definition_hash
 from codemode.config import RISK_ORDER, PolicyConfig
-from codemode.ledger import arguments_digest
+from codemode.ledger import approval_digest, arguments_digest
 from codemode.stubs._sanitize import escape_invisible
 
 
@@ -46,19 +48,23 @@ class ApprovalStore(Protocol):
         ...
 
 
-def consent_digest(arguments: dict[str, Any], schema: Any) -> str:
-    """The digest an approval binds: the arguments with the schema's top-level defaults filled in.
+def consent_digest(arguments: dict[str, Any], pinned: Mapping[str, Any] | None) -> str:
+    """The digest an approval binds (:func:`~codemode.ledger.approval_digest`): the arguments with
+    the pinned schema's top-level defaults filled in, and the pinned definition's hash.
 
     Stubs send schema defaults explicitly; a person writing ``codemode approve --args`` usually
-    does not. Filling defaults on both sides makes the same call digest the same way.
+    does not. Filling defaults on both sides makes the same call digest the same way. With the
+    pin's hash, an approval given for one definition of a tool is void for another: once a changed
+    tool is approved with ``codemode pin``, approvals issued before no longer apply.
     """
     filled = dict(arguments)
+    schema = pinned.get("inputSchema") if pinned is not None else None
     properties: Any = cast(dict[str, Any], schema).get("properties") if isinstance(schema, dict) else None
     if isinstance(properties, dict):
         for name, spec in cast(dict[str, Any], properties).items():
             if name not in filled and isinstance(spec, dict) and "default" in spec:
                 filled[name] = cast(dict[str, Any], spec)["default"]
-    return arguments_digest(filled)
+    return approval_digest(arguments_digest(filled), definition_hash(pinned) if pinned is not None else None)
 
 
 def summarize_arguments(arguments: dict[str, object], limit: int = 600) -> str:
@@ -118,7 +124,7 @@ class ConsentGate:
             tenant=binding.tenant,
             server=call.server,
             tool=call.name,
-            args_digest=consent_digest(dict(call.arguments), (facts.pinned or {}).get("inputSchema")),
+            args_digest=consent_digest(dict(call.arguments), facts.pinned),
             call_id=call.call_id,
             now=time.time(),
         )
@@ -154,7 +160,7 @@ class ApprovalFlow:
             risk=facts.risk,
             why=needs.why,
             arguments_summary=summarize_arguments(dict(call.as_passed)),
-            args_digest=consent_digest(dict(call.arguments), (facts.pinned or {}).get("inputSchema")),
+            args_digest=consent_digest(dict(call.arguments), facts.pinned),
             expires_at=time.time() + self.policy.consent.approval_ttl_s,
         )
         answer = await approver.ask(request)
