@@ -26,9 +26,10 @@ _EMAIL = re.compile(
 )
 # International or national numbers with separators (the country code and a parenthesised area
 # code are optional); at least 9 digits and a sign of being a phone number (checked below) keep
-# dates, ids and amounts out.
+# dates, ids and amounts out. Groups as countries write them: "+33 6 12 34 56 78" starts with
+# one digit, "+44 7911 123456" ends with six.
 _PHONE = re.compile(
-    r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w-])"
+    r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]\d{2,6}){1,5}(?![\w-])"
 )
 _CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
@@ -289,12 +290,20 @@ def map_strings(value: Any, transform: Callable[[str], str]) -> Any:
 
 def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
     """:func:`map_strings`, telling ``transform`` whether the string is in a phone field: under a
-    key that :func:`is_phone_field` accepts, at any depth (``{"phones": ["06 12 34 56 78"]}``)."""
+    key that :func:`is_phone_field` accepts, at any depth (``{"phones": ["06 12 34 56 78"]}``).
+
+    A whole number in a phone field is a phone number written without its leading ``0`` or
+    ``+`` (``{"mobile": 33612345678}``): ``transform`` sees its digits, and what it makes of them
+    replaces the number only when it changed them (a placeholder, not a number, then)."""
     names: dict[str, bool] = {}  # rows repeat their keys; not kept after the call (keys may be PII)
 
     def visit(item: Any, phone_field: bool) -> Any:
         if isinstance(item, str):
             return transform(item, phone_field)
+        if phone_field and type(item) is int:
+            digits = str(item)
+            mapped = transform(digits, True)
+            return item if mapped == digits else mapped
         if isinstance(item, list):
             return [visit(element, phone_field) for element in item]  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(item, dict):

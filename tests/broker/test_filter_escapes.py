@@ -159,6 +159,22 @@ def test_a_number_in_a_field_named_for_phones_is_a_phone_number() -> None:
     assert report.pii_tokenized == 3
 
 
+def test_a_whole_number_in_a_phone_field_is_tokenised_and_other_numbers_are_kept() -> None:
+    structured = {"mobile": 33612345678, "phones": [4155550100], "id": 33612345678, "fax": 42, "tel": True}
+    outcome, report = filtered(mcp_types.CallToolResult(content=[], structured_content=structured))
+    data = outcome.structured
+    assert data["mobile"].startswith("<pii:phone:") and data["phones"][0].startswith("<pii:phone:")
+    assert (data["id"], data["fax"], data["tel"]) == (33612345678, 42, True), "no phone field, or too short"
+    assert report.pii_tokenized == 2
+
+
+def test_international_numbers_are_found_whole() -> None:
+    kinds = frozenset({"phone"})
+    for number in ("+33 6 12 34 56 78", "+44 7911 123456", "+33 (0)6 12 34 56 78"):
+        scrubbed, count = _pii.scrub_text(f"reach me at {number}.", kinds, lambda _k, _v: "<phone>")
+        assert (scrubbed, count) == ("reach me at <phone>.", 1), number
+
+
 @pytest.mark.anyio
 async def test_the_run_pass_tokenises_a_phone_field() -> None:
     outcome = await through_broker({"name": "Ana", "phone": "06 12 34 56 78", "mobile": "0612 345 678"})
