@@ -302,8 +302,8 @@ def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
             return transform(item, phone_field)
         if phone_field and type(item) is int:
             digits = str(item)
-            mapped = transform(digits, True)
-            return item if mapped == digits else mapped
+            scrubbed = transform(digits, True)
+            return item if scrubbed == digits else scrubbed
         if isinstance(item, list):
             return [visit(element, phone_field) for element in item]  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(item, dict):
