@@ -108,6 +108,20 @@ async def test_a_reference_that_cannot_be_followed_fails_closed() -> None:
     assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
 
 
+async def test_an_anchor_reference_is_not_read_as_a_pointer() -> None:
+    """``#lax`` names the schema with ``$anchor: lax`` (open), not the top-level key ``lax``
+    (closed): reading it as a pointer would check the call against a schema it is not validated
+    against, and let an undeclared argument through."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"query": {"$ref": "#lax"}},
+        "lax": {"type": "object", "properties": {"name": {}, "principal": {}}},
+        "$defs": {"Open": {"$anchor": "lax", "type": "object", "properties": {"name": {}}}},
+    }
+    decision = await decide(schema, {"query": {"name": "x", "principal": "admin"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+
+
 async def test_what_each_place_allows_is_worked_out_once_per_schema() -> None:
     gate = ArgumentGate(policy())
     assert isinstance(await decide(REFERENCED, {"query": {"name": "x", "sub": {"name": "y"}}}, gate), Allow)

@@ -411,7 +411,13 @@ class _Strictness:
     def _resolve(self, ref: Any) -> tuple[Any] | str:
         """The schema a ``$ref`` names (as a 1-tuple), or why it is not followed."""
         refused = f"refers to {ref!r}, which strict_arguments does not follow"
-        if not isinstance(ref, str) or not ref.startswith("#") or (self._embedded_ids and ref != "#"):
+        # A JSON pointer only: "#name" names an $anchor, which the validator finds by a search
+        # this walk does not repeat (read as a pointer, it could name another, stricter schema).
+        if (
+            not isinstance(ref, str)
+            or not (ref == "#" or ref.startswith("#/"))
+            or (self._embedded_ids and ref != "#")
+        ):
             return refused
         target: Any = self._schema
         for token in filter(None, unquote(ref[1:]).split("/")):
