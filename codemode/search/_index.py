@@ -7,7 +7,7 @@ import heapq
 import marshal
 import re
 from collections import Counter
-from collections.abc import Iterable, KeysView, Sequence
+from collections.abc import Callable, Iterable, KeysView, Sequence
 from typing import TYPE_CHECKING, cast
 
 from codemode.search._bm25 import BM25FIndex, FieldSpec
@@ -48,7 +48,7 @@ _FIELDS: tuple[FieldSpec, ...] = (
 _K1 = 1.2
 # The layout of to_bytes(). Caches also key on this package's source, so a change of weights or
 # tokenisation needs no bump here; a change of the layout does.
-_FORMAT = "codemode-search-3"
+_FORMAT = "codemode-search-4"
 _HEAD_BYTES = 8  # the length of the marshalled part, before it
 # Share of the fused score that comes from the embedding cosine; chosen on the benchmark's dev queries.
 SEMANTIC_WEIGHT = 0.6
@@ -58,6 +58,10 @@ _SYNONYM_WEIGHT = 0.3
 _PREFIX_WEIGHT = 0.4
 _PREFIX_MIN_CHARS = 4
 _PREFIX_MAX_EXPANSIONS = 8
+# A result whose tool name (ignoring case and punctuation) an earlier result already has loses this share
+# of the best score, once: near-duplicate copies of one tool on many servers leave room for other tools.
+# Chosen on the benchmark's dev queries (3,529 tools, many of them copies of one function).
+_DUPLICATE_PENALTY = 0.08
 
 _NON_ALNUM = re.compile(r"[\W_]+")
 
@@ -93,6 +97,11 @@ def _forms(doc: SearchDocument) -> set[str]:
         forms.add(_squash(doc.title[:MAX_NAME_CHARS]))
     forms.discard("")
     return forms
+
+
+def _family(doc: SearchDocument) -> str:
+    """What near-duplicate copies of one tool share: the squashed tool name."""
+    return _squash(doc.name[:MAX_NAME_CHARS])
 
 
 def _semantic_texts(documents: Iterable[SearchDocument]) -> list[str]:
@@ -147,7 +156,8 @@ class ToolIndex:
     Ranking is BM25F over the tool name (weighted highest), title, server name, description and parameter
     names/descriptions; query words are also matched through a small synonym table and, for words the
     catalog does not contain, by prefix. A query equal to a tool's name (ignoring case and punctuation)
-    ranks that tool first. Results are deterministic: ties keep the order documents were given in.
+    ranks that tool first. Copies of one tool name on several servers are ranked a little apart (see
+    :meth:`search`). Results are deterministic: ties keep the order documents were given in.
 
     Internally each document has a slot (its number in the BM25 postings and the vector matrix). An
     update frees the slots of removed documents and gives them to added ones, so nothing else is
@@ -158,6 +168,7 @@ class ToolIndex:
         "_bm25",
         "_docs",
         "_exact",
+        "_families",
         "_keys",
         "_positions",
         "_semantic",
@@ -176,9 +187,12 @@ class ToolIndex:
         semantic_weight: float = 0.0,
         docs: tuple[SearchDocument | None, ...] | None = None,
         positions: tuple[int, ...] | None = None,
+        families: tuple[str, ...] | None = None,
     ) -> None:
         self._keys = keys
         """Per slot; ``""`` for a free slot."""
+        self._families = families if families is not None else ("",) * len(keys)
+        """Per slot, the squashed tool name that near-duplicates share; ``""`` for none (or a free slot)."""
         self._bm25 = bm25
         self._exact = exact
         self._vocabulary = vocabulary
@@ -223,7 +237,10 @@ class ToolIndex:
 
             semantic = SemanticIndex.build(embedder, _semantic_texts(documents), cache)
         exact_ids = {form: tuple(ids) for form, ids in exact.items()}
-        return cls(keys, bm25, exact_ids, vocabulary, semantic, semantic_weight, tuple(documents))
+        families = tuple(_family(doc) for doc in documents)
+        return cls(
+            keys, bm25, exact_ids, vocabulary, semantic, semantic_weight, tuple(documents), None, families
+        )
 
     @property
     def updatable(self) -> bool:
@@ -283,8 +300,9 @@ class ToolIndex:
             raise ValueError(f"duplicate search document keys: {', '.join(map(repr, clash[:5]))}")
         new_docs = list(docs)
         keys = list(self._keys)
+        families = list(self._families)
         for slot in removed_slots:
-            new_docs[slot], keys[slot] = None, ""
+            new_docs[slot], keys[slot], families[slot] = None, "", ""
         free = iter([slot for slot, doc in enumerate(new_docs) if doc is None])
         placed: dict[int, SearchDocument] = {}
         for doc in added:
@@ -292,7 +310,8 @@ class ToolIndex:
             if slot == len(new_docs):
                 new_docs.append(None)
                 keys.append("")
-            new_docs[slot], keys[slot] = doc, doc.key
+                families.append("")
+            new_docs[slot], keys[slot], families[slot] = doc, doc.key, _family(doc)
             slot_of[doc.key] = slot
             placed[slot] = doc
         fields = {slot: _fields(doc) for slot, doc in placed.items()}
@@ -306,7 +325,15 @@ class ToolIndex:
             texts = dict(zip(placed, _semantic_texts(placed.values()), strict=True))
             semantic = semantic.updated(len(new_docs), free_slots, texts, cache)
         return ToolIndex(
-            tuple(keys), bm25, exact, vocabulary, semantic, self._semantic_weight, tuple(new_docs), positions
+            tuple(keys),
+            bm25,
+            exact,
+            vocabulary,
+            semantic,
+            self._semantic_weight,
+            tuple(new_docs),
+            positions,
+            tuple(families),
         )
 
     def updated_to(
@@ -403,10 +430,12 @@ class ToolIndex:
         if self._positions is None and len(self._slot_of) == len(self._keys):
             order = None
             keys, state, exact = self._keys, self._bm25.packed_state(), self._exact
+            families = self._families
         else:
             order = self._order()  # free slots or another order: numbered afresh, in document order
             renumber = {slot: i for i, slot in enumerate(order)}
             keys = tuple(self._keys[slot] for slot in order)
+            families = tuple(self._families[slot] for slot in order)
             state = self._bm25.packed_state(order)
             exact = {form: tuple(sorted(renumber[s] for s in slots)) for form, slots in self._exact.items()}
         vectors = None
@@ -422,7 +451,7 @@ class ToolIndex:
                 len(raw),
             )
         # The matrix follows the marshalled part, whose length comes first: loading reads it in place.
-        head = marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors))
+        head = marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors, families))
         return len(head).to_bytes(_HEAD_BYTES, "little") + head + raw
 
     @classmethod
@@ -444,11 +473,17 @@ class ToolIndex:
                 raise ValueError("truncated")
             # Plain tuples, dicts, strs and floats; callers read only files this user wrote.
             loaded = marshal.loads(view[_HEAD_BYTES : _HEAD_BYTES + size])  # noqa: S302
-            form, keys, state, exact, vocabulary, vectors = loaded
+            form, keys, state, exact, vocabulary, vectors, families = loaded
         except (EOFError, TypeError, ValueError, SystemError) as exc:  # marshal's errors for bad data
             raise ValueError(f"not a serialised tool index: {exc}") from exc
         if form != _FORMAT or not isinstance(keys, tuple) or not isinstance(exact, dict):
             raise ValueError("not a serialised tool index of this version")
+        if (
+            not isinstance(families, tuple)
+            or len(families) != len(keys)  # pyright: ignore[reportUnknownArgumentType]
+            or not all(type(family) is str for family in families)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        ):
+            raise ValueError("inconsistent tool index: tool names")
         bm25 = BM25FIndex.from_packed(state)  # pyright: ignore[reportUnknownArgumentType]
         if len(bm25) != len(keys):  # pyright: ignore[reportUnknownArgumentType]
             raise ValueError("inconsistent tool index")
@@ -456,9 +491,9 @@ class ToolIndex:
         if vectors is None:
             if raw:
                 raise ValueError("inconsistent tool index: bytes after it")
-            return cls(keys, bm25, exact, vocabulary)  # pyright: ignore[reportUnknownArgumentType]
+            return cls(keys, bm25, exact, vocabulary, families=families)  # pyright: ignore[reportUnknownArgumentType]
         semantic, weight = _load_vectors(vectors, raw, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
-        return cls(keys, bm25, exact, vocabulary, semantic, weight)  # pyright: ignore[reportUnknownArgumentType]
+        return cls(keys, bm25, exact, vocabulary, semantic, weight, families=families)  # pyright: ignore[reportUnknownArgumentType]
 
     def _query_groups(self, terms: list[str]) -> list[dict[str, float]]:
         """One ``{term: weight}`` group per distinct query word: the word, its synonyms, its completions."""
@@ -484,7 +519,12 @@ class ToolIndex:
         return out
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
-        """The ``k`` best tools for ``query``, best first; ``[]`` if ``k <= 0`` or no query word is known."""
+        """The ``k`` best tools for ``query``, best first; ``[]`` if ``k <= 0`` or no query word is known.
+
+        A tool whose name (ignoring case and punctuation) an earlier result already has loses
+        ``_DUPLICATE_PENALTY`` of the best score: copies of one tool on many servers still show, in
+        their order, but a tool of another name that scores nearly as well comes before them.
+        """
         if k <= 0 or not self._slot_of:
             return []
         query = query[:MAX_QUERY_CHARS]
@@ -493,17 +533,26 @@ class ToolIndex:
         if exact and not all(type(i) is int and 0 <= i < len(self._keys) for i in exact):
             # Loaded bytes are checked where cheap and the rest when read (see from_bytes).
             raise ValueError("inconsistent tool index: an exact name lists a document beyond it")
-        if self._semantic is not None and (scores or exact or _NON_ALNUM.sub("", query)):
+        semantic = self._semantic
+        if semantic is not None and (scores or exact or _NON_ALNUM.sub("", query)):
             # Fused scores lie in [-1, 1] before the boost, so +2 puts an exact name first.
             boost = dict.fromkeys(exact or (), 2.0)
-            fused = self._semantic.fuse(query, scores, boost, self._semantic_weight, k, self._positions)
-            return [SearchHit(self._keys[i], score) for i, score in fused]
+            weight, positions = self._semantic_weight, self._positions
+            ranked = self._diversified(lambda n: semantic.fuse(query, scores, boost, weight, n, positions), k)
+            return [SearchHit(self._keys[i], score) for i, score in ranked]
         if exact:
             bonus = max(scores.values(), default=0.0) + 1.0
             for i in exact:
                 scores[i] = scores.get(i, 0.0) + bonus
         if not scores:
             return []
+        return [
+            SearchHit(self._keys[i], score)
+            for i, score in self._diversified(lambda n: self._best(scores, n), k)
+        ]
+
+    def _best(self, scores: dict[int, float], k: int) -> list[tuple[int, float]]:
+        """The ``k`` best of ``scores`` (slot -> score), best first; ties in document order."""
         positions = self._positions
         if positions is None:
             # nlargest is stable and ``scores`` iterates in slot (= document) order: ties keep that order.
@@ -513,4 +562,33 @@ class ToolIndex:
             kth = heapq.nlargest(k, scores.values())[-1]
             candidates = [i for i, score in scores.items() if score >= kth]
             best = sorted(candidates, key=lambda i: (-scores[i], positions[i]))[:k]
-        return [SearchHit(self._keys[i], scores[i]) for i in best]
+        return [(i, scores[i]) for i in best]
+
+    def _diversified(
+        self, ranked: Callable[[int], list[tuple[int, float]]], k: int
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best once each result pays for an earlier result of its name (see :meth:`search`).
+
+        ``ranked(n)`` gives the ``n`` best ``(slot, score)`` before the penalty. A penalty only lowers
+        scores, so once the ``k``-th best penalised score reaches the last score fetched, nothing
+        beyond can overtake: more is fetched only until then (ties keep the unpenalised order).
+        """
+        families = self._families
+        n = 4 * k + 16  # enough for nearly every query on the benchmark at 3,529 tools
+        while True:
+            fetched = ranked(n)
+            if not fetched:
+                return []
+            step = _DUPLICATE_PENALTY * abs(fetched[0][1])
+            seen: set[str] = set()
+            rescored: list[tuple[float, int, int]] = []
+            for place, (i, score) in enumerate(fetched):
+                family = families[i]
+                rescored.append((score - step if family in seen else score, place, i))
+                if family:
+                    seen.add(family)
+            rescored.sort(key=lambda t: (-t[0], t[1]))
+            best = rescored[:k]
+            if len(fetched) < n or (len(best) == k and fetched[-1][1] <= best[-1][0]):
+                return [(i, score) for score, _, i in best]
+            n *= 4

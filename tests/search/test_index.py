@@ -156,13 +156,43 @@ def test_a_huge_query_is_cut_rather_than_slowing_search(index: ToolIndex) -> Non
 
 
 def test_results_are_deterministic_and_ties_keep_the_input_order() -> None:
-    twins = [doc(f"s{i}/list_things", "List things.") for i in range(6)]
+    twins = [doc(f"s{i}/tool_{i}", "List things.") for i in range(6)]
     first = ToolIndex.build(twins).search("list things", k=6)
     assert keys(first) == [d.key for d in twins]
     assert len({h.score for h in first}) == 1
     assert ToolIndex.build(twins).search("list things", k=6) == first
     reversed_twins = twins[::-1]
     assert keys(ToolIndex.build(reversed_twins).search("list things", k=6)) == [d.key for d in reversed_twins]
+
+
+def test_copies_of_one_tool_name_make_room_for_other_tools() -> None:
+    # Six servers offer one tool; another tool matches a little less well (a longer description).
+    text = "List things kept in the old archive, sorted by date, size, owner and kind"
+    copies = [doc(f"s{i}/fetch_rows", f"{text}.") for i in range(6)]
+    other = doc("t/get_rows", f"{text} of file.")
+    hits = ToolIndex.build([*copies, other]).search("list things", k=5)
+    assert keys(hits) == ["s0/fetch_rows", "t/get_rows", "s1/fetch_rows", "s2/fetch_rows", "s3/fetch_rows"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert ToolIndex.build([*copies, other]).search("list things", k=5) == hits
+    assert (
+        ToolIndex.from_bytes(ToolIndex.build([*copies, other]).to_bytes()).search("list things", k=5) == hits
+    )
+    # Only the first copy scores in full; the others keep their order. Case and punctuation do not count.
+    alone = ToolIndex.build(copies).search("list things", k=6)
+    assert keys(alone) == [d.key for d in copies]
+    assert alone[0].score > alone[1].score == alone[5].score
+    cased = ToolIndex.build([doc("a/Fetch-Rows", "List things."), doc("b/fetch_rows", "List things.")])
+    first, second = cased.search("list things", k=2)
+    assert first.key == "a/Fetch-Rows"
+    assert first.score > second.score
+
+
+def test_many_copies_do_not_hide_the_next_tool() -> None:
+    # More copies than the first candidates the ranking looks at: it must look further to be exact.
+    text = "List things kept in the old archive, sorted by date, size, owner and kind"
+    copies = [doc(f"s{i:02}/fetch_rows", f"{text}.") for i in range(40)]
+    hits = ToolIndex.build([*copies, doc("t/get_rows", f"{text} of file.")]).search("list things", k=3)
+    assert keys(hits) == ["s00/fetch_rows", "t/get_rows", "s01/fetch_rows"]
 
 
 def test_rebuilding_gives_identical_scores() -> None:

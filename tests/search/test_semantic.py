@@ -97,6 +97,17 @@ def test_hybrid_results_are_deterministic_and_bounded_by_k(embedder: ConceptEmbe
     assert len(first) == 3
 
 
+def test_hybrid_ranking_makes_room_next_to_copies_of_one_tool(embedder: ConceptEmbedder) -> None:
+    copies = [
+        SearchDocument(f"s{i:02}/now", "s", "now", None, "Temperature and rain for a city.")
+        for i in range(40)
+    ]
+    other = SearchDocument("w/today", "w", "today", None, "Temperature and rain for a town today.")
+    hits = ToolIndex.build([*copies, other], embedder=embedder).search("rain", k=3)
+    assert [h.key for h in hits] == ["s00/now", "w/today", "s01/now"]
+    assert hits[0].score > hits[1].score > hits[2].score
+
+
 def test_the_cache_embeds_only_tools_it_has_not_seen(embedder: ConceptEmbedder) -> None:
     cache = EmbeddingCache()
     ToolIndex.build(DOCS, embedder=embedder, cache=cache)
