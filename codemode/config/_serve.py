@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from codemode.config._secrets import check_references
 
-ROLES = ("operator",)
+OPERATOR = "operator"
+ROLES = (OPERATOR,)
 """Roles a bearer token may carry; ``operator`` may open ``codemode serve --console``."""
+EVERY_TENANT = "*"
+"""``console_tenants = ["*"]``: the operator sees and answers every tenant's runs."""
 
 
 class _Section(BaseModel):
@@ -23,6 +26,10 @@ class TokenGrant(_Section):
     tenant: str | None = None
     roles: list[str] = Field(default_factory=lambda: [])
     """What else the holder may do besides calling tools: ``operator`` opens the operator console."""
+    console_tenants: list[str] | None = None
+    """Operators only: whose runs, calls and pending approvals the console shows this token's
+    holder (and lets it answer). Unset: only the tenant this token's own runs get. ``["*"]``:
+    every tenant, which also opens the console's ledger verify page (it covers the whole ledger)."""
 
     @field_validator("roles")
     @classmethod
@@ -40,6 +47,43 @@ class TokenGrant(_Section):
     def _reference(cls, value: str) -> str:
         check_references(value)
         return value
+
+    @field_validator("console_tenants")
+    @classmethod
+    def _tenant_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            # An empty list would open a console that shows nothing: surely not what was meant.
+            raise ValueError(
+                'list the tenants this operator may see (e.g. console_tenants = ["acme"]), or ["*"] '
+                "for every tenant; leave it out for the token's own tenant"
+            )
+        if any(not name.strip() for name in value):
+            raise ValueError(
+                'a tenant name must not be empty: write e.g. console_tenants = ["acme", "globex"]'
+            )
+        if EVERY_TENANT in value and len(value) > 1:
+            raise ValueError(
+                '"*" already means every tenant: write console_tenants = ["*"] alone, or list the tenants'
+            )
+        globbed = [name for name in value if EVERY_TENANT in name and name != EVERY_TENANT]
+        if globbed:
+            # Tenant names are matched exactly; a pattern would silently match nothing.
+            raise ValueError(
+                f"{globbed[0]!r} is not a tenant name: console_tenants takes whole names "
+                '(e.g. ["acme", "globex"]) or ["*"] for every tenant, not patterns'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _console_tenants_need_operator(self) -> TokenGrant:
+        if self.console_tenants is not None and OPERATOR not in self.roles:
+            raise ValueError(
+                "console_tenants says which tenants an operator sees in the console, and this token "
+                f'is no operator: add roles = ["{OPERATOR}"], or remove console_tenants'
+            )
+        return self
 
 
 class ServeConfig(_Section):

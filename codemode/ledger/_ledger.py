@@ -141,9 +141,10 @@ class StoreLedger:
         )
         return _runs.list_runs(self._ctx, query)
 
-    def run_values(self, column: RunFacet) -> list[str]:
-        """Every principal, tenant or status (``column``) that some run has, sorted."""
-        return _runs.run_values(self._ctx, column)
+    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+        """Every principal, tenant or status (``column``) that some run has, sorted; with
+        ``tenant``, some run of that tenant (what the operator console of one tenant may list)."""
+        return _runs.run_values(self._ctx, column, tenant)
 
     # ── calls ───────────────────────────────────────────────────────────────────────────────
 

@@ -213,13 +213,16 @@ class PostgresTransaction:
             params.append(query.limit)
         return self.fetch(statement, params)
 
-    def run_values(self, column: RunFacet) -> list[str]:
+    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
         if column not in RUN_FACETS:
             raise ValueError(f"runs cannot be listed by {column!r}")
-        statement = sql.SQL("SELECT DISTINCT {} AS value FROM runs ORDER BY value").format(
-            sql.Identifier(column)
-        )
-        return [str(row["value"]) for row in self.fetch(statement)]
+        statement = sql.SQL("SELECT DISTINCT {} AS value FROM runs").format(sql.Identifier(column))
+        params: list[Any] = []
+        if tenant is not None:
+            statement = sql.SQL("{} WHERE tenant = %s").format(statement)
+            params.append(tenant)
+        statement = sql.SQL("{} ORDER BY value").format(statement)
+        return [str(row["value"]) for row in self.fetch(statement, params)]
 
     def approvals(self, query: ApprovalQuery) -> list[Row]:
         statement = sql.SQL(

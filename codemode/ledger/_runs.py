@@ -55,6 +55,6 @@ def list_runs(ctx: LedgerContext, query: RunQuery) -> list[RunRecord]:
     return [run_record(r) for r in rows]
 
 
-def run_values(ctx: LedgerContext, column: RunFacet) -> list[str]:
+def run_values(ctx: LedgerContext, column: RunFacet, tenant: str | None = None) -> list[str]:
     with ctx.read() as tx:
-        return tx.run_values(column)
+        return tx.run_values(column, tenant)

@@ -242,11 +242,16 @@ class SqliteTransaction:
             params.append(query.limit)
         return self._all(sql, params)
 
-    def run_values(self, column: RunFacet) -> list[str]:
+    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
         if column not in RUN_FACETS:
             raise ValueError(f"runs cannot be listed by {column!r}")
-        rows = self._all(f"SELECT DISTINCT {column} AS value FROM runs ORDER BY value")  # noqa: S608
-        return [str(row["value"]) for row in rows]
+        # The column name is one of RUN_FACETS (checked above); the tenant is a parameter.
+        sql = f"SELECT DISTINCT {column} AS value FROM runs"  # noqa: S608
+        params: list[Any] = []
+        if tenant is not None:
+            sql += " WHERE tenant = ?"
+            params.append(tenant)
+        return [str(row["value"]) for row in self._all(sql + " ORDER BY value", params)]
 
     def approvals(self, query: ApprovalQuery) -> list[Row]:
         return self._all(

@@ -165,8 +165,9 @@ class StoreTransaction(Protocol):
         """The runs ``query`` selects, newest first (``started_at``, then ``run_id``, descending)."""
         ...
 
-    def run_values(self, column: RunFacet) -> list[str]:
-        """Every distinct value of ``column`` (one of :data:`RUN_FACETS`) among the runs, sorted."""
+    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+        """Every distinct value of ``column`` (one of :data:`RUN_FACETS`) among the runs, sorted;
+        with ``tenant``, among that tenant's runs only."""
         ...
 
     def approvals(self, query: ApprovalQuery) -> list[Row]: ...

@@ -37,6 +37,7 @@ from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor
 from codemode.broker._inputs import Sampler
 from codemode.calls import CallProgress, ProgressListener
+from codemode.config._serve import OPERATOR
 from codemode.serve._consent import (
     Asker,
     BackChannel,
@@ -63,15 +64,14 @@ class RunProgress(TypedDict):
     on_call_progress: ProgressListener
 
 
-OPERATOR = "operator"
-"""The role that may open the operator console (``[serve.tokens.<name>] roles``)."""
-
-
 @dataclass(frozen=True)
 class Identity:
     principal: str | None
     tenant: str | None
     roles: frozenset[str] = frozenset()
+    console_tenants: frozenset[str] | None = frozenset()
+    """Operators: the tenants whose runs and approvals the console shows them; None: every
+    tenant. Empty (the default) shows nothing, so an identity built without a scope sees none."""
 
     @property
     def is_operator(self) -> bool:

@@ -22,8 +22,9 @@ from codemode._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from codemode._metrics import Metrics
 from codemode._metrics import enable as enable_metrics
 from codemode.broker import Approver
-from codemode.config import Config, MissingSecretError, resolve_references
-from codemode.errors import ConfigError
+from codemode.config import Config, MissingSecretError, TokenGrant, resolve_references
+from codemode.config._serve import EVERY_TENANT, OPERATOR
+from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
@@ -73,8 +74,48 @@ def token_map(config: Config, environ: Mapping[str, str]) -> TokenMap:
                 [(f"serve.tokens.{name}.token", f"the same token as serve.tokens.{twin}: give each its own")],
             )
         names[name] = token
-        grants[token] = Identity(grant.principal, grant.tenant, frozenset(grant.roles))
+        scope = console_scope(config, name, grant)
+        grants[token] = Identity(grant.principal, grant.tenant, frozenset(grant.roles), scope)
     return TokenMap(grants)
+
+
+def console_scope(config: Config, name: str, grant: TokenGrant) -> frozenset[str] | None:
+    """The tenants whose runs this token's holder sees in the console; None: every tenant.
+
+    Not an operator: none. ``console_tenants`` unset: the one tenant this token's own runs get.
+    """
+    if OPERATOR not in grant.roles:
+        return frozenset()
+    if grant.console_tenants is None:
+        return frozenset({token_tenant(config, name, grant)})
+    if grant.console_tenants == [EVERY_TENANT]:
+        return None
+    return frozenset(grant.console_tenants)
+
+
+def token_tenant(config: Config, name: str, grant: TokenGrant) -> str:
+    """The tenant this token's runs are bound to. The engine binds every run with
+    ``policy.identity(principal, tenant)`` (the token's tenant, or else the principal's default
+    tenant by the policy); the same call here, so the console's scope cannot drift from it."""
+    try:
+        return config.policy.identity(grant.principal, grant.tenant)[1]
+    except PolicyError as exc:
+        # Deny mode and a principal the policy does not know (an operator who only uses the
+        # console, say): the tenant named on the token is still the one its runs would get.
+        if grant.tenant:
+            return grant.tenant
+        # Without one it has no tenant of its own, and a guess could show the wrong tenant.
+        raise ConfigError(
+            config.source,
+            [
+                (
+                    f"serve.tokens.{name}",
+                    f"{exc}, so this operator token has no tenant of its own for the console: set "
+                    'tenant = "<tenant>" or console_tenants = ["<tenant>", ...] (["*"] for every '
+                    f"tenant), or add [policy.principals.{grant.principal}]",
+                )
+            ],
+        ) from None
 
 
 async def respond(

@@ -24,8 +24,12 @@ from codemode.serve.console._desk import ApprovalDesk
 ORIGIN = "http://127.0.0.1:8765"
 OPERATOR_TOKEN = "ops-token-0123456789abcdef"
 ALICE_TOKEN = "alice-token-0123456789abcdef"
+ACME_OPS_TOKEN = "acme-ops-token-0123456789abcdef"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+"""An operator of every tenant (``console_tenants = ["*"]``)."""
 ALICE = {"Authorization": f"Bearer {ALICE_TOKEN}"}
+ACME_OPS = {"Authorization": f"Bearer {ACME_OPS_TOKEN}"}
+"""An operator of tenant acme only (principal ``acme-ops``)."""
 
 
 @dataclass
@@ -66,7 +70,8 @@ async def console_kit(tmp_path: Path) -> AsyncGenerator[Kit]:
     ledger = open_ledger(tmp_path / "codemode.db")
     tokens = TokenMap(
         {
-            OPERATOR_TOKEN: Identity("ops", "acme", frozenset({"operator"})),
+            OPERATOR_TOKEN: Identity("ops", "acme", frozenset({"operator"}), console_tenants=None),
+            ACME_OPS_TOKEN: Identity("acme-ops", "acme", frozenset({"operator"}), frozenset({"acme"})),
             ALICE_TOKEN: Identity("alice", "acme"),
         }
     )
@@ -81,11 +86,13 @@ async def console_kit(tmp_path: Path) -> AsyncGenerator[Kit]:
         ledger.close()
 
 
-def request_for(call_id: str = "run_0123456789abcdef/0", *, ttl: float = 300.0) -> ApprovalRequest:
+def request_for(
+    call_id: str = "run_0123456789abcdef/0", *, ttl: float = 300.0, tenant: str = "acme"
+) -> ApprovalRequest:
     return ApprovalRequest(
         call_id=call_id,
         principal="alice",
-        tenant="acme",
+        tenant=tenant,
         server="crm",
         tool="add_note",
         risk="medium",

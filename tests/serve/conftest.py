@@ -19,6 +19,7 @@ TOKENS = {
     "alice": "alice-token-0123456789abcdef",
     "bob": "bob-token-0123456789abcdef",
     "ops": "ops-token-0123456789abcdef",
+    "audit": "audit-token-0123456789abcdef",
 }
 
 
@@ -58,8 +59,14 @@ token = "${CODEMODE_TEST_OPS}"
 principal = "ops"
 tenant = "acme"
 roles = ["operator"]
+[serve.tokens.audit]
+token = "${CODEMODE_TEST_AUDIT}"
+principal = "audit"
+roles = ["operator"]
+console_tenants = ["*"]
 """
-"""An operator token on top of :data:`TOKENS_TOML` (for ``--console``)."""
+"""Operator tokens on top of :data:`TOKENS_TOML` (for ``--console``): ops sees acme (its own
+tenant), audit every tenant."""
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +81,8 @@ def plain_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextlib.contextmanager
 def serving_http(workspace: Path, *args: str, stderr_copy: Path | None = None) -> Generator[str]:
-    """`codemode serve --transport http` on a free port, with alice's, bob's and ops's tokens; its URL.
+    """`codemode serve --transport http` on a free port, with alice's, bob's, ops's and audit's
+    tokens; its URL.
 
     ``stderr_copy``: a file that gets each line of the server's stderr as it comes.
     """
@@ -83,6 +91,7 @@ def serving_http(workspace: Path, *args: str, stderr_copy: Path | None = None) -
         "CODEMODE_TEST_ALICE": TOKENS["alice"],
         "CODEMODE_TEST_BOB": TOKENS["bob"],
         "CODEMODE_TEST_OPS": TOKENS["ops"],
+        "CODEMODE_TEST_AUDIT": TOKENS["audit"],
     }
     command = [sys.executable, "-m", "codemode.cli", "serve", "--transport", "http", "--port", "0"]
     process = subprocess.Popen(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,95 @@ def test_two_grants_of_one_token_are_a_config_error_naming_both() -> None:
     text = str(error.value)
     assert "serve.tokens.ci.token" in text and "the same token as serve.tokens.ops" in text, text
     assert ENV["OPS_TOKEN"] not in text, "the message never repeats the token"
+
+
+OPERATOR_TOKEN = {**TOKEN, "roles": ["operator"]}
+
+
+def _scope(grant: Mapping[str, object], **config: object) -> frozenset[str] | None:
+    [identity] = token_map(
+        config_from_mapping({**config, "serve": {"tokens": {"ops": grant}}}), ENV
+    ).identities()
+    return identity.console_tenants
+
+
+def test_an_operator_sees_the_tenants_of_console_tenants_or_every_tenant_with_a_star() -> None:
+    assert _scope({**OPERATOR_TOKEN, "tenant": "acme", "console_tenants": ["globex", "initech"]}) == {
+        "globex",
+        "initech",
+    }
+    assert _scope({**OPERATOR_TOKEN, "console_tenants": ["*"]}) is None
+
+
+def test_without_console_tenants_an_operator_sees_the_tenant_its_runs_get() -> None:
+    assert _scope({**OPERATOR_TOKEN, "tenant": "acme"}) == {"acme"}
+    # No tenant on the token: the engine binds its runs to the policy's default tenant, or to
+    # the principal's first tenant when the default is not one of its tenants.
+    assert _scope(OPERATOR_TOKEN) == {"default"}
+    assert _scope(OPERATOR_TOKEN, policy={"default_tenant": "acme"}) == {"acme"}
+    principals = {"ops": {"tenants": ["globex", "acme"]}}
+    assert _scope(OPERATOR_TOKEN, policy={"principals": principals}) == {"globex"}
+    assert _scope(OPERATOR_TOKEN, policy={"principals": principals, "default_tenant": "acme"}) == {"acme"}
+    # [serve] tenant is the stdio (and token-less) caller's tenant, not a token's.
+    assert _scope(OPERATOR_TOKEN, serve={"tenant": "initech"}) == {"default"}
+    assert _scope(TOKEN) == frozenset(), "a token that is no operator sees no tenant"
+
+
+def test_the_console_scope_is_the_tenant_the_engine_binds_the_tokens_runs_to() -> None:
+    policy = {"principals": {"ops": {"tenants": ["globex", "acme"]}}}
+    config = config_from_mapping({"policy": policy, "serve": {"tokens": {"ops": OPERATOR_TOKEN}}})
+    [identity] = token_map(config, ENV).identities()
+    _, bound = config.policy.identity(identity.principal, identity.tenant)
+    assert identity.console_tenants == {bound}
+
+
+def test_an_operator_whose_runs_have_no_tenant_must_name_its_console_tenants() -> None:
+    policy = {"mode": "deny", "principals": {"alice": {"tenants": ["acme"]}}}
+    config = config_from_mapping(
+        {"policy": policy, "serve": {"tokens": {"ops": OPERATOR_TOKEN}}}, source="codemode.toml"
+    )
+    with pytest.raises(ConfigError) as error:
+        token_map(config, ENV)
+    text = str(error.value)
+    assert "serve.tokens.ops: unknown principal 'ops'" in text, text
+    assert 'console_tenants = ["<tenant>", ...]' in text and "[policy.principals.ops]" in text, text
+    ok = config_from_mapping(
+        {"policy": policy, "serve": {"tokens": {"ops": {**OPERATOR_TOKEN, "tenant": "acme"}}}}
+    )
+    assert [i.console_tenants for i in token_map(ok, ENV).identities()] == [{"acme"}]
+
+
+@pytest.mark.parametrize(
+    ("grant", "where", "message"),
+    [
+        (
+            {"console_tenants": []},
+            "console_tenants",
+            'list the tenants this operator may see (e.g. console_tenants = ["acme"])',
+        ),
+        ({"console_tenants": ["acme", " "]}, "console_tenants", "a tenant name must not be empty"),
+        ({"console_tenants": ["*", "acme"]}, "console_tenants", 'write console_tenants = ["*"] alone'),
+        ({"console_tenants": ["ac*"]}, "console_tenants", "'ac*' is not a tenant name"),
+        ({"console_tenants": "acme"}, "console_tenants", "valid list"),
+        ({"console_tenants": [1]}, "console_tenants.0", "valid string"),
+    ],
+)
+def test_a_malformed_console_tenants_is_a_config_error_saying_what_to_write(
+    grant: dict[str, object], where: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        config_from_mapping(
+            {"serve": {"tokens": {"ops": {**OPERATOR_TOKEN, **grant}}}}, source="codemode.toml"
+        )
+    text = str(error.value)
+    assert f"serve.tokens.ops.{where}: " in text and message in text, text
+
+
+def test_console_tenants_on_a_token_without_the_operator_role_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as error:
+        config_from_mapping({"serve": {"tokens": {"ci": {**TOKEN, "console_tenants": ["acme"]}}}}, source="x")
+    text = str(error.value)
+    assert "serve.tokens.ci: " in text and 'add roles = ["operator"], or remove console_tenants' in text, text
 
 
 def test_the_console_needs_an_operator_token() -> None:

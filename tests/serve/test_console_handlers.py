@@ -15,6 +15,7 @@ from codemode.broker import ApprovalAnswer
 from codemode.calls import RunBinding
 from codemode.serve.console._data import FilterError, RunFilter
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover, DeskError
+from codemode.serve.console._scope import ALL_TENANTS
 
 from ._console_kit import ALICE, OPERATOR, OPERATOR_TOKEN, ORIGIN, Kit, console_kit, csrf_of, request_for
 
@@ -106,7 +107,7 @@ async def _pending(kit: Kit) -> tuple[str, str]:
     """Open a ticket and read the CSRF token off the operator's page; (csrf, digest)."""
     page = await kit.client.get("/console", headers=OPERATOR)
     assert page.status_code == 200
-    [ticket] = kit.desk.pending()
+    [ticket] = kit.desk.pending(ALL_TENANTS)
     assert ticket.request.call_id in page.text, "the page lists the pending approval"
     return csrf_of(page.text), ticket.request.args_digest
 
@@ -145,13 +146,13 @@ async def test_a_change_without_the_csrf_token_or_from_another_origin_is_refused
         assert status == 403 and "Origin" in text
         status, _ = await _answer(kit, "approve", digest, csrf, Host="evil.example:8765")
         assert status == 421
-        assert len(kit.desk.pending()) == 1 and not answers, "no refused request answered anything"
+        assert len(kit.desk.pending(ALL_TENANTS)) == 1 and not answers, "no refused request answered anything"
 
         status, _ = await _answer(kit, "approve", digest, csrf, Origin=ORIGIN)
         assert status == 303
         await anyio.wait_all_tasks_blocked()
     assert answers == [ApprovalAnswer(True, "console:ops")]
-    assert not kit.desk.pending()
+    assert not kit.desk.pending(ALL_TENANTS)
 
 
 async def test_the_csrf_token_also_works_as_a_header(tmp_path: Path) -> None:
@@ -168,7 +169,7 @@ async def test_an_answer_for_other_arguments_is_refused_and_the_request_stays_op
     async with approval_waiting(tmp_path) as (kit, csrf, digest, answers):
         status, text = await _answer(kit, "approve", "sha256:" + "cd" * 32, csrf)
         assert status == 409 and "your page is out of date" in text
-        assert len(kit.desk.pending()) == 1 and not answers
+        assert len(kit.desk.pending(ALL_TENANTS)) == 1 and not answers
         status, _ = await _answer(kit, "approve", digest, csrf)
         assert status == 303
         status, text = await _answer(kit, "approve", digest, csrf)
@@ -182,9 +183,9 @@ async def test_an_expired_request_cannot_be_answered() -> None:
     request = request_for(ttl=60)
     ticket = desk.open(request)
     now[0] += 61
-    assert desk.pending() == [], "an expired request is not offered"
+    assert desk.pending(ALL_TENANTS) == [], "an expired request is not offered"
     with pytest.raises(DeskError) as refused:
-        desk.answer(request.call_id, request.args_digest, approve=True, operator="ops")
+        desk.answer(request.call_id, request.args_digest, approve=True, operator="ops", scope=ALL_TENANTS)
     assert refused.value.status == 410 and "expired" in str(refused.value)
     assert ticket.answer is None
 
@@ -194,7 +195,7 @@ async def test_nobody_answering_before_expiry_denies_the_call() -> None:
     with anyio.fail_after(5):
         answer = await DeskApprover(desk, None).ask(request_for(ttl=0.2))
     assert answer.approved is False and "expired" in answer.reason
-    assert desk.pending() == []
+    assert desk.pending(ALL_TENANTS) == []
 
 
 async def test_the_client_may_answer_first_and_withdraws_the_desk_ticket() -> None:
@@ -207,7 +208,7 @@ async def test_the_client_may_answer_first_and_withdraws_the_desk_ticket() -> No
 
     answer = await DeskApprover(desk, Client()).ask(request_for())
     assert answer == ApprovalAnswer(False, "mcp-client", "the user chose decline")
-    assert desk.pending() == []
+    assert desk.pending(ALL_TENANTS) == []
 
 
 async def test_the_console_may_answer_first_and_withdraws_the_client_question() -> None:
@@ -231,7 +232,7 @@ async def test_the_console_may_answer_first_and_withdraws_the_client_question() 
     async with anyio.create_task_group() as tg:
         tg.start_soon(asking)
         await anyio.wait_all_tasks_blocked()
-        desk.answer(request.call_id, request.args_digest, approve=True, operator="ops")
+        desk.answer(request.call_id, request.args_digest, approve=True, operator="ops", scope=ALL_TENANTS)
     assert answers == [ApprovalAnswer(True, "console:ops")] and withdrawn == [True]
 
 

@@ -16,6 +16,7 @@ from .conftest import TOKENS
 from .test_serve import WRITE, text_of
 
 OPERATOR = {"Authorization": f"Bearer {TOKENS['ops']}"}
+AUDITOR = {"Authorization": f"Bearer {TOKENS['audit']}"}
 
 
 def _ticket(web: httpx.Client, console: str, timeout: float = 60.0) -> dict[str, str]:
@@ -80,4 +81,6 @@ def test_the_mcp_endpoint_still_wants_its_bearer_token_beside_the_console(consol
         assert web.get(console_url, headers={"Authorization": f"Bearer {TOKENS['bob']}"}).status_code == 403
         assert web.get(console_url, headers=OPERATOR).status_code == 200
         assert web.get(f"{console_url}/servers", headers=OPERATOR).text.count('data-state="ready"') == 3
-        assert 'id="verdict">ok:' in web.get(f"{console_url}/verify", headers=OPERATOR).text
+        # Verify covers every tenant: ops sees acme only, audit has console_tenants = ["*"].
+        assert web.get(f"{console_url}/verify", headers=OPERATOR).status_code == 403
+        assert 'id="verdict">ok:' in web.get(f"{console_url}/verify", headers=AUDITOR).text

@@ -36,6 +36,7 @@ from codemode.serve.console._data import EngineView, FilterError, RunFilter, lis
 from codemode.serve.console._data import verify as verify_ledger
 from codemode.serve.console._desk import ApprovalDesk, DeskError
 from codemode.serve.console._render import SECURITY_HEADERS, page, static
+from codemode.serve.console._scope import TenantScope
 
 PREFIX = "/console"
 POLL_INTERVAL_MS = 1500
@@ -130,14 +131,17 @@ class Console:
             "csrf_field": CSRF_FIELD,
             "csrf": session.csrf,
             "poll_ms": POLL_INTERVAL_MS,
+            "tenants": session.scope.label(),
+            "every_tenant": session.scope.every,
         }
 
     async def _index_context(
         self, request: Request, session: Session, *, with_choices: bool = True
     ) -> dict[str, object]:
         run_filter = RunFilter.parse(request.query_params)
+        scope = session.scope
         found = await anyio.to_thread.run_sync(
-            partial(list_runs, self.ledger, run_filter, with_choices=with_choices)
+            partial(list_runs, self.ledger, run_filter, scope, with_choices=with_choices)
         )
         query = run_filter.query()
         return {
@@ -145,8 +149,8 @@ class Console:
             "filter": query,
             "query": urlencode(query),
             "found": found,
-            "pending": self.desk.pending(),
-            "waiting": self.desk.waiting_runs(),
+            "pending": self.desk.pending(scope),
+            "waiting": self.desk.waiting_runs(scope),
         }
 
     async def index(self, request: Request, session: Session) -> Response:
@@ -163,10 +167,12 @@ class Console:
         return page("_live.html", await self._index_context(request, session, with_choices=False))
 
     async def _run_context(self, run_id: str, session: Session) -> dict[str, object]:
-        evidence = await anyio.to_thread.run_sync(run_detail, self.ledger, run_id)
+        scope = session.scope
+        evidence = await anyio.to_thread.run_sync(run_detail, self.ledger, run_id, scope)
         if evidence is None:
+            # Another tenant's run gets this very answer: the page must not tell that it exists.
             raise AuthError(404, f"the ledger has no run {run_id!r}: pick a run from the list.")
-        pending = [t for t in self.desk.pending() if t.run_id == run_id]
+        pending = [t for t in self.desk.pending(scope) if t.run_id == run_id]
         return {**self._base(session), "evidence": evidence, "run_id": run_id, "pending": pending}
 
     async def run(self, request: Request, session: Session) -> Response:
@@ -179,6 +185,7 @@ class Console:
         return page("servers.html", {**self._base(session), "rows": servers(self.engine)})
 
     async def verify(self, request: Request, session: Session) -> Response:
+        _require_every_tenant(session.scope, session.operator)
         report = await anyio.to_thread.run_sync(verify_ledger, self.ledger)
         return page("verify.html", {**self._base(session), "report": report, "location": self.location})
 
@@ -189,7 +196,9 @@ class Console:
         call_id, digest, decision = (str(form.get(k) or "") for k in ("call_id", "args_digest", "decision"))
         if decision not in ("approve", "deny") or not call_id or not digest:
             raise AuthError(400, "an answer needs call_id, args_digest and decision=approve|deny.")
-        ticket = self.desk.answer(call_id, digest, approve=decision == "approve", operator=session.operator)
+        ticket = self.desk.answer(
+            call_id, digest, approve=decision == "approve", operator=session.operator, scope=session.scope
+        )
         done = {
             "answered": ticket.request.call_id,
             "decision": "approved" if decision == "approve" else "denied",
@@ -229,3 +238,14 @@ class Console:
 
     async def _static(self, request: Request) -> Response:
         return static(request.path_params["name"])
+
+
+def _require_every_tenant(scope: TenantScope, operator: str) -> None:
+    # Verify reads and reports on every tenant's events (counts, problems, where they are).
+    if not scope.every:
+        raise AuthError(
+            403,
+            f"ledger verify covers every tenant's runs, and {operator} sees only {scope.label()} here. "
+            'It needs an operator token with console_tenants = ["*"] in its [serve.tokens.<name>] '
+            "table; or run codemode ledger verify where the ledger is.",
+        )

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from codemode.serve._app import OPERATOR, Identity, TokenMap
+from codemode.config._serve import OPERATOR
+from codemode.serve._app import Identity, TokenMap
+from codemode.serve.console._scope import TenantScope
 
 SESSION_COOKIE = "codemode_console"
 LOGIN_COOKIE = "codemode_console_login"
@@ -46,6 +48,11 @@ class Session:
     @property
     def operator(self) -> str:
         return self.identity.principal or "?"
+
+    @property
+    def scope(self) -> TenantScope:
+        """The tenants this operator sees and answers (``console_tenants`` of their token)."""
+        return TenantScope(self.identity.console_tenants)
 
 
 def _not_operator(identity: Identity) -> AuthError:

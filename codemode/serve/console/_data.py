@@ -1,6 +1,7 @@
 """What the console shows, read from the ledger and the engine (blocking: call from a thread).
 
-Nothing here decides anything: runs and calls come from the ledger as stored, each call's
+Nothing here decides anything but what the operator's :class:`TenantScope` lets them see (other
+tenants' runs are not read at all): runs and calls come from the ledger as stored, each call's
 evidence chain from :mod:`codemode.ledger._evidence` (the same chain as ``codemode ledger show
 --evidence``), the check from the ledger's own ``verify``, servers and pin drift from the
 engine (as ``codemode servers`` and ``CodeMode.drift`` report them).
@@ -14,8 +15,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from codemode.host import ServerStatus
-from codemode.ledger import Ledger, RunRecord, VerifyReport
+from codemode.ledger import Ledger, RunFacet, RunRecord, VerifyReport
 from codemode.ledger._evidence import RunEvidence, run_evidence
+from codemode.serve.console._scope import TenantScope
 
 MAX_SHOWN = 500
 KNOWN_STATUSES = ("running", "ok", "error", "interrupted")
@@ -97,32 +99,65 @@ class RunList:
     statuses: list[str] = field(default_factory=lambda: [])
 
 
-def list_runs(ledger: Ledger, run_filter: RunFilter, *, with_choices: bool = True) -> RunList:
+def list_runs(
+    ledger: Ledger, run_filter: RunFilter, scope: TenantScope, *, with_choices: bool = True
+) -> RunList:
     """The newest runs that match, filtered by the ledger's own query (so every run is searched,
     however many there are), and, ``with_choices``, every principal, tenant and status that some
-    run has (for the filter's pickers)."""
-    runs = ledger.list_runs(
-        limit=run_filter.limit,
-        status=run_filter.status or None,
-        principal=run_filter.principal or None,
-        tenant=run_filter.tenant or None,
-        since=run_filter.since,
-        until=run_filter.until,
-    )
+    run has (for the filter's pickers): all of them only among the tenants of ``scope``.
+
+    A ``tenant`` filter outside the scope matches nothing, like a tenant without runs: the answer
+    must not tell whether another tenant exists."""
+    tenants = _searched_tenants(run_filter.tenant, scope)
+    if tenants is None:
+        runs = _runs_of(ledger, run_filter, run_filter.tenant or None)
+    else:
+        # One query per tenant (the ledger filters by one), merged in the ledger's own order.
+        found = [run for tenant in tenants for run in _runs_of(ledger, run_filter, tenant)]
+        runs = sorted(found, key=lambda run: (run.started_at, run.run_id), reverse=True)[: run_filter.limit]
     if not with_choices:
         return RunList(runs=runs)
     return RunList(
         runs=runs,
-        principals=ledger.run_values("principal"),
-        tenants=ledger.run_values("tenant"),
-        statuses=sorted({*KNOWN_STATUSES, *ledger.run_values("status")}),
+        principals=_values(ledger, "principal", scope),
+        tenants=_values(ledger, "tenant", scope),
+        statuses=sorted({*KNOWN_STATUSES, *_values(ledger, "status", scope)}),
     )
 
 
-def run_detail(ledger: Ledger, run_id: str) -> RunEvidence | None:
-    """The run with every call's evidence chain; None when the ledger has no such run."""
+def _searched_tenants(wanted: str, scope: TenantScope) -> list[str] | None:
+    """The tenants to query one by one; None: one query over every tenant (or ``wanted``)."""
+    if scope.every:
+        return None
+    if wanted:
+        return [wanted] if scope.sees(wanted) else []
+    return scope.names()
+
+
+def _runs_of(ledger: Ledger, run_filter: RunFilter, tenant: str | None) -> list[RunRecord]:
+    return ledger.list_runs(
+        limit=run_filter.limit,
+        status=run_filter.status or None,
+        principal=run_filter.principal or None,
+        tenant=tenant,
+        since=run_filter.since,
+        until=run_filter.until,
+    )
+
+
+def _values(ledger: Ledger, column: RunFacet, scope: TenantScope) -> list[str]:
+    if scope.every:
+        return ledger.run_values(column)
+    return sorted({value for tenant in scope.names() for value in ledger.run_values(column, tenant)})
+
+
+def run_detail(ledger: Ledger, run_id: str, scope: TenantScope) -> RunEvidence | None:
+    """The run with every call's evidence chain; None when the ledger has no such run, or when
+    it is another tenant's (so a run outside the scope looks exactly like a missing one)."""
     run = ledger.get_run(run_id)
-    return None if run is None else run_evidence(ledger, run)
+    if run is None or not scope.sees(run.tenant):
+        return None
+    return run_evidence(ledger, run)
 
 
 def verify(ledger: Ledger) -> VerifyReport:

@@ -6,6 +6,9 @@ MCP client can answer too, to the client as well: the first answer wins and the 
 is withdrawn. The desk never records anything itself: an answer goes back to the broker's
 approval flow, which records and consumes the approval in the ledger exactly as it does for a
 terminal or client answer (bound to the call, its argument digest, its risk and its expiry).
+
+An operator sees and answers only the tickets of the tenants in their :class:`TenantScope`; a
+ticket of another tenant is answered exactly like one that is not there.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from codemode.broker import ApprovalAnswer, ApprovalRequest, Approver
+from codemode.serve.console._scope import TenantScope
 
 
 class DeskError(Exception):
@@ -58,25 +62,34 @@ class ApprovalDesk:
         if self._tickets.get(ticket.request.call_id) is ticket:
             del self._tickets[ticket.request.call_id]
 
-    def pending(self) -> list[Ticket]:
-        """Open tickets that can still be answered, oldest first."""
+    def pending(self, scope: TenantScope) -> list[Ticket]:
+        """Open tickets of the tenants in ``scope`` that can still be answered, oldest first."""
         now = self._clock()
         return sorted(
-            (t for t in self._tickets.values() if t.request.expires_at > now), key=lambda t: t.opened_at
+            (
+                t
+                for t in self._tickets.values()
+                if t.request.expires_at > now and scope.sees(t.request.tenant)
+            ),
+            key=lambda t: t.opened_at,
         )
 
-    def waiting_runs(self) -> set[str]:
-        return {ticket.run_id for ticket in self.pending()}
+    def waiting_runs(self, scope: TenantScope) -> set[str]:
+        return {ticket.run_id for ticket in self.pending(scope)}
 
-    def answer(self, call_id: str, args_digest: str, *, approve: bool, operator: str) -> Ticket:
+    def answer(
+        self, call_id: str, args_digest: str, *, approve: bool, operator: str, scope: TenantScope
+    ) -> Ticket:
         """Answer the ticket of ``call_id``, if the operator saw the very arguments it is for.
 
         ``args_digest`` is the digest the operator's page showed: an answer given on a page
         about other arguments is refused rather than applied to these. Expiry is checked here
-        only to tell the operator; the approval flow and the ledger check it again.
+        only to tell the operator; the approval flow and the ledger check it again. A ticket of
+        a tenant outside ``scope`` is refused first, as if it were not there (no other check may
+        run first and tell the operator it exists).
         """
         ticket = self._tickets.get(call_id)
-        if ticket is None or ticket.answer is not None:
+        if ticket is None or ticket.answer is not None or not scope.sees(ticket.request.tenant):
             raise DeskError(
                 404,
                 f"no approval is pending for call {call_id}: it was answered, it expired or its run "

@@ -330,3 +330,18 @@ def test_verify_passes_a_clean_log_and_locates_each_kind_of_tampering(
         )
     kinds = {p.kind for p in ledger.verify().problems}
     assert "event_edited" in kinds and "invalid_event" in kinds
+
+
+def test_run_values_lists_one_tenants_principals_and_statuses(ledger: StoreLedger) -> None:
+    for n, (principal, tenant, status) in enumerate(
+        [("alice", "acme", "ok"), ("carol", "globex", "timeout"), ("bob", "acme", None)]
+    ):
+        binding = RunBinding(run_id=f"run-{n}", principal=principal, tenant=tenant, trace_id=f"{n:032x}")
+        ledger.begin_run(binding, "sha256:code")
+        if status is not None:
+            ledger.finish_run(binding.run_id, status)
+    assert ledger.run_values("principal") == ["alice", "bob", "carol"]
+    assert ledger.run_values("principal", "acme") == ["alice", "bob"]
+    assert ledger.run_values("status", "acme") == ["ok", "running"]
+    assert ledger.run_values("tenant", "globex") == ["globex"]
+    assert ledger.run_values("status", "initech") == []

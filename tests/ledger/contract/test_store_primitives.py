@@ -181,6 +181,16 @@ def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_stat
         assert tx.run_values("status") == ["error", "ok", "running"]
         with pytest.raises(ValueError, match="cannot be listed"):
             tx.run_values("code_digest")  # pyright: ignore[reportArgumentType]
+        # One tenant's values only (the operator console of that tenant lists no other's).
+        assert tx.run_values("principal", "acme") == ["alice", "bob"]
+        assert tx.run_values("principal", "globex") == ["alice"]
+        assert tx.run_values("status", "acme") == ["error", "ok", "running"]
+        assert tx.run_values("status", "globex") == ["running"]
+        assert tx.run_values("tenant", "globex") == ["globex"]
+        assert tx.run_values("principal", "initech") == []
+        assert tx.run_values("principal", "acme' OR '1'='1") == [], "the tenant is a parameter, never SQL"
+        with pytest.raises(ValueError, match="cannot be listed"):
+            tx.run_values("code_digest", "acme")  # pyright: ignore[reportArgumentType]
 
 
 def test_approval_query_finds_only_usable_pre_issued_matches_in_issue_order(store: LedgerStore) -> None:
