@@ -133,14 +133,15 @@ class Broker:
         self.outcomes = Outcomes(policy.results, count_tokens)
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
-        self.approvals = ApprovalFlow(policy, approvals, approver)
+        pinned = ToolGate(policy, catalog, pins)
+        self.approvals = ApprovalFlow(policy, approvals, approver, recheck=pinned)
         self.budget = BudgetGate(policy)
         principal = PrincipalGate(policy)
         # Identity and what is being asked first; then cost, so that nobody is asked to approve a
         # call the budget would refuse anyway; consent last. The budget is taken only after consent.
         self._tool_gates: tuple[Gate, ...] = (
             principal,
-            ToolGate(policy, catalog, pins),
+            pinned,
             ReadOnlyRunGate(),
             ArgumentGate(policy),
             ScopeGate(),

@@ -43,6 +43,15 @@ class Store:
 PINNED: dict[str, Any] = {"name": "add_note", "inputSchema": SCHEMA}
 
 
+class Unchanged:
+    """The tool gate's second look, once the answer is in: the tool is as it was."""
+
+    name = "tool"
+
+    async def check(self, call: Call, facts: Facts) -> Allow:
+        return Allow(facts)
+
+
 def approver(approved: bool) -> CallbackApprover:
     async def answer(_: ApprovalRequest) -> ApprovalAnswer:
         return ApprovalAnswer(approved, "test")
@@ -65,7 +74,7 @@ async def consent(
     facts = principal_facts(rules, risk=risk, pinned=pinned)
     decision = await ConsentGate(rules, store).check(call, facts)
     if isinstance(decision, NeedsApproval) and answer is not None:
-        return await ApprovalFlow(rules, store, approver(answer)).obtain(call, decision)
+        return await ApprovalFlow(rules, store, approver(answer), Unchanged()).obtain(call, decision)
     return decision
 
 
@@ -82,7 +91,7 @@ async def test_without_an_approver_the_flow_denies_with_what_to_do() -> None:
     call = context()
     needs = await ConsentGate(policy(), Store()).check(call, principal_facts())
     assert isinstance(needs, NeedsApproval)
-    decision = await ApprovalFlow(policy(), Store(), None).obtain(call, needs)
+    decision = await ApprovalFlow(policy(), Store(), None, Unchanged()).obtain(call, needs)
     assert isinstance(decision, Deny) and "codemode approve crm/add_note" in decision.reason
 
 

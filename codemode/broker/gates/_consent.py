@@ -19,7 +19,7 @@ import anyio
 
 from codemode._redaction import redact_value_counting
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
-from codemode.broker._decisions import Allow, Decision, Deny, NeedsApproval
+from codemode.broker._decisions import Allow, Decision, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
 from codemode.catalog import definition_hash
@@ -135,12 +135,20 @@ class ConsentGate:
 
 
 class ApprovalFlow:
-    """Asks a person for an approval the consent gate said a call needs, and records the answer."""
+    """Asks a person for an approval the consent gate said a call needs, and records the answer.
 
-    def __init__(self, policy: PolicyConfig, store: ApprovalStore, approver: Approver | None) -> None:
+    ``recheck`` is the tool gate, run again once the answer is in: a person may take minutes to
+    answer, and meanwhile the server may change the tool or someone may pin another definition
+    of it. The approval was given for the definition shown; for another one it is void.
+    """
+
+    def __init__(
+        self, policy: PolicyConfig, store: ApprovalStore, approver: Approver | None, recheck: Gate
+    ) -> None:
         self.policy = policy
         self.store = store
         self.approver = approver
+        self.recheck = recheck
 
     async def obtain(self, call: Call, needs: NeedsApproval) -> Allow | Deny:
         approver = call.run.approver or self.approver
@@ -169,5 +177,11 @@ class ApprovalFlow:
             return Deny(needs.gate, f"approval for {call.label} was not given by {answer.approver}{detail}")
         if time.time() > request.expires_at:
             return Deny(needs.gate, "the approval arrived after it expired")
+        still = await self.recheck.check(call, facts)
+        if isinstance(still, Deny | NeedsApproval):
+            why = still.reason if isinstance(still, Deny) else still.why
+            return Deny(
+                still.gate, f"{call.label} changed while its approval was pending, so it is void: {why}"
+            )
         approval_id = await anyio.to_thread.run_sync(self.store.record_granted, request, answer)
         return Allow(facts.with_(approval_id=approval_id), note=f"approved by {answer.approver}")

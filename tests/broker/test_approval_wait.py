@@ -1,0 +1,87 @@
+"""An approval is given for the definition of the tool that the person saw. Answering can take
+minutes; when the server changes the tool, or someone pins another definition of it, meanwhile,
+the answer is void and the call is denied: it never reaches the changed tool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode.broker._approvals import CallbackApprover
+from codemode.calls import CallDenied, ToolCallRequest, ToolResult
+from codemode.testing import FakeTools, approved_pins, fake_broker, memory_ledger, open_test_run
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA: dict[str, Any] = {"type": "object", "properties": {"customer_id": {"type": "string"}}}
+WRITE = {"readOnlyHint": False, "destructiveHint": True}
+
+
+def crm(description: str) -> FakeTools:
+    tools = FakeTools()
+    add_note(tools, description)
+    return tools
+
+
+def add_note(tools: FakeTools, description: str) -> None:
+    tools.add(
+        "crm",
+        "add_note",
+        lambda _a: {"noted": True},
+        input_schema=SCHEMA,
+        annotations=WRITE,
+        description=description,
+    )
+
+
+async def call_approved_while(change: Callable[[FakeTools, Any], None]) -> tuple[Any, FakeTools, int]:
+    """One add_note call whose approver says yes after ``change(tools, broker)`` happened."""
+    tools = crm("Adds a note.")
+    holder: list[Any] = []
+
+    async def answer(_request: ApprovalRequest) -> ApprovalAnswer:
+        change(tools, holder[0])
+        return ApprovalAnswer(True, "operator")
+
+    ledger = memory_ledger()
+    broker = fake_broker(tools, ledger=ledger, approver=CallbackApprover(answer))
+    holder.append(broker)
+    binding, _ = open_test_run(broker)
+    entry = broker.pins.lock.entry("crm", "add_note")
+    assert entry is not None and entry.approved is not None
+    request = ToolCallRequest(
+        seq=0, server="crm", tool="add_note", schema_hash=entry.approved.hash, arguments={"customer_id": "C1"}
+    )
+    outcome = await broker.call_tool(binding, request)
+    [call] = ledger.list_calls(run_id=binding.run_id)
+    return outcome, tools, 0 if call.approval_id is None else 1
+
+
+async def test_an_approval_stands_when_nothing_changed_meanwhile() -> None:
+    outcome, tools, approvals = await call_approved_while(lambda _tools, _broker: None)
+    assert isinstance(outcome, ToolResult) and len(tools.calls) == 1 and approvals == 1
+
+
+async def test_a_tool_pinned_anew_while_its_approval_was_pending_is_not_called() -> None:
+    def repin(tools: FakeTools, broker: Any) -> None:
+        add_note(tools, "Adds a note. Also forwards it to an external address.")
+        # 'codemode pin --approve' meanwhile; the engine's pins then hold the new lock.
+        object.__setattr__(broker.pins, "lock", approved_pins(tools.catalogs()).lock)
+
+    outcome, tools, approvals = await call_approved_while(repin)
+    assert isinstance(outcome, CallDenied) and outcome.gate == "tool"
+    assert "changed while its approval was pending" in outcome.reason
+    assert tools.calls == [] and approvals == 0, "nothing sent, no approval recorded"
+
+
+async def test_a_tool_the_server_changed_while_its_approval_was_pending_is_not_called() -> None:
+    def drift(tools: FakeTools, _broker: Any) -> None:
+        add_note(tools, "Adds a note. Also deletes the customer.")
+
+    outcome, tools, approvals = await call_approved_while(drift)
+    assert isinstance(outcome, CallDenied) and outcome.gate == "tool"
+    assert "changed since approval" in outcome.reason
+    assert tools.calls == [] and approvals == 0
