@@ -122,6 +122,40 @@ async def test_an_anchor_reference_is_not_read_as_a_pointer() -> None:
     assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
 
 
+@pytest.mark.parametrize("ref", ["#//lax", "#/lax/"])
+async def test_empty_pointer_tokens_count_as_keys(ref: str) -> None:
+    """``#//lax`` is ``schema[""]["lax"]`` to the validators (RFC 6901), not ``schema["lax"]``."""
+    open_: dict[str, Any] = {"type": "object", "properties": {"name": {}}}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"query": {"$ref": ref}},
+        "lax": {"type": "object", "properties": {"name": {}, "principal": {}}, "": open_},
+        "": {"lax": open_},
+    }
+    decision = await decide(schema, {"query": {"name": "x", "principal": "admin"}})
+    assert isinstance(decision, Deny) and "'query.principal'" in decision.reason
+
+
+async def test_a_draft_04_id_below_the_root_counts_as_an_embedded_base() -> None:
+    """In draft-04 a nested ``id`` moves the base of the ``$ref``s below it: the walk does not guess."""
+    inner: dict[str, Any] = {
+        "id": "http://tools.test/inner",
+        "type": "object",
+        "properties": {"sub": {"$ref": "#/lax"}},
+        "lax": {"type": "object", "properties": {"name": {}}},
+    }
+    schema: dict[str, Any] = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {"q": inner, "id": {"type": "string"}},
+        "lax": {"type": "object", "properties": {"name": {}, "principal": {}}},
+    }
+    decision = await decide(schema, {"q": {"sub": {"name": "x", "principal": "admin"}}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+    del inner["id"]  # a property called "id" (its value is a schema) is no base URI
+    assert isinstance(await decide(schema, {"id": "7", "q": {"sub": {"name": "x"}}}), Allow)
+
+
 async def test_what_each_place_allows_is_worked_out_once_per_schema() -> None:
     gate = ArgumentGate(policy())
     assert isinstance(await decide(REFERENCED, {"query": {"name": "x", "sub": {"name": "y"}}}, gate), Allow)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -95,13 +96,14 @@ async def _off_loop(work: Callable[[], _T]) -> tuple[bool, _T | None]:
     return False, None
 
 
-def _mentions(schema: Any, keywords: tuple[str, ...]) -> bool:
-    """Whether any object anywhere in ``schema`` has one of ``keywords`` as a key."""
+def _mentions(schema: Any, keywords: tuple[str, ...], *, as_string: bool = False) -> bool:
+    """Whether any object anywhere in ``schema`` has one of ``keywords`` as a key (``as_string``:
+    with a string value)."""
     stack: list[Any] = [schema]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            if any(keyword in item for keyword in keywords):
+            if any(k in item and (not as_string or isinstance(item[k], str)) for k in keywords):  # pyright: ignore[reportUnknownArgumentType]
                 return True
             stack.extend(item.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
         elif isinstance(item, list):
@@ -420,7 +422,8 @@ class _Strictness:
         ):
             return refused
         target: Any = self._schema
-        for token in filter(None, unquote(ref[1:]).split("/")):
+        # Every token counts, empty ones too ("#//x" is schema[""]["x"] to the validators, RFC 6901).
+        for token in unquote(ref[2:]).split("/") if ref != "#" else ():
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(target, dict) and token in target:
                 target = cast(dict[str, Any], target)[token]
@@ -476,9 +479,20 @@ class _Strictness:
         return level if checks else dataclasses.replace(level, trivial=True)
 
 
+_ID_KEYWORD_DIALECTS = re.compile(r"draft-0[0-4]\b")
+"""Drafts 3 and 4 set a base URI with ``id`` (no ``$``), which later drafts ignore."""
+
+
 def _has_embedded_id(schema: dict[str, Any]) -> bool:
-    """Whether ``$id`` appears below the root (a property called ``$id`` counts too: cautious)."""
-    return any(_mentions(value, ("$id",)) for key, value in schema.items() if key != "$id")
+    """Whether a base URI is set below the root: ``$id`` (a property called ``$id`` counts too:
+    cautious), or, in a draft-04 or older schema, ``id`` with a string value (a property called
+    ``id`` has a schema, not a string, as its value)."""
+    below = [value for key, value in schema.items() if key not in ("$id", "id")]
+    if any(_mentions(value, ("$id",)) for value in below):
+        return True
+    dialect = schema.get("$schema")
+    old = isinstance(dialect, str) and _ID_KEYWORD_DIALECTS.search(dialect) is not None
+    return old and any(_mentions(value, ("id",), as_string=True) for value in below)
 
 
 def _dedup(schemas: list[Any]) -> tuple[Any, ...]:
