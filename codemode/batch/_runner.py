@@ -279,13 +279,7 @@ async def run_on_workers(
     The job must have been prepared with the policy (see :func:`prepare_job`), so that its
     principal and tenant were checked against the ones it was started as.
     """
-    if job.identity is None:
-        # Fail closed: under another principal or tenant than the job's, none of its completed
-        # calls would replay and every write would be sent again.
-        raise BatchError(
-            f"job {job.job_id!r} was prepared without a policy, so who it runs as was not checked: "
-            "pass the policy to prepare_job(..., policy=config.policy), or run it with run_job"
-        )
+    await anyio.to_thread.run_sync(_check_runs_as_prepared, job, options)
     send_items, receive_items = anyio.create_memory_object_stream[StoredItem](len(workers))
     send_results, receive_results = anyio.create_memory_object_stream[ItemResult](len(workers))
     try:
@@ -301,6 +295,27 @@ async def run_on_workers(
     except* BatchError as group:
         # A worker that refuses (its node's tools drifted) stops the job with its own message.
         raise group.exceptions[0] from None
+
+
+def _check_runs_as_prepared(job: BatchJob, options: BatchOptions) -> None:
+    """Fail closed unless the workers run as the job's recorded principal and tenant: under
+    another identity none of its completed calls would replay, and every write would be sent again."""
+    if job.identity is None:
+        raise BatchError(
+            f"job {job.job_id!r} was prepared without a policy, so who it runs as was not checked: "
+            "pass the policy to prepare_job(..., policy=config.policy), or run it with run_job"
+        )
+    record = job.store.job(job.job_id)
+    recorded = None if record is None else (record.principal, record.tenant)
+    asked = (options.principal or job.identity[0], options.tenant or job.identity[1])
+    if recorded != job.identity or asked != job.identity:
+        other = (
+            f"its record says {recorded!r}" if recorded != job.identity else f"the options ask for {asked!r}"
+        )
+        raise BatchError(
+            f"job {job.job_id!r} was prepared to run as principal {job.identity[0]!r} in tenant "
+            f"{job.identity[1]!r}, but {other}: prepare and run it with the same principal and tenant"
+        )
 
 
 async def _feed(job: BatchJob, options: BatchOptions, send: MemoryObjectSendStream[StoredItem]) -> None:

@@ -4,6 +4,7 @@ them, so a resume as anyone else would send its completed writes again. It is re
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,35 @@ async def test_workers_refuse_a_job_prepared_without_a_policy(tmp_path: Path) ->
         async for _ in run_on_workers([Worker()], job, options):
             pass
     assert ran == []
+
+
+async def test_workers_refuse_to_run_a_job_as_another_principal_than_it_was_prepared_as(
+    tmp_path: Path,
+) -> None:
+    ran: list[str] = []
+
+    class Worker:
+        async def run(self, item: StoredItem, attempt: int) -> ItemResult:
+            ran.append(item.key)
+            return ItemResult(item.key, item.line, "done", attempt, "run_x", result=None)
+
+    store = SqliteJobStore(tmp_path / "jobs.db")
+    alice = BatchOptions(job_id="j", key="id", principal="alice")
+    job = prepare_job(store, "INPUT", ITEMS, alice, PolicyConfig())
+    bob = BatchOptions(job_id="j", key="id", principal="bob")
+    with pytest.raises(BatchError, match="the options ask for \\('bob', 'default'\\)"):
+        async for _ in run_on_workers([Worker()], job, bob):
+            pass
+    forged = replace(job, identity=("mallory", "default"))  # a BatchJob built by hand
+    with pytest.raises(BatchError, match="its record says \\('alice', 'default'\\)"):
+        async for _ in run_on_workers(
+            [Worker()], forged, BatchOptions(job_id="j", key="id", principal="mallory")
+        ):
+            pass
+    assert ran == []
+    async for _ in run_on_workers([Worker()], job, alice):
+        pass
+    assert sorted(ran) == ["a", "b"]
 
 
 def test_the_default_principal_is_recorded_too(tmp_path: Path) -> None:
