@@ -293,15 +293,16 @@ def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
     key that :func:`is_phone_field` accepts, at any depth (``{"phones": ["06 12 34 56 78"]}``).
 
     A whole number in a phone field is a phone number written without its leading ``0`` or
-    ``+`` (``{"mobile": 33612345678}``): ``transform`` sees its digits, and what it makes of them
+    ``+`` (``{"mobile": 33612345678}``, or ``33612345678.0`` from a JavaScript server):
+    ``transform`` sees its digits, and what it makes of them
     replaces the number only when it changed them (a placeholder, not a number, then)."""
     names: dict[str, bool] = {}  # rows repeat their keys; not kept after the call (keys may be PII)
 
     def visit(item: Any, phone_field: bool) -> Any:
         if isinstance(item, str):
             return transform(item, phone_field)
-        if phone_field and type(item) is int:
-            digits = str(item)
+        if phone_field and (type(item) is int or (type(item) is float and item.is_integer())):
+            digits = str(int(item))
             scrubbed = transform(digits, True)
             return item if scrubbed == digits else scrubbed
         if isinstance(item, list):

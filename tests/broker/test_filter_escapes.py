@@ -160,12 +160,21 @@ def test_a_number_in_a_field_named_for_phones_is_a_phone_number() -> None:
 
 
 def test_a_whole_number_in_a_phone_field_is_tokenised_and_other_numbers_are_kept() -> None:
-    structured = {"mobile": 33612345678, "phones": [4155550100], "id": 33612345678, "fax": 42, "tel": True}
+    structured = {
+        "mobile": 33612345678,
+        "phones": [4155550100, 4155550101.0],
+        "id": 33612345678,
+        "fax": 42,
+        "tel": True,
+        "cell": 4155550100.5,
+    }
     outcome, report = filtered(mcp_types.CallToolResult(content=[], structured_content=structured))
     data = outcome.structured
-    assert data["mobile"].startswith("<pii:phone:") and data["phones"][0].startswith("<pii:phone:")
-    assert (data["id"], data["fax"], data["tel"]) == (33612345678, 42, True), "no phone field, or too short"
-    assert report.pii_tokenized == 2
+    assert data["mobile"].startswith("<pii:phone:")
+    assert all(phone.startswith("<pii:phone:") for phone in data["phones"])
+    kept = (data["id"], data["fax"], data["tel"], data["cell"])
+    assert kept == (33612345678, 42, True, 4155550100.5), "no phone field, too short, or not whole"
+    assert report.pii_tokenized == 3
 
 
 def test_international_numbers_are_found_whole() -> None:
