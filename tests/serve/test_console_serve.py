@@ -80,7 +80,8 @@ def test_the_mcp_endpoint_still_wants_its_bearer_token_beside_the_console(consol
         assert web.post(f"{base}/mcp", json={}).status_code == 401
         assert web.get(console_url, headers={"Authorization": f"Bearer {TOKENS['bob']}"}).status_code == 403
         assert web.get(console_url, headers=OPERATOR).status_code == 200
-        assert web.get(f"{console_url}/servers", headers=OPERATOR).text.count('data-state="ready"') == 3
-        # Verify covers every tenant: ops sees acme only, audit has console_tenants = ["*"].
+        # Servers and verify cover every tenant: ops sees acme only, audit has console_tenants = ["*"].
+        assert web.get(f"{console_url}/servers", headers=OPERATOR).status_code == 403
+        assert web.get(f"{console_url}/servers", headers=AUDITOR).text.count('data-state="ready"') == 3
         assert web.get(f"{console_url}/verify", headers=OPERATOR).status_code == 403
         assert 'id="verdict">ok:' in web.get(f"{console_url}/verify", headers=AUDITOR).text

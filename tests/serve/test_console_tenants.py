@@ -203,10 +203,19 @@ async def test_ledger_verify_needs_an_operator_of_every_tenant(tmp_path: Path) -
         assert allowed.status_code == 200 and 'id="verdict">ok:' in allowed.text
 
 
+async def test_the_servers_page_needs_an_operator_of_every_tenant(tmp_path: Path) -> None:
+    """Servers are shared: their errors and stderr may quote any tenant's data."""
+    async with console_kit(tmp_path) as kit:
+        refused = await kit.client.get("/console/servers", headers=ACME_OPS)
+        assert refused.status_code == 403 and "the servers page covers every tenant" in refused.text
+        assert (await kit.client.get("/console/servers", headers=OPERATOR)).status_code == 200
+
+
 async def test_the_header_names_the_operators_tenants(tmp_path: Path) -> None:
     async with console_kit(tmp_path) as kit:
         scoped = (await kit.client.get("/console", headers=ACME_OPS)).text
         assert '<span id="tenants">acme</span>' in scoped
         assert "/console/verify" not in scoped, "no link to a page the operator may not open"
+        assert "/console/servers" not in scoped
         every = (await kit.client.get("/console/servers", headers=OPERATOR)).text
         assert '<span id="tenants">every tenant</span>' in every and "/console/verify" in every

@@ -182,10 +182,11 @@ class Console:
         return page("_run_live.html", await self._run_context(request.path_params["run_id"], session))
 
     async def servers(self, request: Request, session: Session) -> Response:
+        _require_every_tenant(session.scope, session.operator, "the servers page")
         return page("servers.html", {**self._base(session), "rows": servers(self.engine)})
 
     async def verify(self, request: Request, session: Session) -> Response:
-        _require_every_tenant(session.scope, session.operator)
+        _require_every_tenant(session.scope, session.operator, "ledger verify")
         report = await anyio.to_thread.run_sync(verify_ledger, self.ledger)
         return page("verify.html", {**self._base(session), "report": report, "location": self.location})
 
@@ -240,12 +241,13 @@ class Console:
         return static(request.path_params["name"])
 
 
-def _require_every_tenant(scope: TenantScope, operator: str) -> None:
-    # Verify reads and reports on every tenant's events (counts, problems, where they are).
+def _require_every_tenant(scope: TenantScope, operator: str, what: str) -> None:
+    # Host-wide pages: verify reports on every tenant's events (counts, problems, where they
+    # are); the servers page shows servers' errors and stderr, which may quote any tenant's data.
     if not scope.every:
         raise AuthError(
             403,
-            f"ledger verify covers every tenant's runs, and {operator} sees only {scope.label()} here. "
+            f"{what} covers every tenant, and {operator} sees only {scope.label()} here. "
             'It needs an operator token with console_tenants = ["*"] in its [serve.tokens.<name>] '
-            "table; or run codemode ledger verify where the ledger is.",
+            "table (or, for the ledger, codemode ledger verify where the ledger is).",
         )
