@@ -67,7 +67,10 @@ class ServerConnectionError(CodemodeError):
         self.target = target
         self.reason = reason
         self.stderr_tail = stderr_tail
-        message = f"server {server!r} ({target}): {reason}"
+        self.summary = f"server {server!r} ({target}): {reason}"
+        """The message without the server's stderr, which may quote anything the server handled
+        (any tenant's data): what a program is told. The host's logs and operators get the tail."""
+        message = self.summary
         if stderr_tail:
             message += "\n  last stderr lines:\n" + "\n".join(
                 f"    {line}" for line in stderr_tail.splitlines()

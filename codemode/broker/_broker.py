@@ -69,6 +69,7 @@ from codemode.config import PolicyConfig
 from codemode.errors import (
     CodemodeError,
     OutcomeUnknownError,
+    ServerConnectionError,
     ServerRefusedError,
     ServerRejectedError,
     ServerUnavailableError,
@@ -442,7 +443,7 @@ class Broker:
             return exc
         except ServerUnavailableError as exc:
             await self._record(call_id, partial(ledger.mark_refused, call_id, exc.reason))
-            return CallFailed(reason=str(exc))
+            return CallFailed(reason=exc.summary)
         except ServerRejectedError as exc:
             failure = CallFailed(reason=str(exc))
             await self._record(call_id, partial(ledger.complete, call_id, failure))
@@ -503,7 +504,7 @@ class Broker:
             return exc
         except ServerUnavailableError as exc:
             record(None, refused=exc.reason)
-            return CallFailed(reason=str(exc))
+            return CallFailed(reason=exc.summary)
         except (ServerRejectedError, OutcomeUnknownError) as exc:
             # A read without an answer is not "unknown": running it or not changes nothing.
             failure = CallFailed(reason=f"{exc} (a read-only call: calling it again is safe)")
@@ -579,7 +580,7 @@ class Broker:
         try:
             items = await fetch()
         except CodemodeError as exc:
-            return CallFailed(reason=str(exc))
+            return CallFailed(reason=exc.summary if isinstance(exc, ServerConnectionError) else str(exc))
         except Exception as exc:
             return CallFailed(reason=f"{type(exc).__name__}: {exc}")
         dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]

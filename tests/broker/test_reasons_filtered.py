@@ -11,7 +11,7 @@ import pytest
 
 from codemode.broker import Broker
 from codemode.calls import CallDenied, CallFailed, RunBinding, ToolCallRequest, ToolResult
-from codemode.errors import OutcomeUnknownError, ServerRejectedError
+from codemode.errors import OutcomeUnknownError, ServerRejectedError, ServerUnavailableError
 from codemode.testing import FakeTools, fake_broker, open_test_run
 
 pytestmark = pytest.mark.anyio
@@ -104,3 +104,20 @@ async def test_a_servers_error_text_is_filtered_on_reads_and_writes(failure: Exc
         assert isinstance(failed, CallFailed), failed
         assert EMAIL not in failed.reason and AWS_KEY not in failed.reason, failed.reason
         assert "<pii:email:" in failed.reason and "invalid params" in failed.reason, "the rest is kept"
+
+
+async def test_a_down_servers_stderr_reaches_the_logs_not_the_program() -> None:
+    """A server's stderr may quote anything it handled, for any tenant: a program (of whichever
+    tenant) is told the server is down, and the host's operators get the lines."""
+    tools = Failing(trusted=frozenset({"crm"}))
+    tail = "ERROR sync failed for tenant acme: invoice INV-7781 of customer 'Globex Ltd'"
+    tools.failure = ServerUnavailableError("crm", "npx crm-server", "not connected (failed: exited 1)", tail)
+    tools.add("crm", "get", lambda _: "x", annotations=READ)
+    tools.add("crm", "put", lambda _: "x", annotations=WRITE)
+    broker = fake_broker(tools, policy={"consent": {"never": ["crm/put"]}})
+    binding, _ = open_test_run(broker)
+    for seq, tool in enumerate(("get", "put"), start=1):
+        failed = await broker.call_tool(binding, request(tools, tool, seq))
+        assert isinstance(failed, CallFailed), failed
+        assert "not connected (failed: exited 1)" in failed.reason and "Globex" not in failed.reason
+    assert tail in str(tools.failure), "the whole message, for logs, keeps it"
