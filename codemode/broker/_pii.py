@@ -26,10 +26,12 @@ _EMAIL = re.compile(
 )
 # International or national numbers with separators (the country code and a parenthesised area
 # code are optional); at least 9 digits and a sign of being a phone number (checked below) keep
-# dates, ids and amounts out. Groups as countries write them: "+33 6 12 34 56 78" starts with
-# one digit, "+44 7911 123456" ends with six.
+# dates, ids and amounts out. After an explicit "+<country code>" and a space or dash, groups may
+# be written as countries do ("+33 6 12 34 56 78" starts with one digit, "+44 7911 123456" ends
+# with six); without one, such groupings are ISBNs, versions and coordinates far more often.
 _PHONE = re.compile(
-    r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]\d{2,6}){1,5}(?![\w-])"
+    r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w-])"
+    r"|(?<![\w+(])\+\d{1,3}[ -](?:\(\d{1,4}\)[ -]?)?\d{1,4}(?:[ -]\d{2,6}){1,5}(?![\w-])"
 )
 _CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
@@ -109,6 +111,25 @@ def is_phone_field(name: str) -> bool:
     its value needs no context word to be one. Short words count only as whole words, so that
     ``hotel`` or ``cellar`` do not."""
     return _PHONE_FIELD_NAME.search(_CAMEL_HUMP.sub(" ", name).lower()) is not None
+
+
+_PHONE_NOUNS = frozenset(
+    {"phone", "telephone", "mobile", "cellphone", "cell", "tel", "fax", "msisdn", "whatsapp"}
+)
+_NUMBER_WORDS = frozenset({"number", "no", "nr", "num"})
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def names_a_phone_number(name: str) -> bool:
+    """Whether a field called ``name`` is a phone number itself, by its last word (``mobile``,
+    ``homeTel``, ``fax_no``, ``phone_numbers``). Stricter than :func:`is_phone_field`, for bare
+    numbers: ``sms_sent_at``, ``phoneNumberId`` and ``cell_count`` hold numbers that are not."""
+    words = _WORD.findall(_CAMEL_HUMP.sub(" ", name).lower())
+    words = [word.removesuffix("s") if len(word) > 3 else word for word in words[-2:]]  # plurals
+    if not words:
+        return False
+    last = words[-1]
+    return last in _PHONE_NOUNS or (last in _NUMBER_WORDS and len(words) == 2 and words[0] in _PHONE_NOUNS)
 
 
 _Detectors = dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], bool] | None]]
@@ -292,32 +313,34 @@ def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
     """:func:`map_strings`, telling ``transform`` whether the string is in a phone field: under a
     key that :func:`is_phone_field` accepts, at any depth (``{"phones": ["06 12 34 56 78"]}``).
 
-    A whole number in a phone field is a phone number written without its leading ``0`` or
-    ``+`` (``{"mobile": 33612345678}``, or ``33612345678.0`` from a JavaScript server):
-    ``transform`` sees its digits, and what it makes of them
-    replaces the number only when it changed them (a placeholder, not a number, then)."""
-    names: dict[str, bool] = {}  # rows repeat their keys; not kept after the call (keys may be PII)
+    A whole number under a key that :func:`names_a_phone_number` accepts is a phone number
+    written without its leading ``0`` or ``+`` (``{"mobile": 33612345678}``, or ``33612345678.0``
+    from a JavaScript server): ``transform`` sees its digits, and what it makes of them replaces
+    the number only when it changed them (a placeholder, not a number, then)."""
+    names: dict[
+        str, tuple[bool, bool]
+    ] = {}  # rows repeat their keys; dropped after the call (keys may be PII)
 
-    def visit(item: Any, phone_field: bool) -> Any:
+    def visit(item: Any, phone_field: bool, number_field: bool) -> Any:
         if isinstance(item, str):
             return transform(item, phone_field)
-        if phone_field and (type(item) is int or (type(item) is float and item.is_integer())):
+        if number_field and (type(item) is int or (type(item) is float and item.is_integer())):
             digits = str(int(item))
             scrubbed = transform(digits, True)
             return item if scrubbed == digits else scrubbed
         if isinstance(item, list):
-            return [visit(element, phone_field) for element in item]  # pyright: ignore[reportUnknownVariableType]
+            return [visit(element, phone_field, number_field) for element in item]  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(item, dict):
             return item
         mapped: dict[Any, Any] = {}
         for key, inner in item.items():  # pyright: ignore[reportUnknownVariableType]
             if not isinstance(key, str):
-                mapped[key] = visit(inner, phone_field)
+                mapped[key] = visit(inner, phone_field, False)
                 continue
             named = names.get(key)
             if named is None:
-                named = names[key] = is_phone_field(key)
-            mapped[transform(key, phone_field)] = visit(inner, phone_field or named)
+                named = names[key] = (is_phone_field(key), names_a_phone_number(key))
+            mapped[transform(key, phone_field)] = visit(inner, phone_field or named[0], named[1])
         return mapped
 
-    return visit(value, False)
+    return visit(value, False, False)

@@ -9,7 +9,7 @@ base64 data is never rewritten.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 import pytest
@@ -175,6 +175,31 @@ def test_a_whole_number_in_a_phone_field_is_tokenised_and_other_numbers_are_kept
     kept = (data["id"], data["fax"], data["tel"], data["cell"])
     assert kept == (33612345678, 42, True, 4155550100.5), "no phone field, too short, or not whole"
     assert report.pii_tokenized == 3
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sms_sent_at",
+        "phone_verified_at",
+        "phoneNumberId",
+        "cell_count",
+        "fax_pages_total",
+        "mobile_app_installs",
+    ],
+)
+def test_a_number_that_only_relates_to_phones_is_kept(key: str) -> None:
+    structured = {key: 1717430400123, "nested": {key: [123456789.0]}}
+    outcome, report = filtered(mcp_types.CallToolResult(content=[], structured_content=structured))
+    assert outcome.structured == structured and report.pii_tokenized == 0
+
+
+@pytest.mark.parametrize(
+    "key", ["mobile", "homeTel", "fax_no", "phone_numbers", "telNo", "msisdn", "cellPhone"]
+)
+def test_a_number_under_a_phone_numbers_own_name_is_tokenised(key: str) -> None:
+    outcome, _report = filtered(mcp_types.CallToolResult(content=[], structured_content={key: 33612345678}))
+    assert cast(dict[str, Any], outcome.structured)[key].startswith("<pii:phone:")
 
 
 def test_international_numbers_are_found_whole() -> None:
