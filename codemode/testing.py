@@ -191,6 +191,9 @@ def _as_result(value: object) -> mcp_types.CallToolResult:
 class _Pins:
     lock: LockFile
 
+    def reload_if_changed(self) -> bool:
+        return False  # no file behind it
+
 
 def approved_pins(catalogs: Iterable[ServerCatalog]) -> _Pins:
     """A lock in which every tool of ``catalogs`` is recorded and approved."""

@@ -52,7 +52,7 @@ from codemode.broker.gates import (
     ToolGate,
 )
 from codemode.broker.gates._consent import ApprovalStore
-from codemode.broker.gates._tool import LockView
+from codemode.broker.gates._tool import LockView, PinRecheck
 from codemode.calls import (
     CallDenied,
     CallFailed,
@@ -135,7 +135,7 @@ class Broker:
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
         pinned = ToolGate(policy, catalog, pins)
-        self.approvals = ApprovalFlow(policy, approvals, approver, recheck=pinned)
+        self.approvals = ApprovalFlow(policy, approvals, approver, recheck=PinRecheck(pinned))
         self.budget = BudgetGate(policy)
         principal = PrincipalGate(policy)
         # Identity and what is being asked first; then cost, so that nobody is asked to approve a

@@ -5,13 +5,17 @@ the answer is void and the call is denied: it never reaches the changed tool."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from codemode.broker import ApprovalAnswer, ApprovalRequest
+from codemode._adapters import LedgerApprovals
+from codemode.broker import ApprovalAnswer, ApprovalRequest, Broker
 from codemode.broker._approvals import CallbackApprover
 from codemode.calls import CallDenied, ToolCallRequest, ToolResult
+from codemode.catalog import Pins, revoke, save_lock
+from codemode.config import PolicyConfig
 from codemode.testing import FakeTools, approved_pins, fake_broker, memory_ledger, open_test_run
 
 pytestmark = pytest.mark.anyio
@@ -85,3 +89,38 @@ async def test_a_tool_the_server_changed_while_its_approval_was_pending_is_not_c
     assert isinstance(outcome, CallDenied) and outcome.gate == "tool"
     assert "changed since approval" in outcome.reason
     assert tools.calls == [] and approvals == 0
+
+
+async def test_a_tool_revoked_in_the_lock_file_while_its_approval_was_pending_is_not_called(
+    tmp_path: Path,
+) -> None:
+    """Another process (``codemode pin --revoke``) rewrites codemode.lock during the wait: the
+    second look reads the file again."""
+    tools = crm("Adds a note.")
+    path = tmp_path / "codemode.lock"
+    save_lock(path, approved_pins(tools.catalogs()).lock)
+    pins = Pins(path)
+
+    async def answer(_request: ApprovalRequest) -> ApprovalAnswer:
+        save_lock(path, revoke(pins.lock, "crm", "add_note"))
+        return ApprovalAnswer(True, "operator")
+
+    ledger = memory_ledger()
+    broker = Broker(
+        policy=PolicyConfig(),
+        catalog=tools,
+        pins=pins,
+        backend=tools,
+        ledger=ledger,
+        approvals=LedgerApprovals(ledger),
+        approver=CallbackApprover(answer),
+    )
+    binding, _ = open_test_run(broker)
+    entry = pins.lock.entry("crm", "add_note")
+    assert entry is not None and entry.approved is not None
+    request = ToolCallRequest(
+        seq=0, server="crm", tool="add_note", schema_hash=entry.approved.hash, arguments={"customer_id": "C1"}
+    )
+    outcome = await broker.call_tool(binding, request)
+    assert isinstance(outcome, CallDenied) and outcome.gate == "tool", outcome
+    assert "is not approved" in outcome.reason and tools.calls == []

@@ -136,6 +136,16 @@ async def test_empty_pointer_tokens_count_as_keys(ref: str) -> None:
     assert isinstance(decision, Deny) and "'query.principal'" in decision.reason
 
 
+async def test_a_pointer_index_that_is_no_ascii_number_is_refused_not_a_crash() -> None:
+    schema: dict[str, Any] = {
+        "allOf": [{"type": "object"}],
+        "type": "object",
+        "properties": {"query": {"$ref": "#/allOf/\u00b2"}},
+    }
+    decision = await decide(schema, {"query": {"name": "x"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+
+
 async def test_a_draft_04_id_below_the_root_counts_as_an_embedded_base() -> None:
     """In draft-04 a nested ``id`` moves the base of the ``$ref``s below it: the walk does not guess."""
     inner: dict[str, Any] = {

@@ -427,7 +427,12 @@ class _Strictness:
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(target, dict) and token in target:
                 target = cast(dict[str, Any], target)[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(cast(list[Any], target)):
+            elif (
+                isinstance(target, list)
+                and token.isascii()  # str.isdigit() also takes "²", which int() refuses
+                and token.isdigit()
+                and int(token) < len(cast(list[Any], target))
+            ):
                 target = cast(list[Any], target)[int(token)]
             else:
                 return refused

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import anyio
+
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
@@ -41,6 +43,10 @@ class CatalogView(Protocol):
 class LockView(Protocol):
     @property
     def lock(self) -> LockFile: ...
+
+    def reload_if_changed(self) -> bool:
+        """Read the lock file again if another process changed it; whether it did."""
+        ...
 
 
 class ToolGate:
@@ -121,3 +127,17 @@ class ReadOnlyRunGate:
                 "(mark it read-only in [policy.consent] read_only if it is)",
             )
         return Allow(facts)
+
+
+class PinRecheck:
+    """The tool gate once more, after a wait (a person answering an approval): the lock file is
+    read again first if it changed meanwhile, so that a revocation or another pin counts."""
+
+    name = "tool"
+
+    def __init__(self, gate: ToolGate) -> None:
+        self._gate = gate
+
+    async def check(self, call: Call, facts: Facts) -> Decision:
+        await anyio.to_thread.run_sync(self._gate.pins.reload_if_changed)
+        return await self._gate.check(call, facts)
