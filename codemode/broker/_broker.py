@@ -134,7 +134,7 @@ class Broker:
         self.outcomes = Outcomes(policy.results, count_tokens)
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
         self.consent = ConsentGate(policy, approvals)
-        pinned = ToolGate(policy, catalog, pins)
+        self._pinned = pinned = ToolGate(policy, catalog, pins)
         self.approvals = ApprovalFlow(policy, approvals, approver, recheck=PinRecheck(pinned))
         self.budget = BudgetGate(policy)
         principal = PrincipalGate(policy)
@@ -368,6 +368,8 @@ class Broker:
         run = call.run
         assert run.concurrency is not None
         async with run.concurrency:
+            if (changed := await self._pinned.changed(call)) is not None:  # the slot may have taken a while
+                raise ServerRefusedError(call.server, call.name, f"{changed}; nothing was sent")
             with run.lock:
                 run.in_flight += 1
                 run.peak_in_flight = max(run.peak_in_flight, run.in_flight)

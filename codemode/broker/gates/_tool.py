@@ -113,6 +113,23 @@ class ToolGate:
         risk = self._risk(request.server, request.tool, approved, trusted)
         return Allow(facts.with_(tool=live, pinned=approved.definition, trusted=trusted, risk=risk))
 
+    async def changed(self, call: Call) -> str | None:
+        """Why the tool is no longer the one :meth:`check` passed, or None: for the moment just
+        before the request leaves, after any wait for a slot. Nothing awaits after the listing
+        settled, so nothing changes between this look and the send."""
+        request = call.request
+        assert request is not None, "the tool gate checks tool calls"
+        await self.catalog.settle(request.server)
+        entry = self.pins.lock.entry(request.server, request.tool)
+        live = self.catalog.live_tool(request.server, request.tool)
+        if entry is None or entry.approved is None or entry.approved.hash != request.schema_hash:
+            return (
+                "the approved definition of the tool changed (pinned anew or revoked) while the call waited"
+            )
+        if live is None or live.schema_hash != request.schema_hash:
+            return "the definition of the tool changed on the server while the call waited"
+        return None
+
 
 class ReadOnlyRunGate:
     """A checking run (``RunBinding.read_only``) may only make calls known to be read-only."""
