@@ -136,6 +136,50 @@ async def test_empty_pointer_tokens_count_as_keys(ref: str) -> None:
     assert isinstance(decision, Deny) and "'query.principal'" in decision.reason
 
 
+D7 = "http://json-schema.org/draft-07/schema#"
+BASE: dict[str, Any] = {"base": {"type": "object", "properties": {"q": {}}}}
+IGNORED_BY_THE_DRAFT: dict[str, dict[str, Any]] = {
+    "draft-07 $ref sibling properties": {
+        "$schema": D7,
+        "$ref": "#/definitions/base",
+        "properties": {"tenant": {}},
+        "definitions": BASE,
+    },
+    "draft-07 $ref sibling additionalProperties": {
+        "$schema": D7,
+        "$ref": "#/definitions/base",
+        "additionalProperties": True,
+        "definitions": BASE,
+    },
+    "draft-07 unevaluatedProperties": {
+        "$schema": D7,
+        "type": "object",
+        "properties": {"q": {}},
+        "unevaluatedProperties": True,
+    },
+    "draft-07 dependentSchemas": {
+        "$schema": D7,
+        "type": "object",
+        "properties": {"q": {}},
+        "dependentSchemas": {"q": {"properties": {"tenant": {}}}},
+    },
+    "2020-12 dependencies": {
+        "type": "object",
+        "properties": {"q": {}},
+        "dependencies": {"q": {"properties": {"tenant": {}}}},
+    },
+}
+
+
+@pytest.mark.parametrize("schema", IGNORED_BY_THE_DRAFT.values(), ids=IGNORED_BY_THE_DRAFT.keys())
+async def test_keywords_the_schemas_draft_ignores_declare_nothing(schema: dict[str, Any]) -> None:
+    """The validator of the schema's draft does not apply them, so they cannot declare (or open
+    the object to) a key that the validator never checks."""
+    decision = await decide(schema, {"q": 1, "tenant": "other"})
+    assert isinstance(decision, Deny) and "'tenant'" in decision.reason
+    assert isinstance(await decide(schema, {"q": 1}), Allow)
+
+
 async def test_a_pointer_index_that_is_no_ascii_number_is_refused_not_a_crash() -> None:
     schema: dict[str, Any] = {
         "allOf": [{"type": "object"}],

@@ -175,7 +175,9 @@ class ArgumentGate:
         try:
             cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             cls.check_schema(schema)
-            strictness = _Strictness(schema) if self.policy.strict_arguments else None
+            strictness = (
+                _Strictness(schema, frozenset(cls.VALIDATORS)) if self.policy.strict_arguments else None
+            )
             made: _Validators | str = _Validators(
                 cls(schema, registry=_REGISTRY), _compile(schema), strictness
             )
@@ -343,8 +345,13 @@ class _Strictness:
     (``$dynamicRef``, a ``$ref`` that is not a JSON pointer into the schema itself) refuses the
     calls that reach it: fail closed."""
 
-    def __init__(self, schema: dict[str, Any]) -> None:
+    def __init__(self, schema: dict[str, Any], known: frozenset[str]) -> None:
         self._schema = schema
+        self._known = known
+        """The keywords of the schema's draft (its validator's): others are ignored by the
+        validator, so they declare nothing here either (``dependencies`` in 2020-12, say)."""
+        self._ref_alone = not known & {"$dynamicRef", "$recursiveRef"}
+        """Drafts up to 7: a ``$ref`` makes the validator ignore every keyword beside it."""
         self._levels: dict[tuple[int, ...], _Level | str] = {}
         # An embedded ``$id`` moves what a ``#/…`` reference below it means: not followed.
         self._embedded_ids = _has_embedded_id(schema)
@@ -392,7 +399,6 @@ class _Strictness:
             if branch is None or id(branch) in seen:
                 continue  # ``true``/``false`` declare nothing; a cycle adds nothing new
             seen.add(id(branch))
-            out.append(branch)
             for keyword in ("$dynamicRef", "$recursiveRef"):
                 if keyword in branch:
                     return f"uses {keyword}, which strict_arguments does not follow"
@@ -401,11 +407,17 @@ class _Strictness:
                 if isinstance(target, str):
                     return target
                 pending.append(target[0])
+                if self._ref_alone:
+                    continue
+            out.append(branch)
+            known = self._known
             for keyword in ("allOf", "anyOf", "oneOf"):
-                pending.extend(_schemas(branch.get(keyword)))
-            pending.extend(branch[keyword] for keyword in ("if", "then", "else") if keyword in branch)
+                if keyword in known:
+                    pending.extend(_schemas(branch.get(keyword)))
+            if "if" in known:
+                pending.extend(branch[keyword] for keyword in ("if", "then", "else") if keyword in branch)
             for keyword in ("dependentSchemas", "dependencies"):
-                conditional = branch.get(keyword)
+                conditional = branch.get(keyword) if keyword in known else None
                 if isinstance(conditional, dict):
                     pending.extend(cast(dict[str, Any], conditional).values())
         return out
@@ -448,6 +460,7 @@ class _Strictness:
         prefix: list[list[Any]] = []
         items: list[Any] = []
         declares, open_ = False, False
+        known = self._known
         for branch in branches:
             declared = branch.get("properties")
             if declared is not None:
@@ -457,7 +470,7 @@ class _Strictness:
                 for name, sub in cast(dict[str, Any], declared).items():
                     properties.setdefault(name, []).append(sub)
             for keyword in ("additionalProperties", "unevaluatedProperties"):
-                extra = branch.get(keyword)
+                extra = branch.get(keyword) if keyword in known else None
                 if extra is not None and extra is not False:
                     open_ = True  # the schema lets other keys through on purpose
                     additional.append(extra)
@@ -465,11 +478,15 @@ class _Strictness:
                 open_ = True
                 pattern = branch["patternProperties"]
                 patterned.extend(cast(dict[str, Any], pattern).values() if isinstance(pattern, dict) else ())
-            tuple_items = branch.get("prefixItems", branch.get("items"))
+            tuple_items = branch.get("prefixItems" if "prefixItems" in known else "items")
             for index, sub in enumerate(_schemas(tuple_items)):
                 prefix.extend([] for _ in range(index + 1 - len(prefix)))
                 prefix[index].append(sub)
-            items.extend(branch[k] for k in ("items", "additionalItems", "unevaluatedItems") if k in branch)
+            items.extend(
+                branch[k]
+                for k in ("items", "additionalItems", "unevaluatedItems")
+                if k in branch and k in known
+            )
         level = _Level(
             declared=frozenset(properties) if declares and not open_ else None,
             properties={name: _dedup(subs) for name, subs in properties.items()},
