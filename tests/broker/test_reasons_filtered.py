@@ -84,6 +84,22 @@ class Failing(FakeTools):
         raise self.failure
 
 
+async def failures_of_a_read_and_a_write(failure: Exception) -> list[CallFailed]:
+    """What a program gets when a read and then a write both end in ``failure``."""
+    tools = Failing(trusted=frozenset({"crm"}))
+    tools.failure = failure
+    tools.add("crm", "get", lambda _: "x", annotations=READ)
+    tools.add("crm", "put", lambda _: "x", annotations=WRITE)
+    broker = fake_broker(tools, policy={"consent": {"never": ["crm/put"]}})
+    binding, _ = open_test_run(broker)
+    failed: list[CallFailed] = []
+    for seq, tool in enumerate(("get", "put"), start=1):
+        outcome = await broker.call_tool(binding, request(tools, tool, seq))
+        assert isinstance(outcome, CallFailed), outcome
+        failed.append(outcome)
+    return failed
+
+
 @pytest.mark.parametrize(
     "failure",
     [
@@ -93,15 +109,7 @@ class Failing(FakeTools):
     ids=["rejected", "unknown"],
 )
 async def test_a_servers_error_text_is_filtered_on_reads_and_writes(failure: Exception) -> None:
-    tools = Failing(trusted=frozenset({"crm"}))
-    tools.failure = failure
-    tools.add("crm", "get", lambda _: "x", annotations=READ)
-    tools.add("crm", "put", lambda _: "x", annotations=WRITE)
-    broker = fake_broker(tools, policy={"consent": {"never": ["crm/put"]}})
-    binding, _ = open_test_run(broker)
-    for seq, tool in enumerate(("get", "put"), start=1):
-        failed = await broker.call_tool(binding, request(tools, tool, seq))
-        assert isinstance(failed, CallFailed), failed
+    for failed in await failures_of_a_read_and_a_write(failure):
         assert EMAIL not in failed.reason and AWS_KEY not in failed.reason, failed.reason
         assert "<pii:email:" in failed.reason and "invalid params" in failed.reason, "the rest is kept"
 
@@ -109,15 +117,8 @@ async def test_a_servers_error_text_is_filtered_on_reads_and_writes(failure: Exc
 async def test_a_down_servers_stderr_reaches_the_logs_not_the_program() -> None:
     """A server's stderr may quote anything it handled, for any tenant: a program (of whichever
     tenant) is told the server is down, and the host's operators get the lines."""
-    tools = Failing(trusted=frozenset({"crm"}))
     tail = "ERROR sync failed for tenant acme: invoice INV-7781 of customer 'Globex Ltd'"
-    tools.failure = ServerUnavailableError("crm", "npx crm-server", "not connected (failed: exited 1)", tail)
-    tools.add("crm", "get", lambda _: "x", annotations=READ)
-    tools.add("crm", "put", lambda _: "x", annotations=WRITE)
-    broker = fake_broker(tools, policy={"consent": {"never": ["crm/put"]}})
-    binding, _ = open_test_run(broker)
-    for seq, tool in enumerate(("get", "put"), start=1):
-        failed = await broker.call_tool(binding, request(tools, tool, seq))
-        assert isinstance(failed, CallFailed), failed
+    down = ServerUnavailableError("crm", "npx crm-server", "not connected (failed: exited 1)", tail)
+    for failed in await failures_of_a_read_and_a_write(down):
         assert "not connected (failed: exited 1)" in failed.reason and "Globex" not in failed.reason
-    assert tail in str(tools.failure), "the whole message, for logs, keeps it"
+    assert tail in str(down), "the whole message, for logs, keeps it"
