@@ -17,6 +17,7 @@ from codemode.broker._approvals import CallbackApprover
 from codemode.calls import CallDenied, CallFailed, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, revoke, save_lock
 from codemode.config import PolicyConfig
+from codemode.errors import ServerRefusedError, ServerUnavailableError
 from codemode.testing import FakeTools, approved_pins, fake_broker, memory_ledger, open_test_run
 
 pytestmark = pytest.mark.anyio
@@ -174,3 +175,34 @@ async def test_a_tool_the_server_changed_while_the_call_waited_for_a_slot_is_not
     failed = outcomes["add_note"]
     assert isinstance(failed, CallFailed) and "changed on the server while the call waited" in failed.reason
     assert [c.tool for c in tools.calls] == ["slow"], "add_note never reached the server"
+
+
+class SignInLost(FakeTools):
+    """The first call is refused for want of a scope, and the refusal drops the connection: the
+    server lists nothing until someone signs in again (as a failed OAuth step-up does)."""
+
+    listed = True
+
+    def live_tool(self, server: str, tool: str) -> Any:
+        return super().live_tool(server, tool) if self.listed else None
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        if self.listed:
+            self.listed = False
+            raise ServerRefusedError(server, tool, "HTTP 403: run `codemode auth login crm`")
+        raise ServerUnavailableError(server, "https://crm.test/mcp", "not connected (lost)")
+
+
+async def test_a_server_that_went_down_between_attempts_is_not_called_changed() -> None:
+    """Not listed because the connection dropped is the host's to report (with what to do next),
+    not a changed definition: the look before sending lets the attempt reach the host."""
+    tools = SignInLost()
+    tools.add("crm", "get", lambda _a: {"ok": 1}, input_schema={"type": "object"}, annotations=WRITE)
+    broker = fake_broker(tools, policy={"consent": {"never": ["crm/get"]}})
+    binding, _ = open_test_run(broker)
+    entry = broker.pins.lock.entry("crm", "get")
+    assert entry is not None and entry.approved is not None
+    request = ToolCallRequest(seq=0, server="crm", tool="get", schema_hash=entry.approved.hash, arguments={})
+    failed = await broker.call_tool(binding, request)
+    assert isinstance(failed, CallFailed) and "not connected (lost)" in failed.reason, failed
+    assert "changed" not in failed.reason

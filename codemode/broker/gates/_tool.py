@@ -126,7 +126,9 @@ class ToolGate:
             return (
                 "the approved definition of the tool changed (pinned anew or revoked) while the call waited"
             )
-        if live is None or live.schema_hash != request.schema_hash:
+        # Not listed now is no change to refuse for here: a server that went down (a failed
+        # sign-in drops the connection, say) is the host's to report, with what to do next.
+        if live is not None and live.schema_hash != request.schema_hash:
             return "the definition of the tool changed on the server while the call waited"
         return None
 
