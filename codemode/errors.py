@@ -36,6 +36,12 @@ __all__ = [
 class CodemodeError(Exception):
     """Base class of every error codemode raises on purpose."""
 
+    @property
+    def summary(self) -> str:
+        """What a program is told: the message, less anything only the host's logs and operators
+        may see (see :class:`ServerConnectionError`)."""
+        return str(self)
+
 
 class ConfigError(CodemodeError):
     """The configuration (``codemode.toml``, an imported ``mcpServers`` file, a policy) is invalid.
@@ -67,15 +73,18 @@ class ServerConnectionError(CodemodeError):
         self.target = target
         self.reason = reason
         self.stderr_tail = stderr_tail
-        self.summary = f"server {server!r} ({target}): {reason}"
-        """The message without the server's stderr, which may quote anything the server handled
-        (any tenant's data): what a program is told. The host's logs and operators get the tail."""
-        message = self.summary
+        self._summary = message = f"server {server!r} ({target}): {reason}"
         if stderr_tail:
             message += "\n  last stderr lines:\n" + "\n".join(
                 f"    {line}" for line in stderr_tail.splitlines()
             )
         super().__init__(message)
+
+    @property
+    def summary(self) -> str:
+        """The message without the server's stderr, which may quote anything the server handled
+        (any tenant's data). The host's logs and operators get the tail."""
+        return self._summary
 
 
 class CatalogError(CodemodeError):

@@ -69,7 +69,6 @@ from codemode.config import PolicyConfig
 from codemode.errors import (
     CodemodeError,
     OutcomeUnknownError,
-    ServerConnectionError,
     ServerRefusedError,
     ServerRejectedError,
     ServerUnavailableError,
@@ -582,7 +581,7 @@ class Broker:
         try:
             items = await fetch()
         except CodemodeError as exc:
-            return CallFailed(reason=exc.summary if isinstance(exc, ServerConnectionError) else str(exc))
+            return CallFailed(reason=exc.summary)
         except Exception as exc:
             return CallFailed(reason=f"{type(exc).__name__}: {exc}")
         dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]

@@ -317,9 +317,9 @@ def map_fields(value: Any, transform: Callable[[str, bool], str]) -> Any:
     written without its leading ``0`` or ``+`` (``{"mobile": 33612345678}``, or ``33612345678.0``
     from a JavaScript server): ``transform`` sees its digits, and what it makes of them replaces
     the number only when it changed them (a placeholder, not a number, then)."""
-    names: dict[
-        str, tuple[bool, bool]
-    ] = {}  # rows repeat their keys; dropped after the call (keys may be PII)
+    # Per key: (is_phone_field, names_a_phone_number). Rows repeat their keys; dropped after the
+    # call, since keys may be PII.
+    names: dict[str, tuple[bool, bool]] = {}
 
     def visit(item: Any, phone_field: bool, number_field: bool) -> Any:
         if isinstance(item, str):
