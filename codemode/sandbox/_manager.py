@@ -72,7 +72,7 @@ class SandboxManager:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        state = StateDir(self._state_dir)
+        state = StateDir(self._state_dir, pool_id=self.pool_id)
         self._backend, self._info, self._api = await open_backend(self.config, state, factory=self._factory)
         if isinstance(self._backend, DockerBackend):
             self._backend.pool_id = self.pool_id

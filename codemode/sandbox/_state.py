@@ -6,7 +6,7 @@ Layout (``base`` is ``/run/codemode`` for root, else ``$XDG_RUNTIME_DIR/codemode
     base/                      0711: traversable, not listable
       runtime-<hash>/          the in-sandbox runtime for the process backend (read-only copy)
       <sandbox-id>/            0711, host-owned: only the host writes here
-        meta.json              0600: who owns this sandbox (host pid + start time), uid, pid
+        meta.json              0600: who owns this sandbox (host pid + start time), its pool, uid, pid
         runtime.log            the process backend's runtime stderr (capped by RLIMIT_FSIZE)
         ch/                    the channel directory, the only part the sandbox sees
           channel.sock, secret removed as soon as the sandbox has authenticated
@@ -82,9 +82,12 @@ class HostToken:
 
 
 class StateDir:
-    def __init__(self, base: Path | None = None) -> None:
+    def __init__(self, base: Path | None = None, *, pool_id: str = "") -> None:
+        """``pool_id`` (the manager's) goes into each sandbox's meta, as its label does on a
+        container, so a caller can tell its own sandboxes from a neighbour's."""
         self.base = base or default_base()
         self.token = HostToken.current()
+        self.pool_id = pool_id
 
     def ensure(self) -> None:
         try:
@@ -106,7 +109,7 @@ class StateDir:
         staging = self.base / f".new-{sandbox_id}"
         staging.mkdir(mode=0o711)
         staging.chmod(0o711)
-        self.write_meta(staging, {"backend": backend})
+        self.write_meta(staging, {"backend": backend, "pool": self.pool_id})
         root = self.base / sandbox_id
         staging.rename(root)
         return sandbox_id, root
@@ -134,10 +137,14 @@ class StateDir:
         if not self.base.is_dir():
             return found
         for entry in self.base.iterdir():
-            if entry.name.startswith(("runtime-", ".")) or not entry.is_dir():
+            if entry.name.startswith("runtime-") or not entry.is_dir():
                 continue
             meta = self.read_meta(entry)
             token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
+            # A staging directory without meta may be one a live host is preparing right now; one
+            # with meta names its owner, so a host that died before the rename leaves no litter.
+            if entry.name.startswith(".") and token is None:
+                continue
             if token is None or not token.alive():
                 found.append((entry, meta or {}))
         return found

@@ -359,8 +359,13 @@ def sandbox_containers() -> list[str]:
 
 
 def sandbox_dirs() -> list[Path]:
-    """This test run's sandbox directories (a live neighbour's are not counted)."""
-    return [entry for entry, meta in _dir_entries() if not _a_neighbours(meta)]
+    """This test run's sandbox directories: of its pool (another xdist worker's crashed hosts leave
+    theirs until some host sweeps them), and not a live neighbour's."""
+    return [
+        entry
+        for entry, meta in _dir_entries()
+        if not _a_neighbours(meta) and (meta is None or meta.get("pool") == TEST_POOL_ID)
+    ]
 
 
 def wait_until(predicate: Callable[[], bool], *, within_s: float = 10.0, what: str = "condition") -> None:

@@ -165,3 +165,37 @@ def test_only_a_provably_dead_owner_s_containers_are_orphans() -> None:
     assert not owner_is_dead(_labels(dead, None))
     assert not owner_is_dead({MACHINE_LABEL: machine_id()})
     assert not owner_is_dead({OWNER_LABEL: "garbage", MACHINE_LABEL: machine_id()})
+
+
+def test_a_sandbox_directory_names_its_pool_and_is_an_orphan_only_once_its_owner_is_dead(
+    tmp_path: Path,
+) -> None:
+    state = StateDir(tmp_path / "state", pool_id="pool-a")
+    state.ensure()
+    _, mine = state.new_sandbox("process")
+    assert StateDir.read_meta(mine) == {"backend": "process", "pool": "pool-a", "owner": state.token.encode()}
+    dead = _dead_token()
+    _, theirs = state.new_sandbox("process")
+    state.write_meta(theirs, {})
+    (theirs / "meta.json").write_text(
+        (theirs / "meta.json").read_text().replace(state.token.encode(), dead.encode())
+    )
+    assert [entry for entry, _ in state.orphans()] == [theirs]
+
+
+def test_a_staging_directory_left_by_a_dead_host_is_an_orphan_but_one_being_prepared_is_not(
+    tmp_path: Path,
+) -> None:
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    # A host that died between preparing a sandbox directory and renaming it into place.
+    left = state.base / ".new-0123456789abcdef"
+    left.mkdir()
+    (left / "meta.json").write_text(f'{{"backend": "process", "owner": "{_dead_token().encode()}"}}')
+    # A live host between mkdir and writing meta: nothing says whose it is, so it stays.
+    preparing = state.base / ".new-fedcba9876543210"
+    preparing.mkdir()
+    # A live host's staging directory with meta.
+    _, live = state.new_sandbox("process")
+    live.rename(state.base / ".new-live")
+    assert [entry for entry, _ in state.orphans()] == [left]
