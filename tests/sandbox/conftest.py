@@ -288,10 +288,10 @@ def run_program(
 
 
 # Other codemode processes may use the same engine and state directory at the same time (another
-# run, another checkout's tests): the probes below see only this test run's sandboxes. Containers
-# carry this run's pool label ($CODEMODE_POOL_ID, set for the session and inherited by the
-# subprocesses tests start); a sandbox directory, or a process of a sandbox uid, is this run's
-# unless a live neighbour process owns it.
+# run, another xdist worker, another checkout's tests): the probes below see only this test run's
+# sandboxes. Containers carry this run's pool label and sandbox directories name it in their meta
+# ($CODEMODE_POOL_ID, set for the session and inherited by the subprocesses tests start); a process
+# of a sandbox uid is this run's unless its directory is another's.
 TEST_POOL_ID = f"tests-{uuid.uuid4().hex}"
 
 
@@ -323,10 +323,16 @@ def _a_neighbours(meta: dict[str, Any] | None) -> bool:
     return token is not None and token.pid != os.getpid() and token.alive()
 
 
+def _this_runs(meta: dict[str, Any] | None) -> bool:
+    """Whether a sandbox directory is this test run's: of its pool (another xdist worker's crashed
+    hosts leave theirs until some host sweeps them), and not a live neighbour's."""
+    return not _a_neighbours(meta) and (meta is None or meta.get("pool") == TEST_POOL_ID)
+
+
 def sandbox_processes() -> list[psutil.Process]:
     """Processes running as a process-backend sandbox uid (root host), zombies and neighbours aside."""
     theirs = {
-        int(meta["uid"]) for _, meta in _dir_entries() if meta and "uid" in meta and _a_neighbours(meta)
+        int(meta["uid"]) for _, meta in _dir_entries() if meta and "uid" in meta and not _this_runs(meta)
     }
     found: list[psutil.Process] = []
     for proc in psutil.process_iter(["uids", "status"]):
@@ -359,13 +365,8 @@ def sandbox_containers() -> list[str]:
 
 
 def sandbox_dirs() -> list[Path]:
-    """This test run's sandbox directories: of its pool (another xdist worker's crashed hosts leave
-    theirs until some host sweeps them), and not a live neighbour's."""
-    return [
-        entry
-        for entry, meta in _dir_entries()
-        if not _a_neighbours(meta) and (meta is None or meta.get("pool") == TEST_POOL_ID)
-    ]
+    """This test run's sandbox directories."""
+    return [entry for entry, meta in _dir_entries() if _this_runs(meta)]
 
 
 def wait_until(predicate: Callable[[], bool], *, within_s: float = 10.0, what: str = "condition") -> None:
