@@ -224,3 +224,42 @@ async def test_large_arguments_are_checked_too() -> None:
     arguments = {"items": [{"name": "x" * 100} for _ in range(200)] + [{"name": "y", "principal": "admin"}]}
     decision = await decide(NESTED, arguments)
     assert isinstance(decision, Deny) and "'items[200].principal'" in decision.reason
+
+
+async def test_an_id_inside_an_instance_sets_no_base() -> None:
+    """``default``, ``enum`` and ``examples`` hold instances: an object with an ``id`` there (a
+    record's example, say) is no embedded base, so references are still followed."""
+    schema: dict[str, Any] = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {
+            "query": {"$ref": "#/definitions/Query"},
+            "default": {"type": "string"},
+        },
+        "definitions": {
+            "Query": {
+                "type": "object",
+                "properties": {"name": {"enum": ["a", {"id": "q-3"}]}},
+                "default": {"id": "q-1", "$id": "x"},
+                "examples": [{"id": "q-2"}],
+            }
+        },
+    }
+    assert isinstance(await decide(schema, {"query": {"name": "a"}}), Allow)
+    decision = await decide(schema, {"query": {"name": "a", "tenant": "t"}})
+    assert isinstance(decision, Deny) and "'query.tenant'" in decision.reason
+    # The same object as a schema (under a name in a map of schemas) is a base: not followed.
+    schema["definitions"]["Query"]["properties"]["name"]["id"] = "http://tools.test/name"
+    decision = await decide(schema, {"query": {"name": "a"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+
+
+async def test_a_reference_into_an_instance_is_not_followed() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"query": {"$ref": "#/properties/default/default"}, "default": {"default": {}}},
+    }
+    decision = await decide(schema, {"query": {"name": "a"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
+    schema["properties"]["query"] = {"$ref": "#/properties/default"}
+    assert isinstance(await decide(schema, {"query": "a"}), Allow)

@@ -434,9 +434,13 @@ class _Strictness:
         ):
             return refused
         target: Any = self._schema
+        previous = ""
         # Every token counts, empty ones too ("#//x" is schema[""]["x"] to the validators, RFC 6901).
         for token in unquote(ref[2:]).split("/") if ref != "#" else ():
             token = token.replace("~1", "/").replace("~0", "~")
+            if token in _DATA_KEYWORDS and previous not in _SCHEMA_MAPS:
+                return refused  # into an instance, where the embedded-id search does not look
+            previous = token
             if isinstance(target, dict) and token in target:
                 target = cast(dict[str, Any], target)[token]
             elif (
@@ -505,16 +509,43 @@ _ID_KEYWORD_DIALECTS = re.compile(r"draft-0[0-4]\b")
 """Drafts 3 and 4 set a base URI with ``id`` (no ``$``), which later drafts ignore."""
 
 
+_DATA_KEYWORDS = frozenset({"default", "enum", "const", "examples", "example"})
+"""Keywords whose values are instances, not schemas: an ``id`` in them sets no base URI."""
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas"})
+"""Keywords whose values map names to schemas: a property called ``$id`` sets no base URI."""
+
+
 def _has_embedded_id(schema: dict[str, Any]) -> bool:
-    """Whether a base URI is set below the root: ``$id`` (a property called ``$id`` counts too:
-    cautious), or, in a draft-04 or older schema, ``id`` with a string value (a property called
-    ``id`` has a schema, not a string, as its value)."""
-    below = [value for key, value in schema.items() if key not in ("$id", "id")]
-    if any(_mentions(value, ("$id",)) for value in below):
-        return True
+    """Whether a base URI is set below the root: ``$id``, or, in a draft-04 or older schema,
+    ``id`` with a string value. Cautious: every value below a schema object is read as a possible
+    schema (unknown keywords included) except instances (``default``, ``enum`` …), and the values,
+    not the names, of a map of schemas (``properties`` …)."""
     dialect = schema.get("$schema")
     old = isinstance(dialect, str) and _ID_KEYWORD_DIALECTS.search(dialect) is not None
-    return old and any(_mentions(value, ("id",), as_string=True) for value in below)
+    stack: list[Any] = list(_below(schema))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(item, dict):
+            node: dict[str, Any] = item  # pyright: ignore[reportUnknownVariableType]
+            if "$id" in node or (old and isinstance(node.get("id"), str)):
+                return True
+            stack.extend(_below(node))
+    return False
+
+
+def _below(node: dict[str, Any]) -> list[Any]:
+    """The values inside one schema object that may be (or hold) schemas."""
+    found: list[Any] = []
+    for key, value in node.items():
+        if key in _DATA_KEYWORDS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            found.extend(value.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+        else:
+            found.append(value)
+    return found
 
 
 def _dedup(schemas: list[Any]) -> tuple[Any, ...]:
