@@ -129,22 +129,30 @@ class StoreLedger:
         tenant: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        tenants: tuple[str, ...] | None = None,
     ) -> list[RunRecord]:
-        """Most recent first; the runs matching every filter given (``since``/``until`` inclusive)."""
+        """Most recent first; the runs matching every filter given (``since``/``until`` inclusive).
+
+        ``tenants``: the runs of any of these tenants, ordered and limited in one query (what an
+        operator console that sees several tenants lists); an empty tuple lists no run."""
         query = RunQuery(
             status=status,
             principal=principal,
             tenant=tenant,
+            tenants=tenants,
             since=None if since is None else to_text(since),
             until=None if until is None else to_text(until),
             limit=limit,
         )
         return _runs.list_runs(self._ctx, query)
 
-    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+    def run_values(
+        self, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+    ) -> list[str]:
         """Every principal, tenant or status (``column``) that some run has, sorted; with
-        ``tenant``, some run of that tenant (what the operator console of one tenant may list)."""
-        return _runs.run_values(self._ctx, column, tenant)
+        ``tenant``, some run of that tenant; with ``tenants``, some run of any of them (what the
+        operator console of those tenants may list; an empty tuple: none)."""
+        return _runs.run_values(self._ctx, column, tenant, tenants=tenants)
 
     # ── calls ───────────────────────────────────────────────────────────────────────────────
 

@@ -42,7 +42,7 @@ def _names(columns: Iterable[str]) -> sql.Composed:
 # Table and column names reach the SQL only as quoted identifiers from _schema constants.
 _SELECT = {t: sql.SQL("SELECT {} FROM {}").format(_names(c), sql.Identifier(t)) for t, c in COLUMNS.items()}
 _OPERATORS = {"=": sql.SQL("="), ">=": sql.SQL(">="), "<=": sql.SQL("<=")}
-"""The comparisons a :class:`RunQuery` uses, as SQL (anything else is a bug: KeyError)."""
+"""The comparisons a :class:`RunQuery` uses besides ``in``, as SQL (anything else is refused)."""
 _SELECT_ROW = {
     t: sql.SQL("{} WHERE {} = %s").format(_SELECT[t], sql.Identifier(PRIMARY_KEY[t])) for t in COLUMNS
 }
@@ -53,6 +53,27 @@ _INSERT = {
     for t, c in COLUMNS.items()
 }
 _SELECT_EVENTS = sql.SQL("SELECT {} FROM events").format(_names(_EVENT_COLUMNS))
+
+
+def _where(statement: Statement, query: RunQuery) -> tuple[Statement, list[Any]]:
+    """``statement`` with ``query``'s conditions as its WHERE clause, and their parameters.
+
+    Column names are quoted identifiers and operators come from :data:`_OPERATORS`; every value
+    is a parameter (``in``: one ``text[]`` array, ``= ANY``, which an empty array never matches)."""
+    where: list[sql.Composable] = []
+    params: list[Any] = []
+    for column, operator, value in query.conditions():
+        if operator == "in" and isinstance(value, tuple):
+            where.append(sql.SQL("{} = ANY(%s::text[])").format(sql.Identifier(column)))
+            params.append(list(value))
+        elif operator in _OPERATORS and isinstance(value, str):
+            where.append(sql.SQL("{} {} %s").format(sql.Identifier(column), _OPERATORS[operator]))
+            params.append(value)
+        else:
+            raise ValueError(f"cannot compare runs by {column} {operator} {value!r}")
+    if not where:
+        return statement, params
+    return sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where)), params
 
 
 class PostgresTransaction:
@@ -198,29 +219,20 @@ class PostgresTransaction:
         return self.fetch(statement, params)
 
     def runs(self, query: RunQuery) -> list[Row]:
-        statement = _SELECT["runs"]
-        conditions = query.conditions()
-        params: list[Any] = [value for _, _, value in conditions]
-        if conditions:
-            where = [
-                sql.SQL("{} {} %s").format(sql.Identifier(column), _OPERATORS[operator])
-                for column, operator, _ in conditions
-            ]
-            statement = sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where))
+        statement, params = _where(_SELECT["runs"], query)
         statement = sql.SQL("{} ORDER BY started_at DESC, run_id DESC").format(statement)
         if query.limit is not None:
             statement = sql.SQL("{} LIMIT %s").format(statement)
             params.append(query.limit)
         return self.fetch(statement, params)
 
-    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+    def run_values(
+        self, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+    ) -> list[str]:
         if column not in RUN_FACETS:
             raise ValueError(f"runs cannot be listed by {column!r}")
         statement = sql.SQL("SELECT DISTINCT {} AS value FROM runs").format(sql.Identifier(column))
-        params: list[Any] = []
-        if tenant is not None:
-            statement = sql.SQL("{} WHERE tenant = %s").format(statement)
-            params.append(tenant)
+        statement, params = _where(statement, RunQuery(tenant=tenant, tenants=tenants))
         statement = sql.SQL("{} ORDER BY value").format(statement)
         return [str(row["value"]) for row in self.fetch(statement, params)]
 

@@ -55,6 +55,8 @@ def list_runs(ctx: LedgerContext, query: RunQuery) -> list[RunRecord]:
     return [run_record(r) for r in rows]
 
 
-def run_values(ctx: LedgerContext, column: RunFacet, tenant: str | None = None) -> list[str]:
+def run_values(
+    ctx: LedgerContext, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+) -> list[str]:
     with ctx.read() as tx:
-        return tx.run_values(column, tenant)
+        return tx.run_values(column, tenant, tenants=tenants)

@@ -63,6 +63,29 @@ _INSERT = {
     for table, cols in COLUMNS.items()
 }
 _CALL_COLUMNS = ", ".join(COLUMNS["calls"])
+_COMPARISONS = frozenset({"=", ">=", "<="})
+"""The comparisons a :class:`RunQuery` uses besides ``in`` (anything else is a bug: refused)."""
+
+
+def _run_conditions(query: RunQuery) -> tuple[list[str], list[Any]]:
+    """``query``'s conditions as SQL terms to join with AND, and their parameters in order.
+
+    Column names and operators come from :meth:`RunQuery.conditions`, never from the caller's
+    values; every value is a ``?`` parameter. An empty ``in`` matches no row (never every row)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    for column, operator, value in query.conditions():
+        if column not in COLUMNS["runs"]:
+            raise ValueError(f"runs have no column {column!r}")
+        if operator == "in" and isinstance(value, tuple):
+            terms.append(f"{column} IN ({', '.join('?' for _ in value)})" if value else "0 = 1")
+            params.extend(value)
+        elif operator in _COMPARISONS and isinstance(value, str):
+            terms.append(f"{column} {operator} ?")
+            params.append(value)
+        else:
+            raise ValueError(f"cannot compare runs by {column} {operator} {value!r}")
+    return terms, params
 
 
 def tighten(path: Path) -> None:
@@ -231,26 +254,25 @@ class SqliteTransaction:
 
     def runs(self, query: RunQuery) -> list[Row]:
         sql = f"SELECT {', '.join(COLUMNS['runs'])} FROM runs"  # noqa: S608
-        conditions = query.conditions()
-        params: list[Any] = [value for _, _, value in conditions]
-        if conditions:
-            # Column names and operators come from RunQuery, never from the caller's values.
-            sql += " WHERE " + " AND ".join(f"{column} {operator} ?" for column, operator, _ in conditions)
+        terms, params = _run_conditions(query)
+        if terms:
+            sql += " WHERE " + " AND ".join(terms)
         sql += " ORDER BY started_at DESC, run_id DESC"
         if query.limit is not None:
             sql += " LIMIT ?"
             params.append(query.limit)
         return self._all(sql, params)
 
-    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+    def run_values(
+        self, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+    ) -> list[str]:
         if column not in RUN_FACETS:
             raise ValueError(f"runs cannot be listed by {column!r}")
-        # The column name is one of RUN_FACETS (checked above); the tenant is a parameter.
+        # The column name is one of RUN_FACETS (checked above); the tenants are parameters.
         sql = f"SELECT DISTINCT {column} AS value FROM runs"  # noqa: S608
-        params: list[Any] = []
-        if tenant is not None:
-            sql += " WHERE tenant = ?"
-            params.append(tenant)
+        terms, params = _run_conditions(RunQuery(tenant=tenant, tenants=tenants))
+        if terms:
+            sql += " WHERE " + " AND ".join(terms)
         return [str(row["value"]) for row in self._all(sql + " ORDER BY value", params)]
 
     def approvals(self, query: ApprovalQuery) -> list[Row]:

@@ -47,8 +47,11 @@ class Ledger(Protocol):
         tenant: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        tenants: tuple[str, ...] | None = None,
     ) -> list[RunRecord]: ...
-    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]: ...
+    def run_values(
+        self, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+    ) -> list[str]: ...
 
     # calls
     def reserve(

@@ -69,7 +69,9 @@ class RunQuery:
     """A selection of runs, newest first (``started_at``, then ``run_id``, descending).
 
     ``since`` and ``until`` are ledger times (:func:`codemode.ledger._time.to_text`: fixed width,
-    so they compare as text), both inclusive."""
+    so they compare as text), both inclusive. ``tenants`` keeps the runs of any of those tenants
+    (``tenant IN (...)``), in the same order and under the same ``limit`` as any other filter; an
+    empty ``tenants`` selects no run at all (never every run). With ``tenant`` too, both apply."""
 
     status: str | None = None
     principal: str | None = None
@@ -77,13 +79,19 @@ class RunQuery:
     since: str | None = None
     until: str | None = None
     limit: int | None = None
+    tenants: tuple[str, ...] | None = None
 
-    def conditions(self) -> list[tuple[str, str, str]]:
-        """``(column, operator, value)`` for each filter set; each store writes them in its dialect."""
-        wanted = (
+    def conditions(self) -> list[tuple[str, str, str | tuple[str, ...]]]:
+        """``(column, operator, value)`` for each filter set; each store writes them in its dialect.
+
+        The operator is ``=``, ``>=`` or ``<=`` with a ``str`` value, or ``in`` with a tuple of
+        them (``tenants``; possibly empty, which no row matches). A store that does not know an
+        operator must fail, not drop the condition."""
+        wanted: tuple[tuple[str, str, str | tuple[str, ...] | None], ...] = (
             ("status", "=", self.status),
             ("principal", "=", self.principal),
             ("tenant", "=", self.tenant),
+            ("tenant", "in", None if self.tenants is None else tuple(self.tenants)),
             ("started_at", ">=", self.since),
             ("started_at", "<=", self.until),
         )
@@ -165,9 +173,12 @@ class StoreTransaction(Protocol):
         """The runs ``query`` selects, newest first (``started_at``, then ``run_id``, descending)."""
         ...
 
-    def run_values(self, column: RunFacet, tenant: str | None = None) -> list[str]:
+    def run_values(
+        self, column: RunFacet, tenant: str | None = None, *, tenants: tuple[str, ...] | None = None
+    ) -> list[str]:
         """Every distinct value of ``column`` (one of :data:`RUN_FACETS`) among the runs, sorted;
-        with ``tenant``, among that tenant's runs only."""
+        with ``tenant``, among that tenant's runs only; with ``tenants``, among the runs of any of
+        them (none at all for an empty tuple); with both, both apply."""
         ...
 
     def approvals(self, query: ApprovalQuery) -> list[Row]: ...

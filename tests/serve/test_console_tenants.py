@@ -7,13 +7,14 @@ nor learn from the pickers or a 404 that they exist; ``console_tenants = ["*"]``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from codemode.broker import ApprovalAnswer
 from codemode.calls import RunBinding
-from codemode.ledger import SqliteLedger, open_ledger
+from codemode.ledger import RunRecord, SqliteLedger, open_ledger
 from codemode.serve.console._data import RunFilter, list_runs, run_detail
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover, DeskError
 from codemode.serve.console._scope import ALL_TENANTS, TenantScope
@@ -87,12 +88,23 @@ async def test_the_pickers_offer_only_names_from_the_operators_tenants(tmp_path:
             assert f'<option value="{choice}"' in every, choice
 
 
-def test_runs_of_several_tenants_are_merged_newest_first_within_the_limit(tmp_path: Path) -> None:
+def test_runs_of_several_tenants_are_listed_newest_first_within_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ledger = open_ledger(tmp_path / "codemode.db")
     try:
         _record(ledger)
         two = TenantScope(frozenset({"acme", "globex"}))
+        asked: list[tuple[str, ...] | None] = []
+        list_of_ledger = ledger.list_runs
+
+        def spy(**filters: Any) -> list[RunRecord]:
+            asked.append(filters.get("tenants"))
+            return list_of_ledger(**filters)
+
+        monkeypatch.setattr(ledger, "list_runs", spy)
         found = list_runs(ledger, RunFilter(limit=3), two)
+        assert asked == [("acme", "globex")], "one ledger query over the scope's tenants, not one each"
         assert [run.run_id for run in found.runs] == [_run_id(4), _run_id(2), _run_id(1)]
         assert found.principals == ["alice", "bob", "carol"] and found.tenants == ["acme", "globex"]
         assert "timeout" in found.statuses
@@ -100,8 +112,16 @@ def test_runs_of_several_tenants_are_merged_newest_first_within_the_limit(tmp_pa
             _run_id(4),
             _run_id(1),
         ]
+        assert list_runs(ledger, RunFilter(tenant="initech"), two).runs == []
         nothing = list_runs(ledger, RunFilter(), TenantScope(frozenset()))
         assert nothing.runs == [] and nothing.principals == [] and nothing.tenants == []
+        assert nothing.statuses == ["error", "interrupted", "ok", "running"], "the known ones only"
+        every = list_runs(ledger, RunFilter(), ALL_TENANTS)
+        assert [r.run_id for r in every.runs] == [_run_id(n) for n in (4, 3, 2, 1, 0)]
+        assert every.tenants == ["acme", "globex", "initech"]
+        assert [r.run_id for r in list_runs(ledger, RunFilter(tenant="initech"), ALL_TENANTS).runs] == [
+            _run_id(3)
+        ]
         assert run_detail(ledger, GLOBEX_RUN, TenantScope(frozenset({"acme"}))) is None
         assert run_detail(ledger, GLOBEX_RUN, ALL_TENANTS) is not None
     finally:

@@ -108,13 +108,14 @@ def list_runs(
 
     A ``tenant`` filter outside the scope matches nothing, like a tenant without runs: the answer
     must not tell whether another tenant exists."""
-    tenants = _searched_tenants(run_filter.tenant, scope)
-    if tenants is None:
-        runs = _runs_of(ledger, run_filter, run_filter.tenant or None)
-    else:
-        # One query per tenant (the ledger filters by one), merged in the ledger's own order.
-        found = [run for tenant in tenants for run in _runs_of(ledger, run_filter, tenant)]
-        runs = sorted(found, key=lambda run: (run.started_at, run.run_id), reverse=True)[: run_filter.limit]
+    runs = ledger.list_runs(
+        limit=run_filter.limit,
+        status=run_filter.status or None,
+        principal=run_filter.principal or None,
+        tenants=_searched_tenants(run_filter.tenant, scope),
+        since=run_filter.since,
+        until=run_filter.until,
+    )
     if not with_choices:
         return RunList(runs=runs)
     return RunList(
@@ -125,30 +126,17 @@ def list_runs(
     )
 
 
-def _searched_tenants(wanted: str, scope: TenantScope) -> list[str] | None:
-    """The tenants to query one by one; None: one query over every tenant (or ``wanted``)."""
-    if scope.every:
-        return None
+def _searched_tenants(wanted: str, scope: TenantScope) -> tuple[str, ...] | None:
+    """The tenants whose runs the ledger's one query searches; None: every tenant.
+
+    Empty (no run at all) for a scope without tenants, or a ``wanted`` tenant outside it."""
     if wanted:
-        return [wanted] if scope.sees(wanted) else []
-    return scope.names()
-
-
-def _runs_of(ledger: Ledger, run_filter: RunFilter, tenant: str | None) -> list[RunRecord]:
-    return ledger.list_runs(
-        limit=run_filter.limit,
-        status=run_filter.status or None,
-        principal=run_filter.principal or None,
-        tenant=tenant,
-        since=run_filter.since,
-        until=run_filter.until,
-    )
+        return (wanted,) if scope.sees(wanted) else ()
+    return None if scope.every else tuple(scope.names())
 
 
 def _values(ledger: Ledger, column: RunFacet, scope: TenantScope) -> list[str]:
-    if scope.every:
-        return ledger.run_values(column)
-    return sorted({value for tenant in scope.names() for value in ledger.run_values(column, tenant)})
+    return ledger.run_values(column, tenants=None if scope.every else tuple(scope.names()))
 
 
 def run_detail(ledger: Ledger, run_id: str, scope: TenantScope) -> RunEvidence | None:

@@ -345,3 +345,19 @@ def test_run_values_lists_one_tenants_principals_and_statuses(ledger: StoreLedge
     assert ledger.run_values("status", "acme") == ["ok", "running"]
     assert ledger.run_values("tenant", "globex") == ["globex"]
     assert ledger.run_values("status", "initech") == []
+
+
+def test_runs_and_run_values_of_several_tenants_come_from_one_query(ledger: StoreLedger) -> None:
+    tenants = ["acme", "globex", "acme", "initech", "globex", "x') OR ('1'='1"]
+    for n, tenant in enumerate(tenants):
+        binding = RunBinding(run_id=f"run-{n}", principal=f"p{n}", tenant=tenant, trace_id=f"{n:032x}")
+        ledger.begin_run(binding, "sha256:code")
+    two = ("acme", "globex")
+    assert [r.run_id for r in ledger.list_runs(tenants=two)] == ["run-4", "run-2", "run-1", "run-0"]
+    assert [r.run_id for r in ledger.list_runs(tenants=two, limit=3)] == ["run-4", "run-2", "run-1"]
+    assert [r.run_id for r in ledger.list_runs(tenants=two, tenant="acme")] == ["run-2", "run-0"]
+    assert [r.run_id for r in ledger.list_runs(tenants=("x') OR ('1'='1",))] == ["run-5"]
+    assert ledger.list_runs(tenants=()) == []
+    assert ledger.run_values("principal", tenants=two) == ["p0", "p1", "p2", "p4"]
+    assert ledger.run_values("tenant", tenants=(*two, "nobody")) == ["acme", "globex"]
+    assert ledger.run_values("status", tenants=()) == []

@@ -193,6 +193,86 @@ def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_stat
             tx.run_values("code_digest", "acme")  # pyright: ignore[reportArgumentType]
 
 
+ODD_TENANT = "o'hare\"; DROP TABLE runs; --"
+"""A tenant name made of SQL: it must match itself, as a value, and nothing else."""
+
+
+def test_run_queries_select_several_tenants_in_one_order_under_one_limit(store: LedgerStore) -> None:
+    runs = (
+        ("r1", "alice", "acme", "ok", "1"),
+        ("r2", "bob", "globex", "error", "2"),
+        ("r3", "carol", "initech", "ok", "3"),
+        ("r4", "alice", "acme", "running", "4"),
+        ("r5", "dave", "globex", "ok", "4"),  # the same moment as r4: run_id breaks the tie
+        ("r6", "erin", ODD_TENANT, "ok", "5"),
+        ("r7", "frank", "a%_", "ok", "6"),  # LIKE wildcards are plain characters too
+    )
+    with store.transaction(write=True) as tx:
+        for run_id, principal, tenant, status, second in runs:
+            row = empty_row("runs")
+            row.update(
+                run_id=run_id,
+                principal=principal,
+                tenant=tenant,
+                trace_id="x",
+                code_digest="d",
+                status=status,
+                started_at=f"2026-01-01T00:00:0{second}.000000Z",
+            )
+            tx.insert("runs", row)
+
+    def found(query: RunQuery) -> list[str]:
+        with store.transaction(write=False) as tx:
+            return [str(r["run_id"]) for r in tx.runs(query)]
+
+    two = ("acme", "globex")
+    assert found(RunQuery(tenants=two)) == ["r5", "r4", "r2", "r1"], "one order across the tenants"
+    assert found(RunQuery(tenants=("globex", "acme"))) == ["r5", "r4", "r2", "r1"]
+    assert found(RunQuery(tenants=("acme", "acme"))) == ["r4", "r1"]
+    assert found(RunQuery(tenants=(*two, "nobody"))) == ["r5", "r4", "r2", "r1"]
+    # The limit applies to the runs of every tenant together, not to each tenant's own.
+    assert found(RunQuery(tenants=two, limit=1)) == ["r5"]
+    assert found(RunQuery(tenants=two, limit=3)) == ["r5", "r4", "r2"]
+    # Paging back in time: the next page starts before the oldest run of the last one.
+    assert found(RunQuery(tenants=two, limit=2)) == ["r5", "r4"]
+    assert found(RunQuery(tenants=two, until="2026-01-01T00:00:03.999999Z", limit=2)) == ["r2", "r1"]
+    assert found(RunQuery(tenants=two, until="2026-01-01T00:00:00.999999Z", limit=2)) == []
+    # With the other filters, and with ``tenant`` (both apply).
+    assert found(RunQuery(tenants=two, status="ok")) == ["r5", "r1"]
+    assert found(RunQuery(tenants=two, principal="alice", limit=1)) == ["r4"]
+    assert found(RunQuery(tenants=two, since="2026-01-01T00:00:02.000000Z")) == ["r5", "r4", "r2"]
+    assert found(RunQuery(tenants=two, tenant="globex")) == ["r5", "r2"]
+    assert found(RunQuery(tenants=("acme",), tenant="initech")) == []
+    # No tenant at all selects no run: an empty scope must never widen to every tenant.
+    assert found(RunQuery(tenants=())) == []
+    assert found(RunQuery(tenants=(), status="ok", limit=5)) == []
+    assert found(RunQuery(tenants=(), tenant="acme")) == []
+    # Tenant names are parameters, never SQL, however they are spelt.
+    assert found(RunQuery(tenants=("acme' OR '1'='1",))) == []
+    assert found(RunQuery(tenants=("x') OR ('1'='1", "acme"))) == ["r4", "r1"]
+    assert found(RunQuery(tenants=(ODD_TENANT,))) == ["r6"]
+    assert found(RunQuery(tenants=("a%_",))) == ["r7"]
+    assert found(RunQuery(tenants=("a%", "%", "_cme"))) == []
+    many = (*(f"tenant-{n}" for n in range(1000)), "initech")
+    assert found(RunQuery(tenants=many)) == ["r3"], "a long list of tenants is one query too"
+    assert len(found(RunQuery())) == len(runs), "the table is still there"
+
+    with store.transaction(write=False) as tx:
+        assert tx.run_values("principal", tenants=two) == ["alice", "bob", "dave"]
+        assert tx.run_values("status", tenants=two) == ["error", "ok", "running"]
+        assert tx.run_values("tenant", tenants=(ODD_TENANT, "globex", "nobody")) == sorted(
+            [ODD_TENANT, "globex"]
+        )
+        assert tx.run_values("principal", "acme", tenants=two) == ["alice"]
+        assert tx.run_values("principal", "initech", tenants=two) == []
+        for facet in ("principal", "tenant", "status"):
+            assert tx.run_values(facet, tenants=()) == [], facet
+            assert tx.run_values(facet, tenants=("acme' OR '1'='1",)) == [], facet
+        assert tx.run_values("principal", tenants=("a%_",)) == ["frank"]
+        with pytest.raises(ValueError, match="cannot be listed"):
+            tx.run_values("code_digest", tenants=two)  # pyright: ignore[reportArgumentType]
+
+
 def test_approval_query_finds_only_usable_pre_issued_matches_in_issue_order(store: LedgerStore) -> None:
     with store.transaction(write=True) as tx:
         tx.insert("approvals", approval_row("late", issued_at="2026-01-01T00:00:05.000000Z"))
