@@ -13,6 +13,11 @@ back: ``echo`` from a blocking thread here (the floor that any framing across pr
 host that serves its sandboxes from one event loop, as codemode's does). The three run
 alternately, ``--rounds`` times, and the medians of each round's p50 are reported. Nothing is
 asserted.
+
+``--answer-after-ms D`` makes every side answer D ms after the request arrives (the handler
+sleeps; the echoes wait), as a real server does, and reports the time beyond D. A process that
+waited that long has been descheduled and its caches have gone cold, so this is what a stub call
+costs in a program, where the no-wait figures are a hot loop's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +55,12 @@ RESULT = ToolResult(structured={"id": "CUST-0042", "company": "Acme", "email": "
 
 
 class NoopHandler:
+    def __init__(self, answer_after_s: float = 0.0) -> None:
+        self.answer_after_s = answer_after_s
+
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
+        if self.answer_after_s:
+            await anyio.sleep(self.answer_after_s)
         return RESULT
 
     async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
@@ -85,8 +96,9 @@ sys.stdin.read()  # the host closes the channel next, and the runtime exits with
 """
 
 
-async def channel_round_trips(count: int) -> tuple[list[float], bytes, bytes]:
-    """``count`` stub-call round trips through the real channel; their times in ms.
+async def channel_round_trips(count: int, answer_after_s: float = 0.0) -> tuple[list[float], bytes, bytes]:
+    """``count`` stub-call round trips through the real channel; their times in ms (less the
+    handler's ``answer_after_s``).
 
     The client is the sandbox runtime's, in a process of its own as in a sandbox (it ends its
     process when the host closes the channel).
@@ -100,7 +112,7 @@ async def channel_round_trips(count: int) -> tuple[list[float], bytes, bytes]:
         line = b""
         async with await anyio.open_process(argv, stderr=None) as client, anyio.create_task_group() as tg:
             await host.accept(10)
-            host.bind(RunContext(binding=binding, modules=NoModules(), handler=NoopHandler()))
+            host.bind(RunContext(binding=binding, modules=NoModules(), handler=NoopHandler(answer_after_s)))
             tg.start_soon(host.serve)
             assert client.stdout is not None
             async for chunk in client.stdout:
@@ -112,7 +124,7 @@ async def channel_round_trips(count: int) -> tuple[list[float], bytes, bytes]:
         found = json.loads(line)
         request = wire.encode_frame({"jsonrpc": "2.0", "id": 1, "method": wire.CALL, "params": PARAMS})
         reply = wire.encode_frame({"jsonrpc": "2.0", "id": 1, "result": found["reply"]})
-        return [float(t) for t in found["times"]], request, reply
+        return [float(t) - answer_after_s * 1000 for t in found["times"]], request, reply
 
 
 ECHO_CLIENT = """
@@ -141,7 +153,7 @@ print(json.dumps(times), flush=True)
 """
 
 
-def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
+def echo_round_trips(count: int, request: bytes, reply: bytes, answer_after_s: float = 0.0) -> list[float]:
     """The same frames over a bare Unix socket: a child process sends each request, a thread here
     reads it and writes back the reply bytes. The floor that any framing across processes pays."""
     with tempfile.TemporaryDirectory(prefix="codemode-echo-bench-") as tmp:
@@ -166,6 +178,8 @@ def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
                 for _ in range(count):
                     (length,) = wire.HEADER.unpack(read_exactly(conn, wire.HEADER.size))
                     read_exactly(conn, length)
+                    if answer_after_s:
+                        time.sleep(answer_after_s)
                     conn.sendall(reply)
 
         thread = threading.Thread(target=echo, daemon=True)
@@ -174,10 +188,12 @@ def echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
         done = subprocess.run(argv, capture_output=True, text=True, check=True)
         thread.join()
         listener.close()
-        return [float(t) for t in json.loads(done.stdout)]
+        return [float(t) - answer_after_s * 1000 for t in json.loads(done.stdout)]
 
 
-def loop_echo_round_trips(count: int, request: bytes, reply: bytes) -> list[float]:
+def loop_echo_round_trips(
+    count: int, request: bytes, reply: bytes, answer_after_s: float = 0.0
+) -> list[float]:
     """The same frames answered by a minimal asyncio protocol: parse each frame in
     ``data_received`` and write the reply bytes (the event loop's floor)."""
 
@@ -198,7 +214,10 @@ def loop_echo_round_trips(count: int, request: bytes, reply: bytes) -> list[floa
                     return
                 del self.buffer[: wire.HEADER.size + length]
                 assert self.transport is not None
-                self.transport.write(reply)
+                if answer_after_s:
+                    asyncio.get_running_loop().call_later(answer_after_s, self.transport.write, reply)
+                else:
+                    self.transport.write(reply)
 
     async def run(path: str) -> list[float]:
         loop = asyncio.get_running_loop()
@@ -207,17 +226,18 @@ def loop_echo_round_trips(count: int, request: bytes, reply: bytes) -> list[floa
         process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
         out, _ = await process.communicate()
         server.close()
-        return [float(t) for t in json.loads(out)]
+        return [float(t) - answer_after_s * 1000 for t in json.loads(out)]
 
     with tempfile.TemporaryDirectory(prefix="codemode-loop-echo-bench-") as tmp:
         return asyncio.run(run(str(Path(tmp) / "echo.sock")))
 
 
-def _row(times: list[float]) -> dict[str, float]:
+def _row(times: list[float], wait_s: float) -> dict[str, float]:
+    """p50 and p95 of ``times`` (less the wait), and round trips per second (with it)."""
     return {
         "p50_ms": statistics.median(times),
         "p95_ms": percentile(times, 0.95),
-        "per_s": len(times) / (sum(times) / 1000),
+        "per_s": len(times) / (sum(times) / 1000 + len(times) * wait_s),
     }
 
 
@@ -228,15 +248,23 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=2000, help="round trips per side [2000]")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds [3]")
+    parser.add_argument(
+        "--answer-after-ms",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="every side answers D ms after a request arrives; times are reported less D [0]",
+    )
     args = parser.parse_args()
+    wait_s = args.answer_after_ms / 1000
     names = ("channel", "echo", "loop echo")
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     request = reply = b""
     for _ in range(args.rounds):
-        channel, request, reply = anyio.run(channel_round_trips, args.n)
-        rounds["channel"].append(_row(channel))
-        rounds["echo"].append(_row(echo_round_trips(args.n, request, reply)))
-        rounds["loop echo"].append(_row(loop_echo_round_trips(args.n, request, reply)))
+        channel, request, reply = anyio.run(channel_round_trips, args.n, wait_s)
+        rounds["channel"].append(_row(channel, wait_s))
+        rounds["echo"].append(_row(echo_round_trips(args.n, request, reply, wait_s), wait_s))
+        rounds["loop echo"].append(_row(loop_echo_round_trips(args.n, request, reply, wait_s), wait_s))
     rows = {
         name: {
             key: round(statistics.median(r[key] for r in rounds[name]), 4)
@@ -253,6 +281,7 @@ def main() -> None:
     summary: dict[str, Any] = {
         "round_trips": args.n,
         "rounds": args.rounds,
+        "answer_after_ms": args.answer_after_ms,
         "request_bytes": len(request),
         "reply_bytes": len(reply),
         **rows,
@@ -265,6 +294,7 @@ def main() -> None:
     print(
         f"{args.n} round trips x {args.rounds} alternating rounds (medians); "
         f"request {len(request)} B, reply {len(reply)} B"
+        + (f"; answered after {args.answer_after_ms:g} ms, times less that" if wait_s else "")
     )
     print(f"{'':<10} {'p50 ms':>8} {'p95 ms':>8} {'per s':>9}   p50 per round")
     for name, row in rows.items():
