@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/broker_bench.py                 # readable table
     .venv/bin/python benchmarks/broker_bench.py --json          # machine-readable
     .venv/bin/python benchmarks/broker_bench.py -n 300 --backend docker
+    .venv/bin/python benchmarks/broker_bench.py --backend docker,process   # both, alternated
 
 All paths call the same tool of the same example server (``crm``, over stdio, a process of its
 own for each path), in the same run, in alternating rounds so that machine noise hits them alike:
@@ -223,46 +224,64 @@ async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: i
     return stages
 
 
+def path_of(label: str) -> str:
+    """``read`` for ``read`` or ``read@docker``: the path a series label measures."""
+    return label.partition("@")[0]
+
+
 async def bench(
-    n: int, rounds: int, fan_out_calls: int, backend: str, tool_key: str, stages: bool
+    n: int, rounds: int, fan_out_calls: int, backends: list[str], tool_key: str, stages: bool
 ) -> dict[str, Any]:
+    """Every path on every backend, and the direct call, in the same alternating rounds. With one
+    backend a series is named by its path (``read``); with several, ``read@docker``."""
     tool, arguments = TOOLS[tool_key]
+    labels = {
+        (f"{path}@{backend}" if len(backends) > 1 else path): (path, backend)
+        for backend in backends
+        for path in PATHS
+    }
     directory = Path(tempfile.mkdtemp(prefix="codemode-broker-bench-"))
     try:
-        configs = {path: write_config(directory / path, backend, path) for path in PATHS}
+        configs = {
+            label: write_config(directory / label.replace("@", "-"), backend, path)
+            for label, (path, backend) in labels.items()
+        }
         for config_path in configs.values():
             await pin_everything(config_path)
         params = StdioServerParameters(
             command=sys.executable, args=[str(CRM)], env={"CRM_STATE_DIR": str(directory / "crm-direct")}
         )
-        samples: dict[str, list[float]] = {"direct": [], **{path: [] for path in PATHS}}
+        samples: dict[str, list[float]] = {"direct": [], **{label: [] for label in labels}}
         async with contextlib.AsyncExitStack() as stack:
             engines = {
-                p: await stack.enter_async_context(CodeMode(load_config(c))) for p, c in configs.items()
+                label: await stack.enter_async_context(CodeMode(load_config(c)))
+                for label, c in configs.items()
             }
+            used = {backend: engines[label].backend for label, (_, backend) in labels.items()}
             client = await stack.enter_async_context(mcp.Client(params))
-            used_backend = engines["read"].backend
             await direct_loop(client, tool, arguments, 20)  # warm-up
             for engine in engines.values():
                 await broker_run(engine, loop_program(tool, arguments, 20))
             per_round = max(1, n // rounds)
             for _ in range(rounds):
                 samples["direct"] += await direct_loop(client, tool, arguments, per_round)
-                for path, engine in engines.items():
-                    samples[path] += await broker_run(engine, loop_program(tool, arguments, per_round))
+                for label, engine in engines.items():
+                    samples[label] += await broker_run(engine, loop_program(tool, arguments, per_round))
             throughput: list[Throughput] = []
+            reads = [label for label, (path, _) in labels.items() if path == "read"]
             for concurrency in (1, 16):
                 seconds = await direct_fan_out(client, tool, arguments, fan_out_calls, concurrency)
                 throughput.append(
                     Throughput("direct", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
                 )
                 code = fan_out_program(tool, arguments, fan_out_calls, concurrency)
-                seconds = float(await broker_run(engines["read"], code))
-                throughput.append(
-                    Throughput("read", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
-                )
+                for label in reads:
+                    seconds = float(await broker_run(engines[label], code))
+                    throughput.append(
+                        Throughput(label, concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
+                    )
             per_stage = (
-                {path: await breakdown(engine, tool, arguments, n) for path, engine in engines.items()}
+                {label: await breakdown(engine, tool, arguments, n) for label, engine in engines.items()}
                 if stages
                 else None
             )
@@ -273,10 +292,11 @@ async def bench(
     return {
         "tool": f"crm/{tool}",
         "arguments": arguments,
-        "backend": used_backend,
+        "backend": ", ".join(used[backend] for backend in backends),
+        "paths": list(labels),
         "latency": [asdict(s) for s in series.values()],
-        "p50_ratio": {path: series[path].p50_ms / direct.p50_ms for path in PATHS},
-        "p95_ratio": {path: series[path].p95_ms / direct.p95_ms for path in PATHS},
+        "p50_ratio": {label: series[label].p50_ms / direct.p50_ms for label in labels},
+        "p95_ratio": {label: series[label].p95_ms / direct.p95_ms for label in labels},
         "target_p50_ratio": TARGETS,
         "throughput": [asdict(t) for t in throughput],
         "breakdown_ms": per_stage,
@@ -284,35 +304,52 @@ async def bench(
 
 
 def print_table(report: dict[str, Any]) -> None:
+    labels: list[str] = report["paths"]
+    width = max(8, *map(len, labels))
     print(f"tool {report['tool']} {report['arguments']}, sandbox backend {report['backend']}")
     print()
-    print(f"{'path':<8} {'n':>6} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
+    print(f"{'path':<{width}} {'n':>6} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
     for s in report["latency"]:
-        print(f"{s['name']:<8} {s['n']:>6} {s['p50_ms']:>9.2f} {s['p95_ms']:>9.2f} {s['mean_ms']:>9.2f}")
-    print()
-    for path in PATHS:
-        target = report["target_p50_ratio"].get(path)
-        wanted = f"target <= {target}x" if target is not None else "no target"
         print(
-            f"{path} / direct: p50 {report['p50_ratio'][path]:.2f}x ({wanted}), "
-            f"p95 {report['p95_ratio'][path]:.2f}x"
+            f"{s['name']:<{width}} {s['n']:>6} {s['p50_ms']:>9.2f} {s['p95_ms']:>9.2f} {s['mean_ms']:>9.2f}"
         )
     print()
-    print(f"{'path':<8} {'in flight':>9} {'calls':>7} {'seconds':>9} {'calls/s':>9}")
+    for label in labels:
+        target = report["target_p50_ratio"].get(path_of(label))
+        wanted = f"target <= {target}x" if target is not None else "no target"
+        print(
+            f"{label} / direct: p50 {report['p50_ratio'][label]:.2f}x ({wanted}), "
+            f"p95 {report['p95_ratio'][label]:.2f}x"
+        )
+    print()
+    print(f"{'path':<{width}} {'in flight':>9} {'calls':>7} {'seconds':>9} {'calls/s':>9}")
     for t in report["throughput"]:
         print(
-            f"{t['name']:<8} {t['concurrency']:>9} {t['calls']:>7} {t['seconds']:>9.2f} "
+            f"{t['name']:<{width}} {t['concurrency']:>9} {t['calls']:>7} {t['seconds']:>9.2f} "
             f"{t['calls_per_s']:>9.1f}"
         )
     if report["breakdown_ms"]:
         print()
         print("per-call p50 by stage, ms (timers on, runs of their own)")
         explained = dict(STAGES)
+        column = max(7, *map(len, labels))
         rows = list(next(iter(report["breakdown_ms"].values())))
-        print(f"  {'stage':<28} " + " ".join(f"{path:>7}" for path in PATHS))
+        print(f"  {'stage':<28} " + " ".join(f"{label:>{column}}" for label in labels))
         for stage in rows:
-            values = " ".join(f"{report['breakdown_ms'][path][stage]:>7.3f}" for path in PATHS)
+            values = " ".join(f"{report['breakdown_ms'][label][stage]:>{column}.3f}" for label in labels)
             print(f"  {stage:<28} {values}  {explained.get(stage, '')}")
+
+
+def backend_list(text: str) -> list[str]:
+    """``docker,process`` -> ["docker", "process"], each a known backend, none twice."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = get_args(BackendChoice)
+    unknown = [name for name in names if name not in known]
+    if not names or unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give one or more of {', '.join(known)}, comma-separated, each once"
+        )
+    return names
 
 
 def main() -> None:
@@ -320,7 +357,14 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=400, help="latency samples per path (default 400)")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")
-    parser.add_argument("--backend", choices=list(get_args(BackendChoice)), default="auto")
+    parser.add_argument(
+        "--backend",
+        type=backend_list,
+        default=["auto"],
+        metavar="NAME[,NAME]",
+        help=f"sandbox backend(s), alternated in one run: {', '.join(get_args(BackendChoice))} "
+        "(e.g. docker,process; default auto)",
+    )
     parser.add_argument("--tool", choices=sorted(TOOLS), default="list_writes")
     parser.add_argument(
         "--no-breakdown",
