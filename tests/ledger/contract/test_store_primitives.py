@@ -139,15 +139,8 @@ def test_run_queries_are_newest_first(store: LedgerStore) -> None:
         assert [r["run_id"] for r in tx.runs(RunQuery(status="running"))] == ["r2", "r3"]
 
 
-def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_status(
-    store: LedgerStore,
-) -> None:
-    runs = (
-        ("r1", "alice", "acme", "ok", "1"),
-        ("r2", "bob", "acme", "error", "2"),
-        ("r3", "alice", "globex", "running", "3"),
-        ("r4", "alice", "acme", "running", "4"),
-    )
+def insert_runs(store: LedgerStore, runs: tuple[tuple[str, str, str, str, str], ...]) -> None:
+    """Runs of ``(run_id, principal, tenant, status, second)``, started at that second."""
     with store.transaction(write=True) as tx:
         for run_id, principal, tenant, status, second in runs:
             row = empty_row("runs")
@@ -162,9 +155,25 @@ def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_stat
             )
             tx.insert("runs", row)
 
+
+def found_runs(store: LedgerStore, query: RunQuery) -> list[str]:
+    with store.transaction(write=False) as tx:
+        return [str(r["run_id"]) for r in tx.runs(query)]
+
+
+def test_run_queries_filter_in_the_store_and_list_each_principal_tenant_and_status(
+    store: LedgerStore,
+) -> None:
+    runs = (
+        ("r1", "alice", "acme", "ok", "1"),
+        ("r2", "bob", "acme", "error", "2"),
+        ("r3", "alice", "globex", "running", "3"),
+        ("r4", "alice", "acme", "running", "4"),
+    )
+    insert_runs(store, runs)
+
     def found(query: RunQuery) -> list[str]:
-        with store.transaction(write=False) as tx:
-            return [str(r["run_id"]) for r in tx.runs(query)]
+        return found_runs(store, query)
 
     assert found(RunQuery(principal="alice")) == ["r4", "r3", "r1"]
     assert found(RunQuery(principal="alice", tenant="acme")) == ["r4", "r1"]
@@ -207,23 +216,10 @@ def test_run_queries_select_several_tenants_in_one_order_under_one_limit(store: 
         ("r6", "erin", ODD_TENANT, "ok", "5"),
         ("r7", "frank", "a%_", "ok", "6"),  # LIKE wildcards are plain characters too
     )
-    with store.transaction(write=True) as tx:
-        for run_id, principal, tenant, status, second in runs:
-            row = empty_row("runs")
-            row.update(
-                run_id=run_id,
-                principal=principal,
-                tenant=tenant,
-                trace_id="x",
-                code_digest="d",
-                status=status,
-                started_at=f"2026-01-01T00:00:0{second}.000000Z",
-            )
-            tx.insert("runs", row)
+    insert_runs(store, runs)
 
     def found(query: RunQuery) -> list[str]:
-        with store.transaction(write=False) as tx:
-            return [str(r["run_id"]) for r in tx.runs(query)]
+        return found_runs(store, query)
 
     two = ("acme", "globex")
     assert found(RunQuery(tenants=two)) == ["r5", "r4", "r2", "r1"], "one order across the tenants"
