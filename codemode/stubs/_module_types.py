@@ -45,6 +45,8 @@ class ModuleTypes:
 
     def __init__(self, reserved: Iterable[str]) -> None:
         self._taken: set[str] = set(MODULE_LEVEL_RESERVED) | set(reserved)
+        self._last_suffix: dict[str, int] = {}
+        """Per base name, the suffix last given: probing resumes there (many types, one hint)."""
         self.definitions: list[TypedDictDef | AliasDef] = []
         self.nodes = 0
         self.typeddicts = 0
@@ -52,11 +54,13 @@ class ModuleTypes:
     def new_name(self, hint: str) -> str:
         """A fresh module-level name derived from ``hint`` (deterministic: first come, first served)."""
         base = hint[:60] if _IDENT_LIKE.fullmatch(hint) else "Type"
-        candidate, counter = base, 1
+        counter = self._last_suffix.get(base, 1)
+        candidate = base if counter == 1 else f"{base}{counter}"
         while candidate in self._taken:
             counter += 1
             candidate = f"{base}{counter}"
         self._taken.add(candidate)
+        self._last_suffix[base] = counter
         return candidate
 
     @property

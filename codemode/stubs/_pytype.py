@@ -134,12 +134,14 @@ def union(members: Iterable[PyType]) -> PyType:
     flat = [m for m in flat if m.kind != "never"] or [NEVER]
     kinds = {m.kind for m in flat}
     literal_values: list[LiteralValue] = []
-    rest: list[PyType] = []
+    rest: dict[PyType, None] = {}  # ordered, and a member test in constant time (wide unions)
     for member in flat:
         if member.kind == "literal":
             literal_values.extend(member.literals)
-        elif member not in rest and member.kind != "none":
-            rest.append(member)
+        elif member.kind != "none":
+            rest.setdefault(member)
+            if len(rest) > MAX_UNION:
+                return ANY
     # A literal value adds nothing next to its base type (Literal['a'] | str is str).
     covered = {"str": str, "int": int, "bool": bool}
     literal_values = [
@@ -148,7 +150,7 @@ def union(members: Iterable[PyType]) -> PyType:
         if not any(kind in kinds and type(v) is tp for kind, tp in covered.items())
         and not ("float" in kinds and type(v) is int)
     ]
-    result = rest
+    result = list(rest)
     if literal_values:
         result = [*rest, literal(literal_values)]
     if "none" in kinds:

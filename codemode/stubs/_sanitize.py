@@ -100,7 +100,6 @@ def _replacement(char: str) -> str:
 # Everything outside printable ASCII, tab and newline goes through _replacement.
 _SUSPECT: Final = re.compile(r"[^\t\n\x20-\x7e]")
 _NEWLINES: Final = re.compile(r"\r\n?")
-_TRAILING_SPACE: Final = re.compile(r"[ \t]+\n")
 _BLANK_RUNS: Final = re.compile(r"\n{3,}")
 _SPACE_RUNS: Final = re.compile(r"\s+")
 
@@ -139,8 +138,9 @@ def clean_text(text: str, limit: int) -> str:
     text = text[: limit * 4 + 64]
     text = _NEWLINES.sub("\n", text)
     text = _SUSPECT.sub(lambda m: _replacement(m.group()), text)
-    text = text.replace("\t", "    ")
-    text = _TRAILING_SPACE.sub("\n", text)
+    # Line by line: a regex for "spaces before a newline" backtracks quadratically over a long
+    # run of spaces that no newline ends.
+    text = "\n".join(line.rstrip(" ") for line in text.replace("\t", "    ").split("\n"))
     text = _BLANK_RUNS.sub("\n\n", text).strip()
     if len(text) > limit:
         text = text[: max(limit - 1, 0)].rstrip() + "…"

@@ -106,9 +106,18 @@ class SchemaDocument:
 
     def __init__(self, root: object) -> None:
         self.root = root
+        self._found: dict[str, object] = {}
+        """Pointers already looked up: a hostile schema can point thousands of times through one
+        long path (the document is not changed while it is rendered)."""
 
     def lookup(self, pointer: str) -> object:
         """Resolve a JSON pointer (RFC 6901, URI-fragment encoded) or return :data:`MISSING`."""
+        found = self._found.get(pointer, self)
+        if found is self:
+            found = self._found[pointer] = self._walk(pointer)
+        return found
+
+    def _walk(self, pointer: str) -> object:
         node = self.root
         if not pointer:
             return node
@@ -119,7 +128,9 @@ class SchemaDocument:
                 if token not in mapping:
                     return MISSING
                 node = mapping[token]
-            elif items is not None and token.isdigit():
+            # ASCII digits only ("²" is a digit to str.isdigit, not to int), and a length no list
+            # index reaches (int() refuses more than 4,300 digits).
+            elif items is not None and token.isascii() and token.isdigit() and len(token) <= 9:
                 index = int(token)
                 if index >= len(items):
                     return MISSING
