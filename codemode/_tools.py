@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from codemode.errors import NameCollisionError, StubRenderError
 from codemode.stubs import TreePathError
 
 if TYPE_CHECKING:
@@ -186,7 +187,9 @@ async def dispatch(
             detail = args.get("detail", "summary")
             if detail not in ("name", "summary", "full"):
                 return ToolReply(text="detail must be name, summary or full", is_error=True)
-            k = int(args.get("k", 5))
+            k = args.get("k", 5)
+            if type(k) is not int:
+                return ToolReply(text="k must be a whole number (1 to 50)", is_error=True)
             hits = tree.search(query, k=max(1, min(k, 50)), detail=detail)
             text = "\n\n".join(h.text for h in hits) if detail == "full" else "\n".join(h.text for h in hits)
             return ToolReply(text=text or "no matching tools")
@@ -198,4 +201,7 @@ async def dispatch(
             return ToolReply(text=tree.read(str(args.get("path", ""))))
     except TreePathError as exc:
         return ToolReply(text=str(exc), is_error=True)
+    except (StubRenderError, NameCollisionError):
+        # The reason may quote the server's definitions: the model is told only what failed.
+        return ToolReply(text="this module's definition cannot be rendered safely", is_error=True)
     return ToolReply(text=f"unknown tool {name!r}; the tools are: {', '.join(_TOOLS)}", is_error=True)

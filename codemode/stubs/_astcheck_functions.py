@@ -159,25 +159,28 @@ class FunctionChecker:
             raise fail(node, "a resource function only returns _rt.read_resource(__server__, uri)")
         self.uri_expr(call.args[1], params)
 
-    def uri_expr(self, node: ast.expr, params: set[str]) -> None:
-        if is_str(node) or (isinstance(node, ast.Name) and node.id in params):
-            return
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            self.uri_expr(node.left, params)
-            self.uri_expr(node.right, params)
-            return
-        if (
-            isinstance(node, ast.Call)
-            and is_name(node.func, "_quote")
-            and len(node.args) == 1
-            and isinstance(node.args[0], ast.Name)
-            and node.args[0].id in params
-            and len(node.keywords) == 1
-            and node.keywords[0].arg == "safe"
-            and is_str(node.keywords[0].value)
-        ):
-            return
-        raise fail(node, "a resource URI may only join strings, parameters and _quote(param)")
+    def uri_expr(self, root: ast.expr, params: set[str]) -> None:
+        # Iterative: a long chain of "+" nests as deep as it is long.
+        pending = [root]
+        while pending:
+            node = pending.pop()
+            if is_str(node) or (isinstance(node, ast.Name) and node.id in params):
+                continue
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                pending += (node.left, node.right)
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and is_name(node.func, "_quote")
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in params
+                and len(node.keywords) == 1
+                and node.keywords[0].arg == "safe"
+                and is_str(node.keywords[0].value)
+            ):
+                continue
+            raise fail(node, "a resource URI may only join strings, parameters and _quote(param)")
 
 
 def _is_scalar_constant(node: ast.expr) -> bool:

@@ -37,8 +37,9 @@ identifier (``a_b`` among ``a-b`` / ``a.b`` / ``a_b``) keeps it; every other mem
 ``_`` plus 8 hex digits of the SHA-256 of its original name (``a-b`` -> ``a_b_3c5e...``).
 So the identifier of a name depends only on the name and on whether it collides, never on
 listing order. If the suffixed identifiers still collide (only a hostile catalog manages
-that), :class:`~codemode.errors.NameCollisionError` names both originals: names are never
-merged silently.
+that), :func:`assign_identifiers` raises :class:`~codemode.errors.NameCollisionError` naming
+both originals, and :func:`identifiers_apart` leaves every such name out: names are never merged
+silently.
 
 Standard-library names (``json``, ``typing``, ``os``) are allowed for tools and servers: the
 modules live under the ``servers`` package and are only ever imported by absolute dotted name
@@ -155,6 +156,39 @@ def assign_identifiers(names: Iterable[str], kind: NameKind, *, where: str) -> d
     ``where`` names the namespace in error messages (e.g. ``"tools of server 'crm'"``).
     Duplicate names are an error: a namespace lists each name once.
     """
+    result, clashes = _identifiers(names, kind, where)
+    if clashes:
+        other, name = clashes[0]
+        raise NameCollisionError(
+            f"{where}: {other!r} and {name!r} both map to the Python name {result[name]!r}"
+            " (even after disambiguation); rename one of them on the server"
+        )
+    return result
+
+
+def identifiers_apart(
+    names: Iterable[str], kind: NameKind, *, where: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """``(identifiers, left out)``: like :func:`assign_identifiers`, but a name that cannot be
+    told apart from another (listed twice, or clashing after disambiguation) is left out with
+    the reason, with every name it clashes with, instead of failing the whole namespace: one
+    hostile tool list must not take its server's other tools, or other servers, down with it."""
+    originals = list(names)
+    counts: dict[str, int] = {}
+    for name in originals:
+        counts[name] = counts.get(name, 0) + 1
+    left_out = {name: f"{where}: the name {name!r} is listed twice" for name, n in counts.items() if n > 1}
+    result, clashes = _identifiers((name for name in counts if name not in left_out), kind, where)
+    for other, name in clashes:
+        reason = f"{where}: {other!r} and {name!r} both map to the Python name {result[name]!r}"
+        left_out[other] = left_out[name] = reason
+    return {name: ident for name, ident in result.items() if name not in left_out}, left_out
+
+
+def _identifiers(
+    names: Iterable[str], kind: NameKind, where: str
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Every name's identifier, and the pairs of names whose identifiers are still equal."""
     originals: list[str] = []
     seen: set[str] = set()
     for name in names:
@@ -179,16 +213,15 @@ def assign_identifiers(names: Iterable[str], kind: NameKind, *, where: str) -> d
             result[name] = base[name] if name == keeper else _with_suffix(base[name], name)
 
     owners: dict[str, str] = {}
+    clashes: list[tuple[str, str]] = []
     for name in originals:
         key = result[name].lower()
         other = owners.get(key)
         if other is not None:
-            raise NameCollisionError(
-                f"{where}: {other!r} and {name!r} both map to the Python name {result[name]!r}"
-                " (even after disambiguation); rename one of them on the server"
-            )
-        owners[key] = name
-    return result
+            clashes.append((other, name))
+        else:
+            owners[key] = name
+    return result, clashes
 
 
 def pascal_case(ident: str) -> str:

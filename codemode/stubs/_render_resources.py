@@ -16,6 +16,7 @@ from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._sanitize import Untrusted, pystr
 from codemode.stubs._templating import (
     MAX_FUNCTIONS,
+    MAX_PARAMS,
     FunctionView,
     Param,
     paragraphs,
@@ -50,6 +51,8 @@ def _uri_template_parts(template: str) -> list[tuple[str, str, str]] | None:
         if not _VARNAME.fullmatch(name):
             return None
         parts.append((literal, operator, name))
+        if len(parts) > MAX_PARAMS:
+            return None  # a function of hundreds of variables helps nobody (and nests deeply)
         pos = match.end()
     tail = template[pos:]
     if "{" in tail or "}" in tail:

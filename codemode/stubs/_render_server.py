@@ -8,15 +8,16 @@ already rendered included; only changed servers go through :func:`render_server`
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from codemode.catalog import ServerCatalog, ToolSpec
-from codemode.errors import StubRenderError
+from codemode.errors import CodemodeError, StubRenderError
 from codemode.search import SearchDocument
-from codemode.stubs._names import NameKind, assign_identifiers
+from codemode.stubs._names import NameKind, identifiers_apart
 from codemode.stubs._render_prompts import render_prompts
 from codemode.stubs._render_resources import render_resources
 from codemode.stubs._render_tool import render_tool, tool_summary
@@ -25,6 +26,7 @@ from codemode.stubs._schema_document import as_map, description_of
 __all__ = ["File", "Lazy", "Server", "Tool", "TreeEntry", "render_server", "same_catalog", "search_document"]
 
 T = TypeVar("T")
+log = logging.getLogger("codemode.stubs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,8 @@ class Server:
     tools: tuple[Tool, ...]
     resources: Lazy[str] | None
     prompts: Lazy[str] | None
+    unnamed: int = 0
+    """Tools left out because their names cannot be told apart as identifiers."""
 
 
 def same_catalog(old: ServerCatalog, new: ServerCatalog) -> bool:
@@ -123,11 +127,15 @@ def same_catalog(old: ServerCatalog, new: ServerCatalog) -> bool:
 
 
 def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> Server:
-    tool_idents = assign_identifiers(
+    tool_idents, left_out = identifiers_apart(
         (t.name for t in catalog.tools), NameKind.TOOL, where=f"tools of server {catalog.server!r}"
     )
+    for reason in sorted(set(left_out.values())):
+        log.warning("%s: left out of the stubs; rename one of them on the server", reason)
     tools: list[Tool] = []
     for spec in catalog.tools:
+        if spec.name in left_out:
+            continue
         if spec.server != catalog.server:
             raise StubRenderError(
                 f"tool {spec.name!r} says it belongs to server {spec.server!r}"
@@ -135,7 +143,7 @@ def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> S
             )
         tool_ident = tool_idents[spec.name]
         module = f"servers.{ident}.{tool_ident}"
-        lazy = Lazy(functools.partial(render_tool, spec, tool_ident), lock)
+        lazy = Lazy(_guarded(functools.partial(render_tool, spec, tool_ident), f"tool {spec.name!r}"), lock)
         entry = TreeEntry(
             f"servers/{ident}/{tool_ident}.py", f"{tool_ident}.py", "file", module, tool_summary(spec)
         )
@@ -144,8 +152,11 @@ def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> S
     tools.sort(key=lambda t: (t.ident.lower(), t.ident))
     resources = (
         Lazy(
-            functools.partial(
-                render_resources, catalog.server, catalog.resources, catalog.resource_templates
+            _guarded(
+                functools.partial(
+                    render_resources, catalog.server, catalog.resources, catalog.resource_templates
+                ),
+                f"the resources of server {catalog.server!r}",
             ),
             lock,
         )
@@ -153,11 +164,34 @@ def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> S
         else None
     )
     prompts = (
-        Lazy(functools.partial(render_prompts, catalog.server, catalog.prompts), lock)
+        Lazy(
+            _guarded(
+                functools.partial(render_prompts, catalog.server, catalog.prompts),
+                f"the prompts of server {catalog.server!r}",
+            ),
+            lock,
+        )
         if catalog.prompts
         else None
     )
-    return Server(catalog, ident, tuple(tools), resources, prompts)
+    return Server(catalog, ident, tuple(tools), resources, prompts, len(catalog.tools) - len(tools))
+
+
+def _guarded(render: Callable[[], str], what: str) -> Callable[[], str]:
+    """``render``, whose every failure is a :class:`StubRenderError` (a :class:`CodemodeError`):
+    the one failure that callers (an import in the sandbox, a search, an export) refuse for this
+    module alone. Rendering reads hostile definitions; a bug it meets must not pass for another
+    kind of error and take more down with it."""
+
+    def guarded() -> str:
+        try:
+            return render()
+        except CodemodeError:
+            raise
+        except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
+            raise StubRenderError(f"{what} cannot be rendered safely ({type(exc).__name__})") from exc
+
+    return guarded
 
 
 def search_document(spec: ToolSpec, module: str) -> SearchDocument:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import logging
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_packages import ServerInitTool, render_root, render_server_init
 from codemode.stubs._render_server import File, Lazy, Server, Tool, TreeEntry, render_server, same_catalog
 from codemode.stubs._tree_search import SemanticChoice, ViewIndexes
+
+log = logging.getLogger("codemode.stubs")
 
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
 
@@ -371,9 +374,14 @@ class VirtualTree:
         staging = Path(tempfile.mkdtemp(prefix=".servers-new-", dir=directory))
         try:
             for path, file in self._files.items():
+                try:
+                    source = file.lazy.get()
+                except CodemodeError as exc:  # one hostile definition costs its module, not the export
+                    log.warning("not exported: %s: %s", path, exc)
+                    continue
                 out = staging / path.removeprefix("servers/")
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(file.lazy.get(), encoding="utf-8", newline="\n")
+                out.write_text(source, encoding="utf-8", newline="\n")
             (staging / _EXPORT_MARKER).write_text(
                 "Written by codemode (codemode sync --export); replaced as a whole on the next export.\n",
                 encoding="utf-8",
@@ -403,7 +411,7 @@ def _render_server_init(server: Server, tools: Sequence[Tool]) -> str:
         [ServerInitTool(t.ident, t.summary) for t in tools],
         resources=_resource_count(catalog),
         prompts=len(catalog.prompts),
-        excluded=len(catalog.excluded) + len(server.tools) - len(tools),
+        excluded=len(catalog.excluded) + server.unnamed + len(server.tools) - len(tools),
     )
 
 
@@ -454,9 +462,13 @@ def _result(tool: Tool, score: float, detail: DetailLevel) -> SearchResult:
 def _detail_text(tool: Tool, detail: DetailLevel) -> str:
     if detail == "name":
         return tool.module
+    summary = f"{tool.module}: {tool.summary}"  # already one cleaned sentence (tool_summary)
     if detail == "summary":
-        return f"{tool.module}: {tool.summary}"  # already one cleaned sentence (tool_summary)
-    return _signature_block(tool.source, tool.ident)
+        return summary
+    try:
+        return _signature_block(tool.source, tool.ident)
+    except CodemodeError:  # one tool that cannot be rendered must not fail the search
+        return f"{summary}\n(no signature: its definition cannot be rendered safely)"
 
 
 def _signature_block(source: str, ident: str) -> str:
