@@ -126,4 +126,6 @@ def load(config_path: Path | None) -> Config:
 
 
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    # ASCII only: a server's name, version or error may hold bidi, zero-width or C1 control
+    # characters (U+009B acts as ESC [ on some terminals), which JSON leaves raw otherwise.
+    click.echo(json.dumps(value, indent=2, ensure_ascii=True, default=str))

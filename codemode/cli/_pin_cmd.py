@@ -16,6 +16,12 @@ from codemode.catalog import Pins, ToolStatus, load_lock, locked, parse_selector
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
 from codemode.cli._pin_review import review_row, review_table
 from codemode.config import Config
+from codemode.stubs._sanitize import escape_invisible
+
+
+def _plain(text: str) -> str:
+    """Lock text (server and tool names) as markup that prints it literally and visibly."""
+    return escape(escape_invisible(text))
 
 
 def _pin_rows(config: Config) -> list[dict[str, Any]]:
@@ -50,7 +56,11 @@ def _definition_diff(config: Config, selector: str) -> str:
     new = entry.observed.definition if entry.observed else old
 
     def lines(definition: dict[str, Any]) -> list[str]:
-        return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+        # Invisible characters (tags, zero-width, bidi controls) are written as \uXXXX escapes:
+        # two lines that differ must look different to the person reviewing the change. Escapes
+        # are JSON, so each line still reads as the definition's JSON.
+        text = json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False)
+        return escape_invisible(text).splitlines()
 
     return "\n".join(difflib.unified_diff(lines(old), lines(new), "approved", "observed", lineterm=""))
 
@@ -103,7 +113,7 @@ def pin(
             fail("--revoke needs SERVER/TOOL")
         with locked(config.lock_path):
             save_lock(config.lock_path, revoke(load_lock(config.lock_path), server, tool))
-        stdout.print(f"revoked {server}/{tool}", highlight=False)
+        stdout.print(f"revoked {server}/{tool}", highlight=False, markup=False)
         return
     if approve_flag:
         done = Pins(config.lock_path).approve(list(selectors) or [None])
@@ -111,7 +121,7 @@ def pin(
             print_json({"approved": done})
         else:
             for label in done:
-                stdout.print(f"[green]approved[/] {label}", highlight=False)
+                stdout.print(f"[green]approved[/] {_plain(label)}", highlight=False)
             if not done:
                 stdout.print("nothing was pending approval", highlight=False)
         return
@@ -142,7 +152,9 @@ def pin(
         for row in rows:
             digest = row["observed_hash"] or row["approved_hash"] or ""
             status = f"[{styles[row['status']]}]{row['status']}[/]"
-            table.add_row(escape(row["server"]), escape(row["tool"]), status, row["risk"], digest[:19])
+            table.add_row(
+                _plain(row["server"]), _plain(row["tool"]), status, _plain(row["risk"]), digest[:19]
+            )
         stdout.print(table)
     elif approved:
         stdout.print(

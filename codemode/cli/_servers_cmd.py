@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from codemode.catalog import (
@@ -26,6 +27,14 @@ from codemode.cli._common import (
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost, ServerStatus
+from codemode.stubs._sanitize import escape_invisible
+
+
+def plain(text: object) -> str:
+    """``text`` (server-controlled: names, versions, errors, stderr) as rich markup that prints
+    it literally: control and invisible characters shown as ``\\uXXXX`` escapes (so no terminal
+    escape sequence gets through), and brackets escaped so it is never read as markup."""
+    return escape(escape_invisible(str(text)))
 
 
 async def _connect_and_collect(
@@ -53,9 +62,13 @@ def _state_style(state: ConnectionState) -> str:
 def _print_failures(statuses: list[ServerStatus]) -> None:
     for status in statuses:
         if status.state is ConnectionState.FAILED:
-            stderr.print(f"[red]✗ {status.name}[/] ({status.target}): {status.error}", highlight=False)
+            stderr.print(
+                f"[red]✗ {plain(status.name)}[/] ({plain(status.target)}): {plain(status.error)}",
+                highlight=False,
+            )
             if status.stderr_tail:
-                tail = "\n".join("    " + line for line in status.stderr_tail.splitlines()[-10:])
+                lines = status.stderr_tail.splitlines()[-10:]
+                tail = "\n".join("    " + plain(line) for line in lines)
                 stderr.print(f"  [dim]last stderr lines:[/]\n{tail}", highlight=False)
 
 
@@ -79,14 +92,15 @@ def servers(config_path: Path | None, as_json: bool) -> None:
             table.add_column(column)
         for status in statuses:
             info = status.server_info or {}
+            says = f"{info.get('name', '')} {info.get('version', '')}".strip()
             table.add_row(
-                status.name,
-                status.transport,
+                plain(status.name),
+                plain(status.transport),
                 f"[{_state_style(status.state)}]{status.state.value}[/]",
-                f"{status.protocol_version} ({status.era})" if status.protocol_version else "-",
+                plain(f"{status.protocol_version} ({status.era})") if status.protocol_version else "-",
                 str(status.tool_count)
                 + (f" (+{status.excluded_count} excluded)" if status.excluded_count else ""),
-                f"{info.get('name', '')} {info.get('version', '')}".strip() or "-",
+                plain(says) or "-",
             )
         stdout.print(table)
         _print_failures(statuses)
@@ -139,23 +153,24 @@ def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> No
         )
     else:
         for diff in diffs:
-            stdout.print(f"[bold]{diff.server}[/]: {len(diff.unchanged)} unchanged", highlight=False)
+            stdout.print(f"[bold]{plain(diff.server)}[/]: {len(diff.unchanged)} unchanged", highlight=False)
             for label, names, style in (
                 ("added", diff.added, "green"),
                 ("changed", diff.changed, "yellow"),
                 ("removed", diff.removed, "red"),
             ):
                 for name in names:
-                    stdout.print(f"  [{style}]{label:8}[/] {name}", highlight=False)
+                    stdout.print(f"  [{style}]{label:8}[/] {plain(name)}", highlight=False)
         for item in excluded:
             stderr.print(
-                f"[yellow]excluded[/] {item['server']}/{item['name']}: {item['reason']}", highlight=False
+                f"[yellow]excluded[/] {plain(item['server'])}/{plain(item['name'])}: {plain(item['reason'])}",
+                highlight=False,
             )
         _print_failures(statuses)
         pending = sum(len(d.pending) for d in diffs)
-        stdout.print(f"wrote {config.lock_path}", highlight=False)
+        stdout.print(f"wrote {config.lock_path}", highlight=False, markup=False)
         if exported:
-            stdout.print(f"exported the stub tree to {exported}", highlight=False)
+            stdout.print(f"exported the stub tree to {exported}", highlight=False, markup=False)
         if pending:
             stdout.print(
                 f"{pending} tool{'s' if pending != 1 else ''} await approval: review with 'codemode pin', "

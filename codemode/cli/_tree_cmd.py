@@ -146,9 +146,16 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
     if as_json:
         print_json([{"path": e.path, "kind": e.kind, "name": e.name, "summary": e.summary} for e in entries])
         return
+    from rich.markup import escape
+
+    from codemode.stubs._sanitize import escape_invisible
+
     for entry in entries:
         suffix = "/" if entry.kind == "directory" else ""
-        _common.stdout.print(f"{entry.path}{suffix}  [dim]{entry.summary}[/]", highlight=False)
+        # The summary is server text (a tool's description): printed as text, never as markup, so
+        # "[/]" cannot crash the listing nor "[link=...]" hide a hyperlink in it.
+        path, summary = (escape(escape_invisible(text)) for text in (entry.path + suffix, entry.summary))
+        _common.stdout.print(f"{path}  [dim]{summary}[/]", highlight=False)
 
 
 @click.command()
