@@ -133,9 +133,10 @@ async def _until_busy(engine: CodeMode, count: int) -> None:
 
 
 async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) -> None:
-    # Idle time runs from a run's end: a run longer than session_idle_s is not idle.
+    # Idle time runs from a run's end: a run longer than session_idle_s is not idle. Last uses are
+    # moved back by hand, and the runs outlast the steps between them by seconds, even under load.
     config, transports = await approved_in_memory_crm(
-        tmp_path, serve={"max_sessions": 2, "session_idle_s": 0.2}
+        tmp_path, serve={"max_sessions": 2, "session_idle_s": 60}
     )
     async with CodeMode(config, transports=transports) as engine:
         first = await engine.open_session()
@@ -143,13 +144,16 @@ async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) 
         outcomes: list[Any] = []
 
         async def long_run(session_id: str) -> None:
-            program = "import time\ntime.sleep(1.5)\n'finished'"
+            program = "import time\ntime.sleep(8)\n'finished'"
             outcomes.append(await engine.run(program, session_id=session_id))
 
+        sandboxes = engine._sandboxes  # pyright: ignore[reportPrivateUsage]
+        assert sandboxes is not None
         async with anyio.create_task_group() as tg:
             tg.start_soon(long_run, first)
             await _until_busy(engine, 1)
-            await anyio.sleep(0.4)  # both are now older than session_idle_s by last use
+            for session in sandboxes.sessions:
+                session.last_used -= 120  # both are now older than session_idle_s by last use
             assert await engine.expire_idle_sessions() == 1, "only the idle one expires"
             tg.start_soon(long_run, await engine.open_session())
             await _until_busy(engine, 2)

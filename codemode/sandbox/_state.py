@@ -17,7 +17,6 @@ what keeps other local users away from a socket before its sandbox connects.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -139,6 +138,9 @@ class StateDir:
         for entry in self.base.iterdir():
             if entry.name.startswith("runtime-") or not entry.is_dir():
                 continue
+            if entry.name.startswith(".gone-"):  # its remover died (or is still at it: harmless)
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
             meta = self.read_meta(entry)
             token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
             # A staging directory without meta may be one a live host is preparing right now; one
@@ -151,5 +153,11 @@ class StateDir:
 
     @staticmethod
     def remove(root: Path) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(root)
+        # Renamed out of sight first: rmtree deletes meta.json before the rest, and a directory
+        # seen without meta in between would be nobody's (an orphan to a sweep, a stray to a count).
+        gone = root.with_name(f".gone-{root.name}")
+        try:
+            root.rename(gone)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(gone, ignore_errors=True)

@@ -43,7 +43,7 @@ from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import BackendName, SandboxManager
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._bwrap import probe_bwrap
-from codemode.sandbox._docker import LABEL, POOL_ENV, POOL_LABEL
+from codemode.sandbox._docker import LABEL, OWNER_LABEL, POOL_ENV, POOL_LABEL
 from codemode.sandbox._docker_api import docker_api
 from codemode.sandbox._files import WIRE_MODULE, stage_runtime
 from codemode.sandbox._process import UID_BASE, UID_SPAN
@@ -314,7 +314,7 @@ def _dir_entries() -> list[tuple[Path, dict[str, Any] | None]]:
     return [
         (entry, StateDir.read_meta(entry))
         for entry in base.iterdir()
-        if not entry.name.startswith("runtime-")
+        if not entry.name.startswith(("runtime-", "."))  # "." : being made or being removed
     ]
 
 
@@ -326,7 +326,7 @@ def _a_neighbours(meta: dict[str, Any] | None) -> bool:
 def _this_runs(meta: dict[str, Any] | None) -> bool:
     """Whether a sandbox directory is this test run's: of its pool (another xdist worker's crashed
     hosts leave theirs until some host sweeps them), and not a live neighbour's."""
-    return not _a_neighbours(meta) and (meta is None or meta.get("pool") == TEST_POOL_ID)
+    return meta is not None and meta.get("pool") == TEST_POOL_ID and not _a_neighbours(meta)
 
 
 def sandbox_processes() -> list[psutil.Process]:
@@ -364,6 +364,32 @@ def sandbox_containers() -> list[str]:
     return containers_of(TEST_POOL_ID)
 
 
+def dirs_of(pid: int) -> list[Path]:
+    """The sandbox directories a host process with this pid owns (alive or not)."""
+    found: list[Path] = []
+    for entry, meta in _dir_entries():
+        token = HostToken.decode(str(meta.get("owner", ""))) if meta else None
+        if token is not None and token.pid == pid:
+            found.append(entry)
+    return found
+
+
+def containers_owned_by(pid: int) -> list[str]:
+    """This test run's sandbox containers that a host process with this pid started."""
+    try:
+        api = docker_api(10.0)
+    except SandboxUnavailableError:
+        return []
+    try:
+        labelled = api.labelled(f"{LABEL}=1", f"{POOL_LABEL}={TEST_POOL_ID}")
+    finally:
+        api.close()
+    owners = {
+        container_id: HostToken.decode(labels.get(OWNER_LABEL, "")) for container_id, labels in labelled
+    }
+    return [container_id for container_id, token in owners.items() if token is not None and token.pid == pid]
+
+
 def sandbox_dirs() -> list[Path]:
     """This test run's sandbox directories."""
     return [entry for entry, meta in _dir_entries() if _this_runs(meta)]
@@ -392,13 +418,16 @@ def no_leftovers() -> Callable[[], None]:
 
 @pytest.fixture
 def leftovers() -> SimpleNamespace:
-    """The probes behind ``no_leftovers``: ``.processes()``, ``.containers()``, ``.dirs()``, and
-    ``.containers_of(pool_id)`` for the containers of one pool label."""
+    """The probes behind ``no_leftovers``: ``.processes()``, ``.containers()``, ``.dirs()``;
+    ``.containers_of(pool_id)`` for the containers of one pool label; ``.dirs_of(pid)`` and
+    ``.containers_owned_by(pid)`` for what one host process left."""
     return SimpleNamespace(
         processes=sandbox_processes,
         containers=sandbox_containers,
         dirs=sandbox_dirs,
         containers_of=containers_of,
+        dirs_of=dirs_of,
+        containers_owned_by=containers_owned_by,
     )
 
 
