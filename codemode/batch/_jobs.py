@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, Literal, Protocol
 
 ItemStatus = Literal["pending", "running", "done", "failed", "unknown", "unverified"]
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     registered INTEGER NOT NULL DEFAULT 0,
     bad_lines TEXT NOT NULL DEFAULT '[]',
     principal TEXT,
-    tenant TEXT
+    tenant TEXT,
+    key_field TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     job_id TEXT NOT NULL,
@@ -54,7 +56,7 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_by_line ON items (job_id, line);
 """
-_ADDED_COLUMNS = {"principal": "TEXT", "tenant": "TEXT"}
+_ADDED_COLUMNS = {"principal": "TEXT", "tenant": "TEXT", "key_field": "TEXT"}
 """Columns newer than the first job stores: added to an older file when it is opened (NULL there)."""
 
 
@@ -75,6 +77,10 @@ class JobRecord:
     tenant: str | None = None
     """Who the job's runs are bound to (its idempotency keys are scoped to them); None in a job
     started by a version that did not record them, or not yet run."""
+    key_field: str | None = None
+    """The field its items are keyed by (None: their line numbers), when ``key_recorded``."""
+    key_recorded: bool = False
+    """False in a job started by a version that did not record its key field."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,12 @@ class StoredItem:
 class JobStore(Protocol):
     def job(self, job_id: str) -> JobRecord | None: ...
     def begin_registration(
-        self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
+        self,
+        job_id: str,
+        program_digest: str,
+        principal: str | None = None,
+        tenant: str | None = None,
+        key_field: str | EllipsisType | None = ...,
     ) -> JobRecord: ...
     def bind_identity(self, job_id: str, principal: str, tenant: str) -> tuple[JobRecord, bool]: ...
     def register(self, job_id: str, items: Iterable[tuple[str, int, dict[str, Any]]]) -> None: ...
@@ -185,43 +196,74 @@ class SqliteJobStore:
 
     def _job(self, job_id: str) -> JobRecord | None:
         row = self._conn.execute(
-            "SELECT job_id, program_digest, inputs_digest, registered, bad_lines, principal, tenant "
-            "FROM jobs WHERE job_id = ?",
+            "SELECT job_id, program_digest, inputs_digest, registered, bad_lines, principal, tenant, "
+            "key_field FROM jobs WHERE job_id = ?",
             (job_id,),
         ).fetchone()
         if row is None:
             return None
-        return JobRecord(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]), row[5], row[6])
+        # The key field is stored as JSON, so that "keyed by line number" (null) is told apart
+        # from "not recorded" (NULL, an older version).
+        key_field = None if row[7] is None else json.loads(row[7])
+        return JobRecord(
+            row[0],
+            row[1],
+            row[2],
+            bool(row[3]),
+            json.loads(row[4]),
+            row[5],
+            row[6],
+            key_field,
+            row[7] is not None,
+        )
 
     def begin_registration(
-        self, job_id: str, program_digest: str, principal: str | None = None, tenant: str | None = None
+        self,
+        job_id: str,
+        program_digest: str,
+        principal: str | None = None,
+        tenant: str | None = None,
+        key_field: str | EllipsisType | None = ...,
     ) -> JobRecord:
         """Create the job, or start the registration of one whose registration was cut short
         over again: its items so far are deleted and its digests replaced, in one transaction.
+        A registered job without a single item starts over too: nothing ever ran in it.
+        ``key_field``: the field its items are keyed by (None: line numbers); not given, it is not
+        recorded (as by an older version), and a resume cannot check it.
 
         A registration is committed page by page, so a crash, a Ctrl-C or a ``--strict`` bad line
         can leave some items behind; nothing ever ran for them (items run only once ``registered``
         is set), so forgetting them is safe and no page of an earlier input survives.
         """
+        recorded_key = None if key_field is ... else json.dumps(key_field)
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 found = self._job(job_id)
-                if found is not None and found.registered:
+                if found is not None and found.registered and self._has_items(job_id):
                     raise ValueError(f"job {job_id!r} is registered already")
                 self._conn.execute("DELETE FROM items WHERE job_id = ?", (job_id,))
                 self._conn.execute(
-                    "INSERT INTO jobs (job_id, created_at, program_digest, principal, tenant) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+                    "INSERT INTO jobs (job_id, created_at, program_digest, principal, tenant, key_field) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
                     "program_digest = excluded.program_digest, inputs_digest = NULL, bad_lines = '[]', "
-                    "principal = excluded.principal, tenant = excluded.tenant",
-                    (job_id, time.time(), program_digest, principal, tenant),
+                    "registered = 0, principal = excluded.principal, tenant = excluded.tenant, "
+                    "key_field = excluded.key_field",
+                    (job_id, time.time(), program_digest, principal, tenant, recorded_key),
                 )
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
-        return JobRecord(job_id, program_digest, None, False, [], principal, tenant)
+        if key_field is ...:
+            return JobRecord(job_id, program_digest, None, False, [], principal, tenant)
+        return JobRecord(job_id, program_digest, None, False, [], principal, tenant, key_field, True)
+
+    def _has_items(self, job_id: str) -> bool:
+        return (
+            self._conn.execute("SELECT 1 FROM items WHERE job_id = ? LIMIT 1", (job_id,)).fetchone()
+            is not None
+        )
 
     def bind_identity(self, job_id: str, principal: str, tenant: str) -> tuple[JobRecord, bool]:
         """Record who the job runs as, unless it is recorded already; returns the job as stored

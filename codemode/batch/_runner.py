@@ -32,12 +32,15 @@ from codemode.batch._jobs import (
     DuplicateKeyError,
     ItemStatus,
     JobBusyError,
+    JobRecord,
     JobStore,
     SqliteJobStore,
     StoredItem,
 )
+from codemode.batch._naming import default_job_id, item_scope
 from codemode.broker._run import RunLimits
 from codemode.errors import CodemodeError, ConfigError, LedgerError, PolicyError, SandboxError
+from codemode.host import ConnectionState
 from codemode.ledger import StoreError
 
 if TYPE_CHECKING:
@@ -52,6 +55,8 @@ MAX_WORKER_LOSSES = 6
 """Losses of an item's worker within one attempt before that attempt fails (about 30 s of pauses)."""
 LEDGER_OUTAGE_LIMIT_S = 300.0
 """How long one item waits for the ledger before the job stops (and can be resumed)."""
+SERVER_OUTAGE_LIMIT_S = 120.0
+"""How long one item waits for a server that is down (restarting) before the job stops."""
 
 
 class BatchError(CodemodeError):
@@ -62,6 +67,8 @@ class BatchError(CodemodeError):
 @dataclass(frozen=True)
 class BatchOptions:
     job_id: str | None = None
+    """None: named after the program, the input file, ``key`` and who runs it (so the same job
+    run again resumes), or a random id for items that are not a file."""
     key: str | None = None
     """The field that identifies an item (default: its line number)."""
     concurrency: int = 4
@@ -158,7 +165,15 @@ def prepare_job(
         check_compiles(options.verify, "the verify program")
     digest = program_digest(program, options.verify)
     identity = policy.identity(options.principal, options.tenant) if policy is not None else None
-    job_id = options.job_id or "job_" + secrets.token_hex(6)
+    job_id = options.job_id
+    if job_id is None:
+        # Named by what it runs, so that the same command run again (after a kill) resumes the
+        # job instead of starting another one that would send every write again.
+        job_id = (
+            default_job_id(digest, items, options.key, identity or (options.principal, options.tenant))
+            if isinstance(items, Path)
+            else "job_" + secrets.token_hex(6)
+        )
     try:
         store.claim(job_id)
     except JobBusyError as exc:
@@ -166,12 +181,13 @@ def prepare_job(
     existing = store.job(job_id)
     if options.resume and existing is None:
         raise BatchError(f"there is no job {job_id!r} to resume; run without --resume to start it")
-    if existing is not None and existing.registered:
+    if existing is not None and existing.registered and store.counts(job_id):
         if existing.program_digest != digest:
             raise BatchError(
                 f"job {job_id!r} was started with another program (or verify program); "
                 "resume it with the same files, or start a new job with another --job-id"
             )
+        check_resume_options(existing, options)
         if identity is not None:
             check_identity(store, job_id, identity, resumed=True)
         if isinstance(items, Path):
@@ -183,9 +199,10 @@ def prepare_job(
         return BatchJob(job_id, store, existing.bad_lines, resumed=True, identity=identity)
     # A job whose registration was cut short starts it over, so no item of an earlier attempt
     # (perhaps of another input) stays behind.
-    store.begin_registration(job_id, digest, *(identity or (None, None)))
+    store.begin_registration(job_id, digest, *(identity or (None, None)), key_field=options.key)
     input_digest = InputDigest()
     bad: list[dict[str, Any]] = []
+    good = 0
 
     def good_items() -> Iterable[tuple[str, int, dict[str, Any]]]:
         source = (
@@ -199,14 +216,43 @@ def prepare_job(
                     raise BatchError(f"input line {entry.line}: {entry.reason} (--strict)")
                 bad.append({"line": entry.line, "reason": entry.reason})
                 continue
+            nonlocal good
+            good += 1
             yield entry.key, entry.line, entry.data
 
     try:
         store.register(job_id, good_items())
     except DuplicateKeyError as exc:
         raise BatchError(f"{exc}; every item needs its own key (see --key)") from exc
+    if good == 0 and bad:
+        # Most likely a wrong --key: left unregistered, the job starts over when run again
+        # (with the same id) instead of resuming with nothing to run.
+        raise BatchError(
+            f"no input line could be read as an item: all {len(bad)} were skipped (line {bad[0]['line']}: "
+            f"{bad[0]['reason']}); check --key and the input file, then run the command again"
+        )
     store.finish_registration(job_id, input_digest.hexdigest(), bad)
     return BatchJob(job_id, store, bad, resumed=existing is not None, identity=identity)
+
+
+def check_resume_options(job: JobRecord, options: BatchOptions) -> None:
+    """Refuse to resume ``job`` with options that would register or key its items otherwise."""
+    if job.key_recorded and job.key_field != options.key:
+
+        def name(key: str | None) -> str:
+            return "no --key (line numbers)" if key is None else f"--key {key}"
+
+        raise BatchError(
+            f"job {job.job_id!r} was started with {name(job.key_field)}, not {name(options.key)}: "
+            "its items are keyed by it, and under other keys their completed writes would be sent "
+            "again. Resume it with the same --key, or start a new job with another --job-id"
+        )
+    if options.strict and job.bad_lines:
+        first = job.bad_lines[0]
+        raise BatchError(
+            f"input line {first['line']}: {first['reason']} (--strict; job {job.job_id!r} skipped "
+            f"{len(job.bad_lines)} line(s) when it started)"
+        )
 
 
 def _keyed_mapping(index: int, item: Mapping[str, Any], key: str | None) -> Item | BadLine:
@@ -438,7 +484,22 @@ async def run_item(
         session_id=session_id,
         fresh_namespace=True,
     )
-    result = await run(program, idempotency_scope=f"job:{job_id}/item:{item.key}", limits=options.limits)
+    waited, pause = 0.0, PAUSE_S[0]
+    while True:
+        result = await run(program, idempotency_scope=item_scope(job_id, item.key), limits=options.limits)
+        down = [] if result.status == "ok" or result.unknown_outcomes else _servers_down(engine, result)
+        if not down:
+            break
+        # The item failed on a server that is down (crashed, restarting): not the item's fault,
+        # so it runs again, same attempt, once the server is back; its completed calls replay.
+        if waited >= SERVER_OUTAGE_LIMIT_S:
+            raise BatchError(
+                f"server {down[0]!r} has been down for {waited:.0f} s; the job stops here. "
+                "Run it again with --resume once the server is back"
+            )
+        log.warning("item %s: server %r is down; running it again in %.1f s", item.key, down[0], pause)
+        await anyio.sleep(pause)
+        waited, pause = waited + pause, min(pause * 2, PAUSE_S[1])
 
     def made(
         status: ItemStatus, error: str | None = None, duration_ms: float = result.duration_ms
@@ -455,6 +516,13 @@ async def run_item(
         )
     if result.status != "ok":
         return made("failed", _error_text(result))
+    if result.result_truncated:
+        # What came back is the start of the value's text, not the value: stored as done, it
+        # would pass for the item's result (and reach the verify program as RESULT).
+        cap = engine.config.sandbox.result_bytes
+        return made(
+            "failed", f"result over result_bytes ({cap} bytes): raise [sandbox] result_bytes or return less"
+        )
     if options.verify is None:
         return made("done")
     check = await run(options.verify, bindings={"RESULT": result.result}, read_only=True)
@@ -467,6 +535,18 @@ async def run_item(
         else f"the verify program returned {check.result!r}, not True"
     )
     return made("unverified", why, duration)
+
+
+def _servers_down(engine: CodeMode, result: RunResult) -> list[str]:
+    """The servers that are down now and that the run's error names (a call to one denied as
+    not listed, or failed as disconnected); an error that names none is the item's own."""
+    text = _error_text(result)
+    return [
+        status.name
+        for status in engine.statuses()
+        if status.state in (ConnectionState.CONNECTING, ConnectionState.FAILED)
+        and (f"{status.name}/" in text or f"server {status.name!r}" in text)
+    ]
 
 
 def _error_text(result: RunResult) -> str:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
+import shlex
 import sys
 import time
 from collections import Counter
@@ -46,7 +49,12 @@ STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 @click.option(
     "--concurrency", type=click.IntRange(1, 256), help="Items at once [default: [batch] concurrency, 4]."
 )
-@click.option("--job-id", metavar="ID", help="Name the job; running it again with the same id resumes it.")
+@click.option(
+    "--job-id",
+    metavar="ID",
+    help="Name the job; running it again with the same id resumes it "
+    "[default: named after the program, the inputs, --key and who runs it].",
+)
 @click.option("--resume", is_flag=True, help="Resume --job-id (fails if there is no such job).")
 @click.option("--retry-unknown", is_flag=True, help="Also run items left unknown (after 'ledger reconcile').")
 @click.option(
@@ -165,6 +173,17 @@ def batch(
             fail(str(exc), code=EXIT_USAGE)
         for bad in job.bad_lines[:20]:
             stderr.print(f"[yellow]skipped input line {bad['line']}:[/] {bad['reason']}", highlight=False)
+        # Before any item runs, on stderr (--json keeps stdout one document): a run killed from
+        # here on is resumed by this command, never started over under another id.
+        again = _resume_command(
+            program, inputs, key_field, verify_program, config_path, principal, tenant, job.job_id
+        )
+        stderr.print(
+            f"job {job.job_id} ({'resumed' if job.resumed else 'new'}); to resume it: {again}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         counts_before = store.counts(job.job_id)
         todo = sum(counts_before.get(s, 0) for s in ("pending", "running", "failed"))
         if retry_unknown:
@@ -237,24 +256,74 @@ def _progress(quiet: bool) -> Progress:
     )
 
 
+def _resume_command(
+    program: Path,
+    inputs: Path,
+    key_field: str | None,
+    verify: Path | None,
+    config_path: Path | None,
+    principal: str | None,
+    tenant: str | None,
+    job_id: str,
+) -> str:
+    """The command that resumes the job: what names it (program, inputs, key, verify, who)."""
+    args = ["codemode", "batch", str(program), "--inputs", str(inputs)]
+    for flag, value in (
+        ("--key", key_field),
+        ("--verify", verify),
+        ("--config", config_path),
+        ("--principal", principal),
+        ("--tenant", tenant),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join([*args, "--job-id", job_id, "--resume"])
+
+
 def _write_out(store: Any, job_id: str, out: Path) -> None:
+    """Write the results to a file beside ``out``, then put it in its place: a crash while
+    writing leaves the previous complete file, never a cut one."""
+    temp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
+    # O_EXCL: never write through a file (or link) that is there already; 0o666 minus the umask,
+    # as open() would create it.
+    handle = os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8")
+    try:
+        with handle:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(handle.fileno(), os.stat(out).st_mode & 0o7777)  # keep the previous file's mode
+            _write_items(store, job_id, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    with contextlib.suppress(OSError):  # so that the rename itself survives a power loss
+        dir_fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _write_items(store: Any, job_id: str, handle: Any) -> None:
     from codemode.batch import ItemResult
 
-    with out.open("w", encoding="utf-8") as handle:
-        for item in store.items(job_id):
-            error = item.error if item.status != "done" else None
-            line = ItemResult(
-                item.key,
-                item.line,
-                item.status,
-                item.attempts,
-                item.run_id,
-                item.result,
-                error,
-                item.calls,
-                item.duration_ms,
-            )
-            handle.write(json.dumps(line.to_json(), ensure_ascii=False, default=str) + "\n")
+    for item in store.items(job_id):
+        error = item.error if item.status != "done" else None
+        line = ItemResult(
+            item.key,
+            item.line,
+            item.status,
+            item.attempts,
+            item.run_id,
+            item.result,
+            error,
+            item.calls,
+            item.duration_ms,
+        )
+        handle.write(json.dumps(line.to_json(), ensure_ascii=False, default=str) + "\n")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
