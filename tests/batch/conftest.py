@@ -79,6 +79,19 @@ class Workspace:
             rows = conn.execute("SELECT arguments FROM writes ORDER BY sequence").fetchall()
         return [json.loads(row[0]).get("text", "") for row in rows]
 
+    def calls_in_flight(self) -> int:
+        """Calls the ledger records as sent and not yet answered (the default ledger, codemode.db)."""
+        path = self.root / "codemode.db"
+        if not path.exists():
+            return 0
+        with sqlite3.connect(path, timeout=30) as conn:
+            try:
+                return int(conn.execute("SELECT count(*) FROM calls WHERE state = 'sent'").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return 0
+                raise
+
     def item_states(self, job_id: str) -> dict[str, str]:
         path = self.root / "codemode-jobs.db"
         if not path.exists():
