@@ -55,6 +55,8 @@ MAX_WORKER_LOSSES = 6
 """Losses of an item's worker within one attempt before that attempt fails (about 30 s of pauses)."""
 LEDGER_OUTAGE_LIMIT_S = 300.0
 """How long one item waits for the ledger before the job stops (and can be resumed)."""
+MAX_BAD_LINES = 100
+"""Skipped input lines a job records one by one; the rest are counted in one more entry."""
 SERVER_OUTAGE_LIMIT_S = 120.0
 """How long one item waits for a server that is down (restarting) before the job stops."""
 
@@ -202,7 +204,7 @@ def prepare_job(
     store.begin_registration(job_id, digest, *(identity or (None, None)), key_field=options.key)
     input_digest = InputDigest()
     bad: list[dict[str, Any]] = []
-    good = 0
+    good = skipped = 0
 
     def good_items() -> Iterable[tuple[str, int, dict[str, Any]]]:
         source = (
@@ -214,7 +216,10 @@ def prepare_job(
             if isinstance(entry, BadLine):
                 if options.strict:
                     raise BatchError(f"input line {entry.line}: {entry.reason} (--strict)")
-                bad.append({"line": entry.line, "reason": entry.reason})
+                nonlocal skipped
+                skipped += 1
+                if len(bad) < MAX_BAD_LINES:  # a million bad lines must not become a million rows
+                    bad.append({"line": entry.line, "reason": entry.reason})
                 continue
             nonlocal good
             good += 1
@@ -228,8 +233,12 @@ def prepare_job(
         # Most likely a wrong --key: left unregistered, the job starts over when run again
         # (with the same id) instead of resuming with nothing to run.
         raise BatchError(
-            f"no input line could be read as an item: all {len(bad)} were skipped (line {bad[0]['line']}: "
+            f"no input line could be read as an item: all {skipped} were skipped (line {bad[0]['line']}: "
             f"{bad[0]['reason']}); check --key and the input file, then run the command again"
+        )
+    if skipped > len(bad):
+        bad.append(
+            {"line": bad[-1]["line"], "reason": f"and {skipped - len(bad)} more lines skipped, not listed"}
         )
     store.finish_registration(job_id, input_digest.hexdigest(), bad)
     return BatchJob(job_id, store, bad, resumed=existing is not None, identity=identity)

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -172,7 +173,8 @@ def batch(
         except (BatchError, ValueError) as exc:
             fail(str(exc), code=EXIT_USAGE)
         for bad in job.bad_lines[:20]:
-            stderr.print(f"[yellow]skipped input line {bad['line']}:[/] {bad['reason']}", highlight=False)
+            reason = escape(str(bad["reason"]))  # it may quote the input (a CSV header's names)
+            stderr.print(f"[yellow]skipped input line {bad['line']}:[/] {reason}", highlight=False)
         # Before any item runs, on stderr (--json keeps stdout one document): a run killed from
         # here on is resumed by this command, never started over under another id.
         again = _resume_command(

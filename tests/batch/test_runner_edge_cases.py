@@ -266,6 +266,16 @@ def test_a_wrong_key_registers_nothing_and_the_corrected_key_starts_the_job(tmp_
     assert store.counts(job.job_id) == {"pending": 2} and job.bad_lines == []
 
 
+def test_skipped_lines_are_listed_up_to_a_cap_and_counted_beyond_it(tmp_path: Path) -> None:
+    store = SqliteJobStore(tmp_path / "jobs.db")
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": 0}\n' + "broken\n" * (runner.MAX_BAD_LINES + 250), encoding="utf-8")
+    job = prepare_job(store, "INPUT", path, BatchOptions(job_id="many", key="id"))
+    assert len(job.bad_lines) == runner.MAX_BAD_LINES + 1
+    assert job.bad_lines[-1]["reason"] == "and 250 more lines skipped, not listed"
+    assert store.counts(job.job_id) == {"pending": 1}
+
+
 def test_a_job_registered_empty_by_an_older_version_starts_over(tmp_path: Path) -> None:
     store = SqliteJobStore(tmp_path / "jobs.db")
     path = tmp_path / "in.jsonl"
