@@ -15,13 +15,13 @@ import fcntl
 import json
 import os
 import stat
-import time
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from codemode._atomic import replace_file
 from codemode._private_files import private_folder
 from codemode.errors import AuthError
 
@@ -166,18 +166,7 @@ class FileCredentialStore:
             "format": _FORMAT,
             "servers": {key: record.model_dump(mode="json") for key, record in sorted(records.items())},
         }
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{time.monotonic_ns()}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump(document, file, indent=2)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+        replace_file(self.path, lambda file: json.dump(document, file, indent=2), mode=0o600)
 
     def _check_folder(self) -> None:
         """In a folder another user owns or can write to, they could plant the lock or the store

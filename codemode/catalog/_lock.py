@@ -23,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from codemode._atomic import replace_file
 from codemode.catalog._hashing import definition_hash
 from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 from codemode.errors import CatalogError
@@ -146,17 +145,7 @@ def save_lock(path: Path, lock: LockFile) -> None:
         lock.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True, ensure_ascii=False
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".codemode.lock.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    replace_file(path, lambda handle: handle.write(text + "\n"), mode=0o600)
 
 
 @contextlib.contextmanager

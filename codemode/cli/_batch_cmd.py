@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import secrets
 import shlex
 import sys
 import time
@@ -19,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from codemode._atomic import replace_file
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -283,30 +282,8 @@ def _resume_command(
 
 
 def _write_out(store: Any, job_id: str, out: Path) -> None:
-    """Write the results to a file beside ``out``, then put it in its place: a crash while
-    writing leaves the previous complete file, never a cut one."""
-    temp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
-    # O_EXCL: never write through a file (or link) that is there already; 0o666 minus the umask,
-    # as open() would create it.
-    handle = os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8")
-    try:
-        with handle:
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(handle.fileno(), os.stat(out).st_mode & 0o7777)  # keep the previous file's mode
-            _write_items(store, job_id, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    with contextlib.suppress(OSError):  # so that the rename itself survives a power loss
-        dir_fd = os.open(out.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Write the results whole or not at all: a crash while writing leaves the previous file."""
+    replace_file(out, lambda handle: _write_items(store, job_id, handle), keep_mode=True)
 
 
 def _write_items(store: Any, job_id: str, handle: Any) -> None:
