@@ -263,3 +263,17 @@ async def test_a_reference_into_an_instance_is_not_followed() -> None:
     assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason
     schema["properties"]["query"] = {"$ref": "#/properties/default"}
     assert isinstance(await decide(schema, {"query": "a"}), Allow)
+
+
+async def test_a_dependency_named_like_an_instance_keyword_is_still_a_schema() -> None:
+    """``dependencies`` maps property names to schemas: one named ``enum`` that sets an ``$id``
+    is an embedded base like any other, so references are not followed."""
+    schema: dict[str, Any] = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"q": {"$ref": "#/definitions/d"}},
+        "definitions": {"d": {"type": "object", "properties": {"name": {}}}},
+        "dependencies": {"enum": {"$id": "http://tools.test/inner", "definitions": {"d": {}}}},
+    }
+    decision = await decide(schema, {"q": {"name": "x", "tenant": "t"}})
+    assert isinstance(decision, Deny) and "cannot be checked for undeclared arguments" in decision.reason

@@ -511,7 +511,9 @@ _ID_KEYWORD_DIALECTS = re.compile(r"draft-0[0-4]\b")
 
 _DATA_KEYWORDS = frozenset({"default", "enum", "const", "examples", "example"})
 """Keywords whose values are instances, not schemas: an ``id`` in them sets no base URI."""
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas"})
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"}
+)
 """Keywords whose values map names to schemas: a property called ``$id`` sets no base URI."""
 
 
