@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,7 @@ from codemode.batch._jobs import (
     SqliteJobStore,
     StoredItem,
 )
-from codemode.batch._naming import default_job_id, item_scope
+from codemode.batch._naming import LEGACY_MARK, default_job_id, item_scope
 from codemode.broker._run import RunLimits
 from codemode.errors import CodemodeError, ConfigError, LedgerError, PolicyError, SandboxError
 from codemode.host import ConnectionState
@@ -190,6 +191,12 @@ def prepare_job(
                 "resume it with the same files, or start a new job with another --job-id"
             )
         check_resume_options(existing, options)
+        if not existing.key_recorded and LEGACY_MARK in job_id:
+            raise BatchError(
+                f"job {job_id!r} was started by an earlier version of codemode, and its id holds "
+                f"{LEGACY_MARK!r}, which this version gives other idempotency keys: resumed here, it "
+                "would send its completed writes again. Finish it with the version that started it"
+            )
         if identity is not None:
             check_identity(store, job_id, identity, resumed=True)
         if isinstance(items, Path):
@@ -554,8 +561,14 @@ def _servers_down(engine: CodeMode, result: RunResult) -> list[str]:
         status.name
         for status in engine.statuses()
         if status.state in (ConnectionState.CONNECTING, ConnectionState.FAILED)
-        and (f"{status.name}/" in text or f"server {status.name!r}" in text)
+        and (_names_tool_of(status.name, text) or f"server {status.name!r}" in text)
     ]
+
+
+def _names_tool_of(server: str, text: str) -> bool:
+    """Whether ``text`` names a tool of ``server`` (``crm/add_note``), not of ``mycrm`` and not a
+    path of some URL (``https://x/crm/v1``)."""
+    return re.search(rf"(?<![\w./:-]){re.escape(server)}/\w", text) is not None
 
 
 def _error_text(result: RunResult) -> str:

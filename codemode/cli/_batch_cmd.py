@@ -189,6 +189,13 @@ def batch(
         todo = sum(counts_before.get(s, 0) for s in ("pending", "running", "failed"))
         if retry_unknown:
             todo += counts_before.get("unknown", 0)
+        if job.resumed and todo == 0:
+            stderr.print(
+                f"job {job.job_id} has no item left to run, so nothing runs; to run the items again "
+                "as a new job, give it another --job-id",
+                markup=False,
+                highlight=False,
+            )
 
         async def main() -> tuple[Counter[str], int, float]:
             seen: Counter[str] = Counter()
@@ -282,7 +289,14 @@ def _resume_command(
 
 
 def _write_out(store: Any, job_id: str, out: Path) -> None:
-    """Write the results whole or not at all: a crash while writing leaves the previous file."""
+    """Write the results whole or not at all: a crash while writing leaves the previous file.
+
+    A link, a pipe or a device (``/dev/stdout``) is written through, as named: replacing it
+    would put a plain file in its place."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        with out.open("w", encoding="utf-8") as handle:
+            _write_items(store, job_id, handle)
+        return
     replace_file(out, lambda handle: _write_items(store, job_id, handle), keep_mode=True)
 
 

@@ -21,6 +21,7 @@ from codemode import CodeMode
 from codemode._run_result import RunErrorInfo, RunResult
 from codemode.batch import BatchError, BatchOptions, SqliteJobStore, StoredItem, prepare_job
 from codemode.batch import _runner as runner
+from codemode.batch._inputs import InputDigest, read_items
 from codemode.batch._naming import item_scope
 from codemode.cli._batch_cmd import _write_out  # pyright: ignore[reportPrivateUsage]
 from codemode.config import PolicyConfig
@@ -72,6 +73,23 @@ def test_item_scopes_no_longer_collide_and_are_unchanged_where_they_did_not() ->
     for job_id in ("nightly", "job_0123abcd", "2024/01/nightly", "a%2Fb", "j:x"):
         for key in ("7", "doc/1", "x/item:y", "50%", "a:b", "é"):
             assert item_scope(job_id, key) == old_scope(job_id, key)
+
+
+def test_an_old_job_whose_id_holds_the_scope_separator_is_not_resumed_under_new_scopes(
+    tmp_path: Path,
+) -> None:
+    store = SqliteJobStore(tmp_path / "jobs.db")
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": 1}\n', encoding="utf-8")
+    inputs = InputDigest()
+    list(read_items(path, "id", inputs))
+    for job_id in ("crm/item:sync", "plain"):  # as the previous version left them: no key recorded
+        store.begin_registration(job_id, runner.program_digest("INPUT", None))
+        store.register(job_id, [("1", 1, {"id": 1})])
+        store.finish_registration(job_id, inputs.hexdigest(), [])
+    with pytest.raises(BatchError, match="would send its completed writes again"):
+        prepare_job(store, "INPUT", path, BatchOptions(job_id="crm/item:sync", key="id", resume=True))
+    assert prepare_job(store, "INPUT", path, BatchOptions(job_id="plain", key="id", resume=True)).resumed
 
 
 async def test_two_jobs_whose_scopes_used_to_collide_both_write(tmp_path: Path) -> None:
@@ -251,6 +269,21 @@ def test_out_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
     fresh = tmp_path / "new.jsonl"
     _write_out(Store(), "j", fresh)
     assert fresh.exists() and stat.S_IMODE(fresh.stat().st_mode) & 0o600 == 0o600
+    # A link is written through (so is a pipe or /dev/stdout), never replaced by a plain file.
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(fresh)
+    fresh.write_text("stale\n", encoding="utf-8")
+    _write_out(Store(), "j", link)
+    assert link.is_symlink() and json.loads(fresh.read_text(encoding="utf-8"))["result"] == {"v": 2}
+
+
+def test_only_a_tool_of_a_server_names_it_in_an_error() -> None:
+    named = runner._names_tool_of  # pyright: ignore[reportPrivateUsage]
+    assert named("db", "CallDenied: db/query is not listed by the server now")
+    assert named("db", "(db/query) failed")
+    assert not named("db", "CallDenied: mydb/query failed")
+    assert not named("db", "fetching https://x/db/v1 failed")
+    assert not named("db", "db/ alone")
 
 
 # -- 5. a wrong --key ----------------------------------------------------------------------
