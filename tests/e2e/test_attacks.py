@@ -350,6 +350,7 @@ outcomes
 # A load test: under the coverage tracer (./dev test) the host side of 100,000 round trips runs
 # a few times slower, and with the suite split over two workers it shares the CPUs, so its
 # wall-time limit is generous (it bounds a runaway run, it is not the figure being tested).
+@pytest.mark.slow
 @pytest.mark.no_cover
 @pytest.mark.timeout(480)
 async def test_100000_calls_stop_exactly_at_the_call_budget_and_denied_calls_never_reach_the_server(
@@ -392,6 +393,7 @@ outcomes = rt.parallel(attempt, [{"i": i} for i in range(100_000)], max_workers=
     print(f"100,000 calls in {elapsed:.1f} s")
 
 
+@pytest.mark.slow
 async def test_10000_concurrent_calls_never_exceed_the_concurrency_cap(deploy: Deploy) -> None:
     cap = 8
     deployment = deploy(
