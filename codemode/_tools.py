@@ -4,13 +4,10 @@ and one dispatcher, so ``codemode serve`` and the Python API behave the same."""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-
-import anyio
 
 from codemode.errors import NameCollisionError, StubRenderError
 from codemode.stubs import TreePathError
@@ -193,9 +190,7 @@ async def dispatch(
             k = args.get("k", 5)
             if type(k) is not int:
                 return ToolReply(text="k must be a whole number (1 to 50)", is_error=True)
-            # In a worker thread, like every first render: a hostile catalog must not stall the loop.
-            search = functools.partial(tree.search, query, k=max(1, min(k, 50)), detail=detail)
-            hits = await anyio.to_thread.run_sync(search)
+            hits = tree.search(query, k=max(1, min(k, 50)), detail=detail)
             text = "\n\n".join(h.text for h in hits) if detail == "full" else "\n".join(h.text for h in hits)
             return ToolReply(text=text or "no matching tools")
         if name == "list_files":
@@ -203,7 +198,7 @@ async def dispatch(
             lines = [f"{e.path}{'/' if e.kind == 'directory' else ''}  {e.summary}".rstrip() for e in entries]
             return ToolReply(text="\n".join(lines) or "(empty)")
         if name == "read_file":
-            return ToolReply(text=await anyio.to_thread.run_sync(tree.read, str(args.get("path", ""))))
+            return ToolReply(text=tree.read(str(args.get("path", ""))))
     except TreePathError as exc:
         return ToolReply(text=str(exc), is_error=True)
     except (StubRenderError, NameCollisionError):

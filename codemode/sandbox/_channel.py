@@ -522,7 +522,7 @@ class HostChannel:
         if context is None:
             raise RpcError(wire.NO_RUN, "no program is running in this sandbox")
         if method == wire.IMPORT:
-            return await self._import(context, parse_params(ImportParams, message.params))
+            return self._import(context, parse_params(ImportParams, message.params))
         outcome: CallOutcome
         if method == wire.CALL:
             call = parse_params(CallParams, message.params)
@@ -542,12 +542,11 @@ class HostChannel:
             )
         return outcome
 
-    async def _import(self, context: RunContext, params: ImportParams) -> wire.ImportResult:
+    def _import(self, context: RunContext, params: ImportParams) -> wire.ImportResult:
         name = params.module
         if not _MODULE_NAME.fullmatch(name):
             return {"found": False}
-        # A first import renders the module: off the loop that serves every sandbox.
-        source = await anyio.to_thread.run_sync(context.modules.module_source, name)
+        source = context.modules.module_source(name)
         if source is None:
             return {"found": False}
         return {"found": True, "source": source.source, "is_package": source.is_package}
