@@ -21,15 +21,6 @@ EXAMPLE_SERVERS = REPO / "examples" / "servers"
 FIXTURE_SERVERS = REPO / "tests" / "fixtures" / "servers"
 
 
-# -- slow tests first ---------------------------------------------------------------------------
-# xdist hands whole files to its workers in collection order: a long file collected last (the
-# conformance suite, the Ray cluster) would run alone at the end while the other worker idles.
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept within
-
-
 # -- "duplicate side effects: N" at the end of a run ------------------------------------------
 # The fault tests (tests/e2e) attach (scenario, operations, writes) to their reports as a user
 # property. Reports reach this process from xdist workers too, so the sum covers the whole run.
