@@ -160,10 +160,14 @@ def assign_identifiers(names: Iterable[str], kind: NameKind, *, where: str) -> d
     if clashes:
         other, name = clashes[0]
         raise NameCollisionError(
-            f"{where}: {other!r} and {name!r} both map to the Python name {result[name]!r}"
-            " (even after disambiguation); rename one of them on the server"
+            f"{_clash(where, other, name, result[name])} (even after disambiguation); "
+            "rename one of them on the server"
         )
     return result
+
+
+def _clash(where: str, other: str, name: str, ident: str) -> str:
+    return f"{where}: {other!r} and {name!r} both map to the Python name {ident!r}"
 
 
 def identifiers_apart(
@@ -180,8 +184,7 @@ def identifiers_apart(
     left_out = {name: f"{where}: the name {name!r} is listed twice" for name, n in counts.items() if n > 1}
     result, clashes = _identifiers((name for name in counts if name not in left_out), kind, where)
     for other, name in clashes:
-        reason = f"{where}: {other!r} and {name!r} both map to the Python name {result[name]!r}"
-        left_out[other] = left_out[name] = reason
+        left_out[other] = left_out[name] = _clash(where, other, name, result[name])
     return {name: ident for name, ident in result.items() if name not in left_out}, left_out
 
 

@@ -108,8 +108,6 @@ class Server:
     tools: tuple[Tool, ...]
     resources: Lazy[str] | None
     prompts: Lazy[str] | None
-    unnamed: int = 0
-    """Tools left out because their names cannot be told apart as identifiers."""
 
 
 def same_catalog(old: ServerCatalog, new: ServerCatalog) -> bool:
@@ -143,7 +141,7 @@ def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> S
             )
         tool_ident = tool_idents[spec.name]
         module = f"servers.{ident}.{tool_ident}"
-        lazy = Lazy(_guarded(functools.partial(render_tool, spec, tool_ident), f"tool {spec.name!r}"), lock)
+        lazy = _module(lock, f"tool {spec.name!r}", render_tool, spec, tool_ident)
         entry = TreeEntry(
             f"servers/{ident}/{tool_ident}.py", f"{tool_ident}.py", "file", module, tool_summary(spec)
         )
@@ -151,47 +149,42 @@ def render_server(catalog: ServerCatalog, ident: str, lock: threading.Lock) -> S
         tools.append(Tool(spec, ident, tool_ident, File(module, False, lazy), entry, document))
     tools.sort(key=lambda t: (t.ident.lower(), t.ident))
     resources = (
-        Lazy(
-            _guarded(
-                functools.partial(
-                    render_resources, catalog.server, catalog.resources, catalog.resource_templates
-                ),
-                f"the resources of server {catalog.server!r}",
-            ),
+        _module(
             lock,
+            f"the resources of server {catalog.server!r}",
+            render_resources,
+            catalog.server,
+            catalog.resources,
+            catalog.resource_templates,
         )
         if catalog.resources or catalog.resource_templates
         else None
     )
     prompts = (
-        Lazy(
-            _guarded(
-                functools.partial(render_prompts, catalog.server, catalog.prompts),
-                f"the prompts of server {catalog.server!r}",
-            ),
-            lock,
+        _module(
+            lock, f"the prompts of server {catalog.server!r}", render_prompts, catalog.server, catalog.prompts
         )
         if catalog.prompts
         else None
     )
-    return Server(catalog, ident, tuple(tools), resources, prompts, len(catalog.tools) - len(tools))
+    return Server(catalog, ident, tuple(tools), resources, prompts)
 
 
-def _guarded(render: Callable[[], str], what: str) -> Callable[[], str]:
-    """``render``, whose every failure is a :class:`StubRenderError` (a :class:`CodemodeError`):
-    the one failure that callers (an import in the sandbox, a search, an export) refuse for this
-    module alone. Rendering reads hostile definitions; a bug it meets must not pass for another
-    kind of error and take more down with it."""
+def _module(lock: threading.Lock, what: str, render: Callable[..., str], *args: object) -> Lazy[str]:
+    """A module made by ``render(*args)`` on first use, whose every failure is a
+    :class:`StubRenderError` (a :class:`CodemodeError`): the one failure that callers (an import
+    in the sandbox, a search, an export) refuse for this module alone. Rendering reads hostile
+    definitions; a bug it meets must not pass for another kind of error and take more down with it."""
 
     def guarded() -> str:
         try:
-            return render()
+            return render(*args)
         except CodemodeError:
             raise
         except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
             raise StubRenderError(f"{what} cannot be rendered safely ({type(exc).__name__})") from exc
 
-    return guarded
+    return Lazy(guarded, lock)
 
 
 def search_document(spec: ToolSpec, module: str) -> SearchDocument:

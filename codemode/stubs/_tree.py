@@ -411,7 +411,8 @@ def _render_server_init(server: Server, tools: Sequence[Tool]) -> str:
         [ServerInitTool(t.ident, t.summary) for t in tools],
         resources=_resource_count(catalog),
         prompts=len(catalog.prompts),
-        excluded=len(catalog.excluded) + server.unnamed + len(server.tools) - len(tools),
+        # Hidden in this view, left out for a name clash, or excluded by the catalog.
+        excluded=len(catalog.excluded) + len(catalog.tools) - len(tools),
     )
 
 
