@@ -1,0 +1,240 @@
+"""The sandbox end of the channel (``codemode_runtime._client.Channel``) against a scripted host.
+
+The host here is a thread on the other end of a socket pair that answers each request as told,
+so the tests can order answers, interleave host requests and end the connection at chosen
+moments. The read role moves between the threads waiting for answers and the background reader;
+whichever holds it, every answer must reach the thread that asked, every ``snapshot`` must be
+answered and the end of the channel must free every waiter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import struct
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode.sandbox._inprocess import load_runtime
+
+HEADER = struct.Struct(">I")
+
+
+@pytest.fixture
+def client(staged: Path) -> types.ModuleType:
+    load_runtime(staged)
+    return importlib.import_module("codemode_runtime._client")
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    return HEADER.pack(len(body)) + body
+
+
+def read_frame(sock: socket.socket) -> dict[str, Any] | None:
+    header = sock.recv(HEADER.size, socket.MSG_WAITALL)
+    if len(header) < HEADER.size:
+        return None
+    (length,) = HEADER.unpack(header)
+    message: dict[str, Any] = json.loads(sock.recv(length, socket.MSG_WAITALL))
+    return message
+
+
+class ScriptedHost:
+    """The host's end: collects requests, answers them when told (or at once with ``echo``)."""
+
+    def __init__(self, sock: socket.socket, *, echo: bool) -> None:
+        self.sock = sock
+        self.echo = echo
+        self.requests: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
+        self.arrived = threading.Condition()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (message := read_frame(self.sock)) is not None:
+            with self.arrived:
+                if "method" in message:
+                    self.requests.append(message)
+                else:
+                    self.answers.append(message)
+                self.arrived.notify_all()
+            if self.echo and "method" in message:
+                self.answer(message, message["params"])
+
+    def wait_for(self, condition: Callable[[], bool]) -> None:
+        with self.arrived:
+            assert self.arrived.wait_for(condition, timeout=10)
+
+    def answer(self, request: dict[str, Any], result: Any) -> None:
+        self.sock.sendall(frame({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    sandbox_end, host_end = socket.socketpair()
+    yield sandbox_end, host_end
+    sandbox_end.close()
+    host_end.close()
+
+
+def ignore(_: object) -> None:
+    pass
+
+
+def open_channel(client: types.ModuleType, sock: socket.socket, closed: list[object] | None = None) -> Any:
+    channel = client.Channel(sock, on_close=closed.append if closed is not None else ignore)
+    channel.start()
+    return channel
+
+
+def test_answers_reach_the_thread_that_asked_whoever_reads_them(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """Sixteen threads call at once, then one thread calls in a loop (reading its own answers)."""
+    channel = open_channel(client, pair[0])
+    ScriptedHost(pair[1], echo=True)
+
+    def call(n: int) -> Any:
+        return channel.request("call", {"n": n})
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(call, range(400)))
+    assert answers == [{"n": n} for n in range(400)]
+    assert [channel.request("call", {"n": n}) for n in range(200)] == [{"n": n} for n in range(200)]
+
+
+def test_answers_in_another_order_than_asked_each_reach_their_thread(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=False)
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(channel.request, "call", {"n": n}) for n in range(3)]
+        host.wait_for(lambda: len(host.requests) == 3)
+        for request in reversed(host.requests):
+            host.answer(request, request["params"]["n"] * 10)
+        assert sorted(f.result(timeout=10) for f in futures) == [0, 10, 20]
+
+
+def test_a_snapshot_is_answered_by_the_caller_that_reads(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
+    channel.snapshot = lambda: {
+        "stdout": "so far",
+        "stdout_truncated": False,
+        "stderr": "",
+        "stderr_truncated": False,
+    }
+    host = ScriptedHost(pair[1], echo=False)
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(channel.request, "call", {})
+        host.wait_for(lambda: len(host.requests) == 1)
+        pair[1].sendall(frame({"jsonrpc": "2.0", "id": 7, "method": "snapshot", "params": {}}))
+        host.wait_for(lambda: len(host.answers) == 1)
+        assert host.answers[0] == {"jsonrpc": "2.0", "id": 7, "result": channel.snapshot()}
+        assert not future.done()
+        host.answer(host.requests[0], "done")
+        assert future.result(timeout=10) == "done"
+
+
+def test_host_requests_are_read_while_the_program_makes_no_call(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """After a call, the background reader takes the read side back: a ``run`` reaches the inbox
+    and a ``snapshot`` is answered although no thread is waiting for an answer."""
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=True)
+    assert channel.request("call", {"x": 1}) == {"x": 1}
+    pair[1].sendall(frame({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"code": "1"}}))
+    assert channel.inbox.get(timeout=10)["method"] == "run"
+    pair[1].sendall(frame({"jsonrpc": "2.0", "id": 2, "method": "snapshot", "params": {}}))
+    host.wait_for(lambda: len(host.answers) == 1)
+
+
+def test_the_end_of_the_channel_frees_every_waiter_and_closes_once(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    closed: list[object] = []
+    channel = open_channel(client, pair[0], closed)
+    host = ScriptedHost(pair[1], echo=False)
+    call_failed = client.CallFailed
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(channel.request, "call", {}) for _ in range(4)]
+        host.wait_for(lambda: len(host.requests) == 4)
+        pair[1].shutdown(socket.SHUT_RDWR)
+        for future in futures:
+            with pytest.raises(call_failed, match="closed"):
+                future.result(timeout=10)
+    deadline = time.monotonic() + 10
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed == [channel]
+    assert channel.closed
+    with pytest.raises(call_failed, match="closed"):
+        channel.request("call", {})
+
+
+def test_a_frame_split_across_reads_and_two_frames_in_one_read_are_both_understood(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=False)
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(channel.request, "call", {"n": n}) for n in range(2)]
+        host.wait_for(lambda: len(host.requests) == 2)
+        both = b"".join(
+            frame({"jsonrpc": "2.0", "id": r["id"], "result": "x" * 70_000}) for r in host.requests
+        )
+        for start in range(0, len(both), 9_999):  # the first frame ends inside a piece
+            pair[1].sendall(both[start : start + 9_999])
+            time.sleep(0.001)
+        assert [f.result(timeout=10) for f in futures] == ["x" * 70_000] * 2
+
+
+def test_a_caller_interrupted_while_reading_leaves_the_stream_whole(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """A program's signal handler can raise in the thread that holds the read side, mid-frame.
+    The bytes it read stay in the channel's buffer, and the next reader carries on from them."""
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
+    host = ScriptedHost(pair[1], echo=False)
+    reads = 0
+
+    class Interrupted(Exception):
+        pass
+
+    class InterruptedOnSecondRead:
+        def recv(self, size: int) -> bytes:
+            nonlocal reads
+            reads += 1
+            if reads == 2:
+                raise Interrupted
+            return pair[0].recv(size)
+
+        def sendall(self, data: bytes) -> None:
+            pair[0].sendall(data)
+
+    channel.sock = InterruptedOnSecondRead()
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(channel.request, "call", {"n": 1})
+        host.wait_for(lambda: len(host.requests) == 1)
+        answer = frame({"jsonrpc": "2.0", "id": host.requests[0]["id"], "result": "lost"})
+        pair[1].sendall(answer[:6])  # the header and two bytes: the caller reads them, then more
+        with pytest.raises(Interrupted):
+            first.result(timeout=10)
+        pair[1].sendall(answer[6:])
+        second = pool.submit(channel.request, "call", {"n": 2})
+        host.wait_for(lambda: len(host.requests) == 2)
+        host.answer(host.requests[1], "whole")
+        assert second.result(timeout=10) == "whole"
