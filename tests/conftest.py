@@ -21,6 +21,28 @@ EXAMPLE_SERVERS = REPO / "examples" / "servers"
 FIXTURE_SERVERS = REPO / "tests" / "fixtures" / "servers"
 
 
+# -- the longest files first ------------------------------------------------------------------
+# xdist hands whole files to its workers in collection order (``./dev test`` passes
+# --no-loadscope-reorder; by default xdist would sort files by their number of tests). A long
+# file handed out last runs alone at the end while the other worker idles, so the files that
+# take minutes start first: the two longest by name (from ``--durations`` in CI), then every
+# other file with a test marked slow.
+
+LONGEST_FILES = ("tests/conformance/test_conformance_auth.py", "tests/batch/test_ray.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.relative_to(REPO).as_posix()
+        if name in LONGEST_FILES:
+            return LONGEST_FILES.index(name)
+        return len(LONGEST_FILES) + (item.path not in slow_files)
+
+    items.sort(key=rank)  # stable: the order within a rank is kept
+
+
 # -- "duplicate side effects: N" at the end of a run ------------------------------------------
 # The fault tests (tests/e2e) attach (scenario, operations, writes) to their reports as a user
 # property. Reports reach this process from xdist workers too, so the sum covers the whole run.
