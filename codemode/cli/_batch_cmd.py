@@ -63,7 +63,12 @@ STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A read-only program that gets INPUT and RESULT and must return True for the item to count as done.",
 )
-@click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts per failed item [default: 3].")
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 100),
+    help="Attempts per failed item [default: 3]. With --resume, failed items that have had fewer "
+    "attempts run again: raise it to retry items that used theirs up.",
+)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write one JSON line per item here."
 )
