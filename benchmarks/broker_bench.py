@@ -20,9 +20,12 @@ own for each path), in the same run, in alternating rounds so that machine noise
   the request is fsync'd; the outcome's record is committed without waiting for the disk.
 
 The headline is the ratio of each path's p50 to the direct call's (targets: 1.3x for a read,
-2.0x for a write with its write-ahead record and fsync). Throughput is calls per second on the
-read path with 1 and with 16 calls in flight (the program fans out with
-``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent tasks. The
+2.0x for a write with its write-ahead record and fsync). Next to it, "round by round" is the
+median of each round's own ratio (with the lowest and highest): a paired measure that a slow
+spell of the machine, hitting one path's round more than another's, moves far less.
+Throughput is calls per second on the read path with 1 and with 16 calls in flight (the program
+fans out with ``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent
+tasks. The
 per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers wrapped on the broker,
 outside the ratio's rounds.
 
@@ -224,6 +227,15 @@ async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: i
     return stages
 
 
+def paired_ratios(path: list[float], direct: list[float]) -> dict[str, float]:
+    """Each round's p50 over the direct call's p50 in the same round: their median and range.
+
+    A shared machine's slow spells last seconds and hit whichever path runs then; a ratio taken
+    within each round cancels them, where the ratio of the pooled p50s does not."""
+    ratios = sorted(p / d for p, d in zip(path, direct, strict=True))
+    return {"median": statistics.median(ratios), "low": ratios[0], "high": ratios[-1]}
+
+
 def path_of(label: str) -> str:
     """``read`` for ``read`` or ``read@docker``: the path a series label measures."""
     return label.partition("@")[0]
@@ -252,6 +264,7 @@ async def bench(
             command=sys.executable, args=[str(CRM)], env={"CRM_STATE_DIR": str(directory / "crm-direct")}
         )
         samples: dict[str, list[float]] = {"direct": [], **{label: [] for label in labels}}
+        by_round: dict[str, list[float]] = {name: [] for name in samples}  # each round's p50
         async with contextlib.AsyncExitStack() as stack:
             engines = {
                 label: await stack.enter_async_context(CodeMode(load_config(c)))
@@ -264,9 +277,13 @@ async def bench(
                 await broker_run(engine, loop_program(tool, arguments, 20))
             per_round = max(1, n // rounds)
             for _ in range(rounds):
-                samples["direct"] += await direct_loop(client, tool, arguments, per_round)
+                measured = await direct_loop(client, tool, arguments, per_round)
+                samples["direct"] += measured
+                by_round["direct"].append(statistics.median(measured))
                 for label, engine in engines.items():
-                    samples[label] += await broker_run(engine, loop_program(tool, arguments, per_round))
+                    measured = await broker_run(engine, loop_program(tool, arguments, per_round))
+                    samples[label] += measured
+                    by_round[label].append(statistics.median(measured))
             throughput: list[Throughput] = []
             reads = [label for label, (path, _) in labels.items() if path == "read"]
             for concurrency in (1, 16):
@@ -297,6 +314,7 @@ async def bench(
         "latency": [asdict(s) for s in series.values()],
         "p50_ratio": {label: series[label].p50_ms / direct.p50_ms for label in labels},
         "p95_ratio": {label: series[label].p95_ms / direct.p95_ms for label in labels},
+        "paired_p50_ratio": {label: paired_ratios(by_round[label], by_round["direct"]) for label in labels},
         "target_p50_ratio": TARGETS,
         "throughput": [asdict(t) for t in throughput],
         "breakdown_ms": per_stage,
@@ -317,9 +335,11 @@ def print_table(report: dict[str, Any]) -> None:
     for label in labels:
         target = report["target_p50_ratio"].get(path_of(label))
         wanted = f"target <= {target}x" if target is not None else "no target"
+        paired = report["paired_p50_ratio"][label]
         print(
             f"{label} / direct: p50 {report['p50_ratio'][label]:.2f}x ({wanted}), "
-            f"p95 {report['p95_ratio'][label]:.2f}x"
+            f"p95 {report['p95_ratio'][label]:.2f}x; round by round: p50 {paired['median']:.2f}x "
+            f"({paired['low']:.2f}-{paired['high']:.2f}x)"
         )
     print()
     print(f"{'path':<{width}} {'in flight':>9} {'calls':>7} {'seconds':>9} {'calls/s':>9}")

@@ -203,7 +203,8 @@ class LiveSandbox:
         return fields
 
     async def _snapshot(self) -> dict[str, Any]:
-        """Partial output of a program that is still running (asked of the runtime's reader thread)."""
+        """Partial output of a program that is still running (answered by whichever runtime thread
+        reads the channel: the background reader while the program computes)."""
         with anyio.move_on_after(SNAPSHOT_TIMEOUT_S), contextlib.suppress(ChannelError):
             snap = parse_snapshot(await self.channel.request(wire.SNAPSHOT, {}))
             return snap.capped(self._config.output_bytes)
