@@ -17,7 +17,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,15 @@ def ignore(_: object) -> None:
     pass
 
 
+def calls_in_flight(
+    pool: ThreadPoolExecutor, channel: Any, host: ScriptedHost, count: int
+) -> list[Future[Any]]:
+    """``count`` calls from the pool's threads, once the host has all of their requests."""
+    futures = [pool.submit(channel.request, "call", {"n": n}) for n in range(count)]
+    host.wait_for(lambda: len(host.requests) == count)
+    return futures
+
+
 def open_channel(client: types.ModuleType, sock: socket.socket, closed: list[object] | None = None) -> Any:
     channel = client.Channel(sock, on_close=closed.append if closed is not None else ignore)
     channel.start()
@@ -119,8 +128,7 @@ def test_answers_in_another_order_than_asked_each_reach_their_thread(
     channel = open_channel(client, pair[0])
     host = ScriptedHost(pair[1], echo=False)
     with ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(channel.request, "call", {"n": n}) for n in range(3)]
-        host.wait_for(lambda: len(host.requests) == 3)
+        futures = calls_in_flight(pool, channel, host, 3)
         for request in reversed(host.requests):
             host.answer(request, request["params"]["n"] * 10)
         assert sorted(f.result(timeout=10) for f in futures) == [0, 10, 20]
@@ -170,8 +178,7 @@ def test_the_end_of_the_channel_frees_every_waiter_and_closes_once(
     host = ScriptedHost(pair[1], echo=False)
     call_failed = client.CallFailed
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(channel.request, "call", {}) for _ in range(4)]
-        host.wait_for(lambda: len(host.requests) == 4)
+        futures = calls_in_flight(pool, channel, host, 4)
         pair[1].shutdown(socket.SHUT_RDWR)
         for future in futures:
             with pytest.raises(call_failed, match="closed"):
@@ -191,8 +198,7 @@ def test_a_frame_split_across_reads_and_two_frames_in_one_read_are_both_understo
     channel = open_channel(client, pair[0])
     host = ScriptedHost(pair[1], echo=False)
     with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(channel.request, "call", {"n": n}) for n in range(2)]
-        host.wait_for(lambda: len(host.requests) == 2)
+        futures = calls_in_flight(pool, channel, host, 2)
         both = b"".join(
             frame({"jsonrpc": "2.0", "id": r["id"], "result": "x" * 70_000}) for r in host.requests
         )
