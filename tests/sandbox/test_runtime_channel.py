@@ -9,14 +9,16 @@ answered and the end of the channel must free every waiter.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import signal
 import socket
 import struct
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,15 @@ def frame(message: dict[str, Any]) -> bytes:
 
 
 def read_frame(sock: socket.socket) -> dict[str, Any] | None:
-    header = sock.recv(HEADER.size, socket.MSG_WAITALL)
-    if len(header) < HEADER.size:
+    """The next frame, or None at the end (also when the test has closed the socket)."""
+    try:
+        header = sock.recv(HEADER.size, socket.MSG_WAITALL)
+        if len(header) < HEADER.size:
+            return None
+        body = sock.recv(HEADER.unpack(header)[0], socket.MSG_WAITALL)
+    except OSError:
         return None
-    (length,) = HEADER.unpack(header)
-    message: dict[str, Any] = json.loads(sock.recv(length, socket.MSG_WAITALL))
+    message: dict[str, Any] = json.loads(body)
     return message
 
 
@@ -244,3 +250,121 @@ def test_a_caller_interrupted_while_reading_leaves_the_stream_whole(
         host.wait_for(lambda: len(host.requests) == 2)
         host.answer(host.requests[1], "whole")
         assert second.result(timeout=10) == "whole"
+
+
+def test_the_main_thread_reads_its_own_answers(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: no other reader
+    ScriptedHost(pair[1], echo=True)
+    assert threading.current_thread() is threading.main_thread()
+    assert [channel.request("call", {"n": n}) for n in range(50)] == [{"n": n} for n in range(50)]
+
+
+def test_the_main_thread_leaves_other_frames_to_the_background_reader(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """It waits for its answer; a worker's answer and a snapshot come first: both are handed on."""
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=False)
+    with ThreadPoolExecutor(1) as pool:
+        worker = calls_in_flight(pool, channel, host, 1)[0]
+        answers: list[Any] = []
+
+        def host_script() -> None:
+            host.wait_for(lambda: len(host.requests) == 2)
+            time.sleep(client.READER_GRACE_S * 2)
+            host.answer(host.requests[0], "for the worker")
+            pair[1].sendall(frame({"jsonrpc": "2.0", "id": 9, "method": "snapshot", "params": {}}))
+            host.wait_for(lambda: len(host.answers) == 1)
+            host.answer(host.requests[1], "for main")
+
+        script = threading.Thread(target=host_script, daemon=True)
+        script.start()
+        answers.append(channel.request("call", {"n": "main"}))
+        assert answers == ["for main"]
+        assert worker.result(timeout=10) == "for the worker"
+        assert host.answers[0]["id"] == 9
+        script.join(10)
+
+
+@contextlib.contextmanager
+def signal_handler(handler: Callable[[int, Any], None]) -> Generator[Callable[[], None]]:
+    """``handler`` for SIGUSR1 during the block; yields a function that sends it to the main
+    thread (not a timer's SIGALRM: pytest-timeout uses that one)."""
+    previous = signal.signal(signal.SIGUSR1, handler)
+    main = threading.main_thread().ident
+    assert main is not None
+    try:
+        yield lambda: signal.pthread_kill(main, signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_handler_raising_in_the_main_thread_loses_no_other_threads_answer(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """A program's signal handler raises in the main thread every half millisecond while it and
+    four workers call: the main thread's calls may end in the handler's exception, but every
+    worker's call is answered and the channel stays open."""
+    channel = open_channel(client, pair[0])
+    ScriptedHost(pair[1], echo=True)
+
+    class Tick(Exception):
+        pass
+
+    def tick(signum: int, frame: Any) -> None:
+        raise Tick
+
+    def calls(worker: int) -> list[Any]:
+        return [channel.request("call", {"w": worker, "n": n}) for n in range(300)]
+
+    interrupted = 0
+    done = threading.Event()
+    with signal_handler(tick) as send_signal, ThreadPoolExecutor(5) as pool:
+
+        def keep_signalling() -> None:
+            while not done.wait(0.0005):
+                send_signal()
+
+        workers = [pool.submit(calls, w) for w in range(4)]
+        signaller = pool.submit(keep_signalling)
+        try:
+            for n in range(300):
+                try:
+                    assert channel.request("call", {"n": n}) == {"n": n}
+                except Tick:
+                    interrupted += 1
+        finally:
+            done.set()
+            while not signaller.done():
+                with contextlib.suppress(Tick):
+                    time.sleep(0.001)
+            with contextlib.suppress(Tick):
+                time.sleep(0.01)  # a signal sent last is handled here, not in the checks below
+        for w, future in enumerate(workers):
+            assert future.result(timeout=30) == [{"w": w, "n": n} for n in range(300)]
+    assert interrupted > 0, "the handler never interrupted a call: the test tested nothing"
+    assert not channel.closed
+
+
+@pytest.mark.timeout(60)
+def test_a_stub_call_from_a_signal_handler_during_the_main_threads_read_fails_clearly(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: the main thread reads
+    host = ScriptedHost(pair[1], echo=False)
+    seen: list[BaseException] = []
+
+    def call_from_handler(signum: int, frame: Any) -> None:
+        try:
+            channel.request("nested", {})
+        except client.CallFailed as exc:
+            seen.append(exc)
+
+    with signal_handler(call_from_handler) as send_signal:
+        threading.Timer(0.05, send_signal).start()
+        threading.Timer(0.3, lambda: host.answer(host.requests[0], "late")).start()
+        assert channel.request("call", {}) == "late"
+    assert len(seen) == 1 and "from a signal handler" in str(seen[0]), seen

@@ -17,6 +17,7 @@ from typing import Any, Final, NoReturn, cast
 
 from . import _wire as wire
 from ._values import CallFailed
+from ._waiter import Waiter
 
 READER_GRACE_S: Final = 0.02
 """How long the socket's read side stays free after a caller has read its own answer, before the
@@ -36,14 +37,12 @@ class RemoteError(Exception):
         self.code = code
 
 
-class _Waiter:
-    __slots__ = ("done", "error", "event", "value")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.done = False
-        self.value: Any = None
-        self.error: BaseException | None = None
+_EMPTY_SNAPSHOT: Final[wire.Snapshot] = {
+    "stdout": "",
+    "stdout_truncated": False,
+    "stderr": "",
+    "stderr_truncated": False,
+}
 
 
 def exit_process(channel: Channel) -> NoReturn:
@@ -66,9 +65,11 @@ class Channel:
     has wanted it for :data:`READER_GRACE_S`, so the host is answered while a program computes.
     Any number of threads can have stub calls in flight at once.
 
-    Frames are read through one buffer owned by the channel, not by the thread reading, so a
-    reader that leaves mid-frame (an exception from a signal handler the program installed)
-    leaves what it read for the next one.
+    The main thread reads more carefully (:meth:`_read_own`): Python runs signal handlers there,
+    and a program's handler may raise between any two calls, so it takes only whole frames that
+    hold its own answer, and leaves any other frame to the background reader. Other threads read
+    through one buffer owned by the channel, so a reader leaving mid-frame (an exception thrown
+    into it) leaves what it read for the next one.
 
     ``on_close`` runs once, in the thread that saw the channel end: :func:`exit_process` in a
     sandbox; the in-process test runtime (``_embedded``) wakes its serve loop instead, since it
@@ -82,21 +83,19 @@ class Channel:
         self._lock = threading.Lock()
         """Guards the waiters, the request ids, the read role and the end of the channel."""
         self._role_free = threading.Condition(self._lock)
-        self._pending: dict[int, _Waiter] = {}
+        self._pending: dict[int, Waiter] = {}
         self._next_id = 1
-        self._reading = False
+        self._reader: int | None = None
+        """The thread that holds the read role, if one does."""
+        self._wanted = False
+        """A thread waiting for its answer cannot read the next frame: the background reader must."""
         self._released_at = float("-inf")
         self._closed = False
         self._buffer = bytearray()
         self._owner_pid = os.getpid()
         self.max_frame = wire.DEFAULT_MAX_FRAME_BYTES
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.snapshot: Callable[[], wire.Snapshot] = lambda: {
-            "stdout": "",
-            "stdout_truncated": False,
-            "stderr": "",
-            "stderr_truncated": False,
-        }
+        self.snapshot: Callable[[], wire.Snapshot] = lambda: _EMPTY_SNAPSHOT
 
     @property
     def closed(self) -> bool:
@@ -117,22 +116,18 @@ class Channel:
         if os.getpid() != self._owner_pid:
             # A forked child shares the socket but not the threads that read it: it must not talk.
             raise CallFailed("stub calls are not available in a forked child process")
-        waiter = _Waiter()
-        with self._lock:
-            if self._closed:
-                raise CallFailed("the channel to the host is closed")
-            request_id = self._next_id
-            self._next_id += 1
-            self._pending[request_id] = waiter
+        waiter = Waiter()
+        request_id = 0  # no request has it
         try:
-            self.send(wire.request(request_id, method, params))
-        except BaseException:
             with self._lock:
-                self._pending.pop(request_id, None)
-            raise
-        try:
-            self._await(waiter)
-        except BaseException:  # interrupted (a signal handler of the program): nobody waits now
+                if self._closed:
+                    raise CallFailed("the channel to the host is closed")
+                request_id = self._next_id
+                self._next_id += 1
+                self._pending[request_id] = waiter
+            self.send(wire.request(request_id, method, params))
+            self._await(request_id, waiter)
+        except BaseException:  # also an exception from a signal handler: nobody waits now
             with self._lock:
                 self._pending.pop(request_id, None)
             raise
@@ -142,48 +137,103 @@ class Channel:
 
     # -- the read role ---------------------------------------------------------------------
 
-    def _await(self, waiter: _Waiter) -> None:
+    def _await(self, request_id: int, waiter: Waiter) -> None:
         """Return once ``waiter`` is answered, reading the socket meanwhile if nobody else is."""
+        me = threading.get_ident()
+        main = me == threading.main_thread().ident
         while True:
-            with self._lock:
-                if waiter.done:
-                    return
-                lead = not self._reading
-                if lead:
-                    self._reading = True
-                else:
-                    waiter.event.clear()  # set again on its answer, or when handed the read role
-            if not lead:
-                waiter.event.wait()
-                continue
+            lead = False
             try:
-                while not waiter.done:
-                    self._read_frame()
+                with self._lock:
+                    if waiter.done:
+                        return
+                    if self._reader == me:
+                        # Made from a signal handler or a finalizer that interrupted this thread's
+                        # own read: that read cannot go on, nor can another thread take over.
+                        raise CallFailed(
+                            "a stub call from a signal handler or a finalizer that interrupted a "
+                            "stub call's wait is not supported"
+                        )
+                    if self._reader is None and not self._wanted and not (main and self._buffer):
+                        self._reader, lead = me, True  # one statement: no signal handler runs between
+                    else:
+                        waiter.unwake()  # woken again by its answer, or when handed the read role
+                        waiter.waiting = True
+                        if self._reader is None and not self._wanted:
+                            self._want_background()
+                if waiter.waiting:
+                    waiter.gate.acquire()
+                    with self._lock:
+                        waiter.woken = waiter.waiting = False
+                elif main:
+                    if not self._read_own(request_id):
+                        with self._lock:
+                            self._want_background()
+                else:
+                    while not waiter.done:
+                        self._read_frame()
             except (OSError, EOFError, ValueError):
                 self._close()
             finally:
-                self._release()
+                if lead:
+                    # Freed here, before any call: a signal handler may raise at the start of one.
+                    self._reader = None
+                    self._release(waiter)
 
-    def _release(self) -> None:
-        """Give up the read role: to a thread still waiting for its answer if there is one (it
-        then reads that answer itself), else to the background reader after the grace time."""
+    def _read_own(self, request_id: int) -> bool:
+        """The main thread's read: it takes a frame from the socket only when the whole frame is
+        there and is its own answer (peeked first, then received by a call that cannot block).
+        Python runs signal handlers in the main thread, and one may raise anywhere, so the main
+        thread never holds another thread's answer or part of a frame: an exception costs it at
+        most its own answer. Returns False, taking nothing, for any other frame (the background
+        reader hands it on)."""
+        peeked = self.sock.recv(_MIN_READ, socket.MSG_PEEK)
+        if not peeked:
+            raise EOFError
+        if len(peeked) < wire.HEADER.size:
+            return False
+        end = wire.HEADER.size + wire.HEADER.unpack_from(peeked)[0]
+        if len(peeked) < end:
+            return False  # not all here yet, or larger than one look
+        message = wire.decode_body(peeked[wire.HEADER.size : end])
+        if not isinstance(message, dict) or "method" in message or message.get("id") != request_id:
+            return False
+        self.sock.recv(end)  # what was peeked: exactly ``end`` bytes, already there
+        self._response(cast(dict[str, Any], message))
+        return True
+
+    def _want_background(self) -> None:
+        """Ask the background reader to take the read side now, without its grace (lock held)."""
+        self._wanted = True
+        self._role_free.notify()
+
+    def _release(self, leaving: Waiter | None = None) -> None:
+        """Give up the read role: to the background reader if it is wanted now, else to a thread
+        still waiting for its answer (it then reads that answer itself), else to the background
+        reader after the grace time. ``leaving``: the releasing thread's own waiter, if it is
+        still pending (the thread is leaving with an exception), which must not be handed it."""
         with self._lock:
-            self._reading = False
+            self._reader = None  # already None when a caller releases: see _await
             self._released_at = time.monotonic()
-            successor = next((w for w in self._pending.values() if not w.done), None)
-        if successor is not None:
-            successor.event.set()
+            if self._wanted:
+                self._role_free.notify()
+            else:
+                successor = next((w for w in self._pending.values() if w.waiting and w is not leaving), None)
+                if successor is not None:
+                    successor.wake()
 
     def _background_reader(self) -> None:
         while True:
             with self._lock:
                 while not self._closed and (
-                    self._reading or time.monotonic() - self._released_at < READER_GRACE_S
+                    self._reader is not None
+                    or (not self._wanted and time.monotonic() - self._released_at < READER_GRACE_S)
                 ):
                     self._role_free.wait(READER_GRACE_S)
                 if self._closed:
                     return
-                self._reading = True
+                self._reader = threading.get_ident()
+                self._wanted = False
             try:
                 while self._read_frame() != "answer":
                     pass
@@ -233,16 +283,19 @@ class Channel:
             for waiter in waiters:
                 waiter.error = CallFailed("the channel to the host closed", outcome_unknown=True)
                 waiter.done = True
+                waiter.wake()
             self._role_free.notify_all()
-        for waiter in waiters:
-            waiter.event.set()
         self._on_close(self)
 
     def _host_request(self, message: dict[str, Any]) -> None:
         if message.get("method") == wire.SNAPSHOT:
             # Answered by whichever thread reads, so the host can collect partial output from a
             # program that is stuck (for example before killing it at the wall-time limit).
-            self.send(wire.response(message.get("id"), self.snapshot()))
+            try:
+                snapshot = self.snapshot()
+            except Exception:  # not the business of the stub call that happens to be reading
+                snapshot = _EMPTY_SNAPSHOT
+            self.send(wire.response(message.get("id"), snapshot))
         else:
             self.inbox.put(message)
 
@@ -262,7 +315,7 @@ class Channel:
             else:
                 waiter.value = message.get("result")
             waiter.done = True
-        waiter.event.set()
+            waiter.wake()
 
 
 _current: Channel | None = None
