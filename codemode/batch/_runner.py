@@ -502,8 +502,11 @@ async def run_item(
     )
     waited, pause = 0.0, PAUSE_S[0]
     while True:
+        before = {status.name: status.reconnects for status in engine.statuses()}
         result = await run(program, idempotency_scope=item_scope(job_id, item.key), limits=options.limits)
-        down = [] if result.status == "ok" or result.unknown_outcomes else _servers_down(engine, result)
+        down = (
+            [] if result.status == "ok" or result.unknown_outcomes else _servers_down(engine, result, before)
+        )
         if not down:
             break
         # The item failed on a server that is down (crashed, restarting): not the item's fault,
@@ -553,14 +556,19 @@ async def run_item(
     return made("unverified", why, duration)
 
 
-def _servers_down(engine: CodeMode, result: RunResult) -> list[str]:
-    """The servers that are down now and that the run's error names (a call to one denied as
-    not listed, or failed as disconnected); an error that names none is the item's own."""
+def _servers_down(engine: CodeMode, result: RunResult, reconnects: Mapping[str, int]) -> list[str]:
+    """The servers that the run's error names (a call to one denied as not listed, or failed as
+    disconnected) and that are down now or were during the run (they reconnected since, given
+    their ``reconnects`` before it: a quick restart is over before the run's end is seen); an
+    error that names none is the item's own."""
     text = _error_text(result)
     return [
         status.name
         for status in engine.statuses()
-        if status.state in (ConnectionState.CONNECTING, ConnectionState.FAILED)
+        if (
+            status.state in (ConnectionState.CONNECTING, ConnectionState.FAILED)
+            or status.reconnects > reconnects.get(status.name, status.reconnects)
+        )
         and (_names_tool_of(status.name, text) or f"server {status.name!r}" in text)
     ]
 

@@ -161,6 +161,7 @@ class ServerConnection:
             excluded_count=len(catalog.excluded) if catalog else 0,
             error=self._error,
             stderr_tail=self._stderr.tail() if self._stderr else "",
+            reconnects=self.reconnects,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

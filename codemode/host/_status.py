@@ -41,3 +41,5 @@ class ServerStatus(BaseModel):
     excluded_count: int = 0
     error: str | None = None
     stderr_tail: str = ""
+    reconnects: int = 0
+    """Connection attempts after the first: each one follows a lost or failed connection."""

@@ -406,6 +406,39 @@ async def test_a_failure_that_names_no_server_that_is_down_is_the_items_own(
     assert (result.status, engine.runs) == ("failed", 1)
 
 
+class QuickRestartEngine(RestartingEngine):
+    """The server is back (ready) each time a failed run's end is seen; ``reconnected`` says
+    whether it reconnected during that run."""
+
+    def __init__(self, down_runs: int, *, reconnected: bool) -> None:
+        super().__init__(down_runs)
+        self.reconnected = reconnected
+
+    def statuses(self) -> list[ServerStatus]:
+        restarts = min(self.runs, self.down_runs) if self.reconnected else 0
+        return [
+            ServerStatus(
+                name="crm",
+                transport="stdio",
+                target="crm",
+                state=ConnectionState.READY,
+                sdk_version="1",
+                reconnects=restarts,
+            )
+        ]
+
+
+@pytest.mark.parametrize(("reconnected", "expected"), [(True, ("done", 4)), (False, ("failed", 1))])
+async def test_a_server_that_restarted_during_the_run_counts_as_down_though_it_is_back(
+    monkeypatch: pytest.MonkeyPatch, reconnected: bool, expected: tuple[str, int]
+) -> None:
+    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    engine = QuickRestartEngine(down_runs=3, reconnected=reconnected)
+    item = StoredItem("a", 1, {"id": "a"}, "pending", 0)
+    result = await runner.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
+    assert (result.status, engine.runs) == expected
+
+
 async def test_a_server_down_for_too_long_stops_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner, "PAUSE_S", (1.0, 1.0))
     monkeypatch.setattr(runner, "SERVER_OUTAGE_LIMIT_S", 2.0)
@@ -428,6 +461,6 @@ def test_items_that_run_while_a_crashed_server_restarts_do_not_fail(make_workspa
     summary = json.loads(done.stdout)
     # Each item's call was in flight when its server died (unknown, never re-sent); none failed
     # for running while the server restarted.
-    assert summary["counts"]["failed"] == 0 and summary["counts"]["unknown"] == 3, done.stderr
+    assert summary["counts"]["failed"] == 0 and summary["counts"]["unknown"] == 3, (done.stdout, done.stderr)
     writes = ws.crm_writes()
     assert len(writes) == 3 and len(set(writes)) == 3
