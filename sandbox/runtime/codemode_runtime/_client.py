@@ -157,14 +157,11 @@ class Channel:
                     if self._reader is None and not self._wanted and not (main and self._buffer):
                         self._reader, lead = me, True  # one statement: no signal handler runs between
                     else:
-                        waiter.unwake()  # woken again by its answer, or when handed the read role
-                        waiter.waiting = True
+                        waiter.ready_to_sleep()
                         if self._reader is None and not self._wanted:
                             self._want_background()
                 if waiter.waiting:
-                    waiter.gate.acquire()
-                    with self._lock:
-                        waiter.woken = waiter.waiting = False
+                    waiter.sleep(self._lock)
                 elif main:
                     if not self._read_own(request_id):
                         with self._lock:
@@ -235,7 +232,7 @@ class Channel:
                 self._reader = threading.get_ident()
                 self._wanted = False
             try:
-                while self._read_frame() != "answer":
+                while not self._read_frame():
                     pass
             except (OSError, EOFError, ValueError):
                 self._close()
@@ -243,8 +240,8 @@ class Channel:
             finally:
                 self._release()
 
-    def _read_frame(self) -> str:
-        """Read and hand on one frame; say what it was (``answer``, ``request`` or ``other``)."""
+    def _read_frame(self) -> bool:
+        """Read and hand on one frame; whether it was an answer."""
         buffer = self._fill(wire.HEADER.size)
         (length,) = wire.HEADER.unpack_from(buffer)
         if length > self.max_frame:
@@ -254,13 +251,13 @@ class Channel:
         message = wire.decode_body(bytes(memoryview(buffer)[wire.HEADER.size : end]))
         del buffer[:end]
         if not isinstance(message, dict):
-            return "other"
+            return False
         message = cast(dict[str, Any], message)
         if "method" in message:
             self._host_request(message)
-            return "request"
+            return False
         self._response(message)
-        return "answer"
+        return True
 
     def _fill(self, size: int) -> bytearray:
         """The read buffer, once it holds at least ``size`` bytes (it may hold more: the start of

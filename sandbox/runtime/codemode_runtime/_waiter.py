@@ -33,8 +33,16 @@ class Waiter:
             self.woken = True
             self.gate.release()
 
-    def unwake(self) -> None:
-        """Take back a wake-up that was not slept through (the channel's lock held)."""
+    def ready_to_sleep(self) -> None:
+        """Mark its thread as about to sleep, taking back a wake-up it has not slept through (the
+        channel's lock held): woken again by its answer, or when handed the read role."""
         if self.woken:
             self.woken = False
             self.gate.acquire(blocking=False)
+        self.waiting = True
+
+    def sleep(self, lock: threading.Lock) -> None:
+        """Sleep until woken; then, under the channel's ``lock``, awake and not waiting."""
+        self.gate.acquire()
+        with lock:
+            self.woken = self.waiting = False
