@@ -376,8 +376,15 @@ class RestartingEngine:
         )
 
     def statuses(self) -> list[ServerStatus]:
-        state = ConnectionState.CONNECTING if self.runs <= self.down_runs else ConnectionState.READY
-        return [ServerStatus(name="crm", transport="stdio", target="crm", state=state, sdk_version="1")]
+        return [
+            crm_status(ConnectionState.CONNECTING if self.runs <= self.down_runs else ConnectionState.READY)
+        ]
+
+
+def crm_status(state: ConnectionState, reconnects: int = 0) -> ServerStatus:
+    return ServerStatus(
+        name="crm", transport="stdio", target="crm", state=state, sdk_version="1", reconnects=reconnects
+    )
 
 
 def load_config_for_tests() -> Any:
@@ -416,16 +423,7 @@ class QuickRestartEngine(RestartingEngine):
 
     def statuses(self) -> list[ServerStatus]:
         restarts = min(self.runs, self.down_runs) if self.reconnected else 0
-        return [
-            ServerStatus(
-                name="crm",
-                transport="stdio",
-                target="crm",
-                state=ConnectionState.READY,
-                sdk_version="1",
-                reconnects=restarts,
-            )
-        ]
+        return [crm_status(ConnectionState.READY, restarts)]
 
 
 @pytest.mark.parametrize(("reconnected", "expected"), [(True, ("done", 4)), (False, ("failed", 1))])
