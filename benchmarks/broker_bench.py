@@ -25,9 +25,8 @@ median of each round's own ratio (with the lowest and highest): a paired measure
 spell of the machine, hitting one path's round more than another's, moves far less.
 Throughput is calls per second on the read path with 1 and with 16 calls in flight (the program
 fans out with ``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent
-tasks. The
-per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers wrapped on the broker,
-outside the ratio's rounds.
+tasks. The per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers wrapped on the
+broker, outside the ratio's rounds.
 
 The tool is ``crm/list_writes(customer_id=…)`` for a customer without writes: a small answer,
 so the numbers show the cost of the path and not of moving data. ``--tool get_customer`` times
