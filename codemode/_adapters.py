@@ -35,7 +35,7 @@ class HostCatalog:
             return None
         if connection.relisting:  # announced a change we have not listed yet: fail closed
             return None
-        return connection.catalog.tool(tool)
+        return connection.tool(tool)
 
     async def settle(self, server: str) -> None:
         connection = self._host.connections.get(server)

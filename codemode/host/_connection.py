@@ -11,10 +11,11 @@ raises into the host's task group.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import secrets
 import sys
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
@@ -33,7 +34,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from codemode.catalog import ServerCatalog
+from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import (
     CodemodeError,
@@ -49,6 +50,7 @@ from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, Refusals, http_client_for, refusal_reason
 from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._listing import list_catalog
+from codemode.host._output_check import OutputCheck, install_output_check
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
@@ -95,6 +97,7 @@ class ServerConnection:
         self._client: Client | None = None
         self._stderr: StderrTail | None = None
         self._catalog: ServerCatalog | None = None
+        self._tools_by_name: tuple[ServerCatalog | None, dict[str, ToolSpec]] = (None, {})
         self._state = ConnectionState.CONNECTING
         self._error: str | None = None
         self._protocol_version: str | None = None
@@ -109,6 +112,12 @@ class ServerConnection:
         self._refresh_send, self._refresh_receive = anyio.create_memory_object_stream[str](16)
         self._http_refusals = Refusals()
         self._cut_results: CutResults = {}
+        # Each call's marker (its progress token too) is unique per connection and unguessable
+        # across connections; a counter instead of a uuid4 per call spares a getrandom().
+        self._marker_prefix = secrets.token_hex(8) + "-"
+        self._markers = itertools.count()
+        self.output_check: OutputCheck | None = None
+        """The current session's output-schema check (see :mod:`codemode.host._output_check`)."""
         self.inputs = InputRouter(config, lambda: self._client)  # its update_roots tells this client
         self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._mark_lost)
         # Announced list changes vs. the ones a completed re-listing has covered: between the
@@ -126,6 +135,24 @@ class ServerConnection:
     @property
     def catalog(self) -> ServerCatalog | None:
         return self._catalog
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The tool ``name`` as the current catalog lists it (by name: a call's lookup must not
+        scan a catalog of thousands of tools)."""
+        catalog = self._catalog
+        if catalog is None:
+            return None
+        indexed, by_name = self._tools_by_name
+        if indexed is not catalog:
+            by_name = {spec.name: spec for spec in catalog.tools}
+            self._tools_by_name = (catalog, by_name)
+        return by_name.get(name)
+
+    def _output_schema(self, name: str) -> tuple[str, dict[str, Any]] | None:
+        spec = self.tool(name)
+        if spec is None or spec.output_schema is None:
+            return None
+        return spec.schema_hash, spec.output_schema
 
     @property
     def relisting(self) -> bool:
@@ -270,6 +297,7 @@ class ServerConnection:
                         cfg.describe(),
                         f'protocol = "2026-07-28" is configured but the server negotiated {version}',
                     )
+                self.output_check = install_output_check(client.session, self._output_schema)
                 self._client = client
                 self._protocol_version = version
                 info = client.server_info
@@ -419,7 +447,7 @@ class ServerConnection:
                 server error): it may have executed. Never retried automatically.
         """
         client = self._require_client()
-        marker = uuid.uuid4().hex
+        marker = f"{self._marker_prefix}{next(self._markers):x}"
         watch = self._tasks.watch(marker, name, on_progress)
         token = {"progressToken": marker} if watch is not None else {}
         call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), **token, CALL_MARKER: marker})
