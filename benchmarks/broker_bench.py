@@ -25,8 +25,10 @@ median of each round's own ratio (with the lowest and highest): a paired measure
 spell of the machine, hitting one path's round more than another's, moves far less.
 Throughput is calls per second on the read path with 1 and with 16 calls in flight (the program
 fans out with ``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent
-tasks. The per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers wrapped on the
-broker, outside the ratio's rounds.
+tasks, in alternating rounds too (``--throughput-rounds``). Before every series the bench waits
+until each engine's warm pool is full again, so that no series pays for the sandbox that the one
+before it used up. The per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers
+wrapped on the broker, outside the ratio's rounds.
 
 The tool is ``crm/list_writes(customer_id=…)`` for a customer without writes: a small answer,
 so the numbers show the cost of the path and not of moving data. ``--tool get_customer`` times
@@ -44,6 +46,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -83,11 +87,33 @@ class Latency:
 
 @dataclass(frozen=True)
 class Throughput:
+    """Calls per second over ``rounds`` alternating measurements of ``calls`` calls each: the
+    median, and the median of each round's share of the direct client's figure (paired)."""
+
     name: str
     concurrency: int
     calls: int
-    seconds: float
+    rounds: int
     calls_per_s: float
+    low: float
+    high: float
+    share_of_direct: float
+
+
+def throughput(
+    name: str, concurrency: int, calls: int, per_s: list[float], direct: list[float]
+) -> Throughput:
+    shares = [mine / theirs for mine, theirs in zip(per_s, direct, strict=True)]
+    return Throughput(
+        name,
+        concurrency,
+        calls,
+        len(per_s),
+        statistics.median(per_s),
+        min(per_s),
+        max(per_s),
+        statistics.median(shares),
+    )
 
 
 def latency(name: str, samples_s: list[float]) -> Latency:
@@ -201,6 +227,16 @@ async def direct_fan_out(
     return time.perf_counter() - start
 
 
+async def settle(engines: Iterable[CodeMode]) -> None:
+    """Wait until every engine's warm pool is full again. A run's sandbox is replaced when the
+    run ends, and starting one (an interpreter; for Docker, runc and the engine) takes the CPU
+    from whatever runs next: without this, each series pays for the one before it."""
+    for engine in engines:
+        sandboxes = engine._sandboxes  # pyright: ignore[reportPrivateUsage]
+        assert sandboxes is not None
+        await sandboxes.wait_ready()
+
+
 async def broker_run(engine: CodeMode, code: str) -> Any:
     result = await engine.run(code)
     if result.status != "ok":
@@ -226,6 +262,29 @@ async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: i
     return stages
 
 
+async def fan_out_rates(
+    client: mcp.Client,
+    reads: dict[str, CodeMode],
+    tool: str,
+    arguments: dict[str, Any],
+    calls: int,
+    rounds: int,
+) -> dict[tuple[str, int], list[float]]:
+    """Calls per second of the direct client and of each read path, with 1 and 16 calls in
+    flight, in alternating rounds: (series, in flight) -> one figure per round."""
+    rates: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for concurrency in (1, 16):
+            await settle(reads.values())
+            seconds = await direct_fan_out(client, tool, arguments, calls, concurrency)
+            rates[("direct", concurrency)].append(calls / seconds)
+            code = fan_out_program(tool, arguments, calls, concurrency)
+            for label, engine in reads.items():
+                await settle(reads.values())
+                rates[(label, concurrency)].append(calls / float(await broker_run(engine, code)))
+    return dict(sorted(rates.items(), key=lambda item: item[0][1]))
+
+
 def paired_ratios(path: list[float], direct: list[float]) -> dict[str, float]:
     """Each round's p50 over the direct call's p50 in the same round: their median and range.
 
@@ -241,7 +300,13 @@ def path_of(label: str) -> str:
 
 
 async def bench(
-    n: int, rounds: int, fan_out_calls: int, backends: list[str], tool_key: str, stages: bool
+    n: int,
+    rounds: int,
+    fan_out_calls: int,
+    throughput_rounds: int,
+    backends: list[str],
+    tool_key: str,
+    stages: bool,
 ) -> dict[str, Any]:
     """Every path on every backend, and the direct call, in the same alternating rounds. With one
     backend a series is named by its path (``read``); with several, ``read@docker``."""
@@ -276,26 +341,17 @@ async def bench(
                 await broker_run(engine, loop_program(tool, arguments, 20))
             per_round = max(1, n // rounds)
             for _ in range(rounds):
+                await settle(engines.values())
                 measured = await direct_loop(client, tool, arguments, per_round)
                 samples["direct"] += measured
                 by_round["direct"].append(statistics.median(measured))
                 for label, engine in engines.items():
+                    await settle(engines.values())
                     measured = await broker_run(engine, loop_program(tool, arguments, per_round))
                     samples[label] += measured
                     by_round[label].append(statistics.median(measured))
-            throughput: list[Throughput] = []
-            reads = [label for label, (path, _) in labels.items() if path == "read"]
-            for concurrency in (1, 16):
-                seconds = await direct_fan_out(client, tool, arguments, fan_out_calls, concurrency)
-                throughput.append(
-                    Throughput("direct", concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
-                )
-                code = fan_out_program(tool, arguments, fan_out_calls, concurrency)
-                for label in reads:
-                    seconds = float(await broker_run(engines[label], code))
-                    throughput.append(
-                        Throughput(label, concurrency, fan_out_calls, seconds, fan_out_calls / seconds)
-                    )
+            reads = {label: engines[label] for label, (path, _) in labels.items() if path == "read"}
+            rates = await fan_out_rates(client, reads, tool, arguments, fan_out_calls, throughput_rounds)
             per_stage = (
                 {label: await breakdown(engine, tool, arguments, n) for label, engine in engines.items()}
                 if stages
@@ -315,7 +371,10 @@ async def bench(
         "p95_ratio": {label: series[label].p95_ms / direct.p95_ms for label in labels},
         "paired_p50_ratio": {label: paired_ratios(by_round[label], by_round["direct"]) for label in labels},
         "target_p50_ratio": TARGETS,
-        "throughput": [asdict(t) for t in throughput],
+        "throughput": [
+            asdict(throughput(name, concurrency, fan_out_calls, per_s, rates[("direct", concurrency)]))
+            for (name, concurrency), per_s in rates.items()
+        ],
         "breakdown_ms": per_stage,
     }
 
@@ -341,11 +400,16 @@ def print_table(report: dict[str, Any]) -> None:
             f"({paired['low']:.2f}-{paired['high']:.2f}x)"
         )
     print()
-    print(f"{'path':<{width}} {'in flight':>9} {'calls':>7} {'seconds':>9} {'calls/s':>9}")
+    rounds = report["throughput"][0]["rounds"]
+    print(
+        f"throughput: median of {rounds} alternating rounds (lowest-highest); share of direct, round by round"
+    )
+    print(f"{'path':<{width}} {'in flight':>9} {'calls/s':>9} {'range':>15} {'of direct':>10}")
     for t in report["throughput"]:
+        spread = f"{t['low']:.0f}-{t['high']:.0f}"
         print(
-            f"{t['name']:<{width}} {t['concurrency']:>9} {t['calls']:>7} {t['seconds']:>9.2f} "
-            f"{t['calls_per_s']:>9.1f}"
+            f"{t['name']:<{width}} {t['concurrency']:>9} {t['calls_per_s']:>9.1f} {spread:>15} "
+            f"{t['share_of_direct']:>9.0%}"
         )
     if report["breakdown_ms"]:
         print()
@@ -377,6 +441,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")
     parser.add_argument(
+        "--throughput-rounds", type=int, default=3, help="alternating throughput rounds (default 3)"
+    )
+    parser.add_argument(
         "--backend",
         type=backend_list,
         default=["auto"],
@@ -397,6 +464,7 @@ def main() -> None:
         options.n,
         options.rounds,
         options.calls,
+        options.throughput_rounds,
         options.backend,
         options.tool,
         not options.no_breakdown,
