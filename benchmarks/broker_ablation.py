@@ -10,8 +10,9 @@ objects; so this measures, it does not ship. Pieces:
 
 * ``deferred-record`` - the read's ledger record, queued for the writer thread (the record is
   dropped: what the writer's share of the interpreter's lock costs the program's wait);
-* ``output-validation`` - the MCP SDK's check of the answer against the tool's output schema
-  (``ClientSession.validate_tool_result``; the direct client pays it too).
+* ``output-validation`` - the check of the answer against the tool's output schema (codemode's
+  compiled validator, with the SDK's ``ClientSession.validate_tool_result`` behind it; the direct
+  client pays the SDK's check).
 
 If the p50 of ``B`` matches ``A``'s, the piece is not where a read's time goes. Nothing is asserted.
 """
@@ -43,6 +44,7 @@ from benchmarks.broker_bench import (  # noqa: E402
     direct_loop,
     loop_program,
     pin_everything,
+    settle,
     write_config,
 )
 from codemode._engine import CodeMode  # noqa: E402
@@ -91,8 +93,10 @@ async def measure(without: str, n: int, rounds: int, backend: str) -> dict[str, 
         await direct_loop(client, tool, arguments, 50)
         PIECES[without](engines["B"])
         for index in range(rounds):
+            await settle(engines.values())
             samples["direct"] += await direct_loop(client, tool, arguments, n)
             for name in ("A", "B") if index % 2 == 0 else ("B", "A"):
+                await settle(engines.values())
                 samples[name] += await broker_run(engines[name], loop_program(tool, arguments, n))
     return {name: statistics.median(values) * 1000 for name, values in samples.items()}
 

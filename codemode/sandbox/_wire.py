@@ -299,7 +299,7 @@ _COUNTED_FROM: Final = 4096
 """A body this small counts as holding as many values as it has bytes (counting costs more)."""
 
 
-def _too_deep(brackets: bytes, limit: int) -> bool:
+def _too_deep(brackets: bytes | bytearray, limit: int) -> bool:
     """Whether a string of ``[`` and ``]`` nests deeper than ``limit`` (raises when unbalanced).
 
     A ``replace`` pass removes every innermost pair, one level in all: shallow, wide JSON (the
@@ -321,7 +321,7 @@ def _too_deep(brackets: bytes, limit: int) -> bool:
     return max(depths) > limit
 
 
-def scan_body(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> int:
+def scan_body(body: bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> int:
     """Refuse a body nested deeper than ``max_depth`` or holding more than ``max_values`` values,
     before it is parsed; return an upper bound of its values.
 
@@ -357,7 +357,7 @@ def scan_body(body: bytes, *, max_depth: int = MAX_DEPTH, max_values: int | None
     return values
 
 
-def parse_body(body: bytes) -> Any:
+def parse_body(body: bytes | bytearray) -> Any:
     """Parse one frame body that :func:`scan_body` accepted, refusing anything but plain JSON."""
     try:
         return _DECODER.decode(body.decode("utf-8"))
@@ -367,7 +367,7 @@ def parse_body(body: bytes) -> Any:
         raise WireError(f"message is not valid JSON: {str(exc)[:200]}") from None
 
 
-def decode_body(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+def decode_body(body: bytes | bytearray, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one frame body, refusing anything but plain JSON at most ``max_depth`` deep (checked
     before the body is parsed). The host also caps the values: :func:`scan_body`'s ``max_values``."""
     scan_body(body, max_depth=max_depth)

@@ -252,6 +252,50 @@ def test_a_caller_interrupted_while_reading_leaves_the_stream_whole(
         assert second.result(timeout=10) == "whole"
 
 
+def test_a_caller_interrupted_while_reading_a_large_frame_in_place_leaves_the_stream_whole(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """A frame larger than one read goes straight into a buffer of its own size; that buffer
+    belongs to the channel too, so a reader interrupted mid-frame loses none of it."""
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
+    host = ScriptedHost(pair[1], echo=False)
+    in_place = 0
+
+    class Interrupted(Exception):
+        pass
+
+    class InterruptedOnSecondReadInPlace:
+        def recv(self, size: int) -> bytes:
+            return pair[0].recv(size)
+
+        def recv_into(self, buffer: memoryview, size: int) -> int:
+            nonlocal in_place
+            in_place += 1
+            if in_place == 2:
+                raise Interrupted
+            return pair[0].recv_into(buffer, min(size, 50_000))
+
+        def sendall(self, data: bytes) -> None:
+            pair[0].sendall(data)
+
+    channel.sock = InterruptedOnSecondReadInPlace()
+    big = "y" * 120_000  # less than the socket buffer holds: the host sends it all at once
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(channel.request, "call", {"n": 1})
+        host.wait_for(lambda: len(host.requests) == 1)
+        answer = frame({"jsonrpc": "2.0", "id": host.requests[0]["id"], "result": big})
+        pair[1].sendall(answer[:1000])  # the header and the start: the caller reads on in place
+        time.sleep(0.05)
+        pair[1].sendall(answer[1000:])
+        with pytest.raises(Interrupted):
+            first.result(timeout=10)
+        second = pool.submit(channel.request, "call", {"n": 2})
+        host.wait_for(lambda: len(host.requests) == 2)
+        host.answer(host.requests[1], "whole")
+        assert second.result(timeout=10) == "whole"
+    assert in_place > 2  # the second reader finished the large frame in place
+
+
 def test_the_main_thread_reads_its_own_answers(
     client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
 ) -> None:
