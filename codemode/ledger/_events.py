@@ -42,15 +42,19 @@ def emit(
         _, new = reduce(kind, subject, fields, current)
     except ReduceError as exc:
         raise LedgerStateError(f"{subject}: {exc}") from exc
-    head = tx.head()
-    last = tx.last_event() or (0, ctx.genesis)
-    if head != last:
-        # Writing now would re-seal a truncated or spliced log under a fresh head.
-        raise LedgerError(
-            f"ledger {ctx.location}: the log ends at event {last[0]} but its head says "
-            f"{'nothing' if head is None else head[0]}: events were removed or added outside codemode. "
-            "Refusing to write; run 'codemode ledger verify'."
-        )
+    # The log's end is checked against the head once per transaction: after an append in it, both
+    # are that event (a batch of deferred records saves two queries a record).
+    last = tx.appended
+    if last is None:
+        head = tx.head()
+        last = tx.last_event() or (0, ctx.genesis)
+        if head != last:
+            # Writing now would re-seal a truncated or spliced log under a fresh head.
+            raise LedgerError(
+                f"ledger {ctx.location}: the log ends at event {last[0]} but its head says "
+                f"{'nothing' if head is None else head[0]}: events were removed or added outside "
+                "codemode. Refusing to write; run 'codemode ledger verify'."
+            )
     seq, at, payload = last[0] + 1, to_text(ctx.now()), payload_text(dict(fields))
     digest = event_hash(last[1], seq=seq, at=at, kind=kind, subject=subject, payload=payload)
     tx.append(

@@ -82,6 +82,7 @@ class PostgresTransaction:
     def __init__(self, conn: Connection, location: str) -> None:
         self._conn = conn
         self._location = location
+        self.appended: tuple[int, str] | None = None
 
     def fetch(self, query: Statement, params: Params | None = None) -> list[Row]:
         """Run one statement; its rows as dicts (empty for statements that return none)."""
@@ -116,6 +117,7 @@ class PostgresTransaction:
             (event.seq, event.at, event.kind, event.subject, event.payload, event.prev_hash, event.hash),
         )
         self.fetch(sql.SQL("UPDATE head SET seq = %s, hash = %s WHERE id = 1"), (event.seq, event.hash))
+        self.appended = (event.seq, event.hash)
 
     def events(self, *, subject: str | None = None, limit: int | None = None) -> Iterator[EventRow]:
         # Page by seq instead of holding a server-side cursor: all pages come from the same

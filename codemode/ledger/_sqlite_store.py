@@ -132,6 +132,7 @@ class SqliteTransaction:
     def __init__(self, conn: sqlite3.Connection, location: str) -> None:
         self._conn = conn
         self._location = location
+        self.appended: tuple[int, str] | None = None
 
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
         try:
@@ -169,6 +170,7 @@ class SqliteTransaction:
             (event.seq, event.at, event.kind, event.subject, event.payload, event.prev_hash, event.hash),
         )
         self.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (event.seq, event.hash))
+        self.appended = (event.seq, event.hash)
 
     def events(self, *, subject: str | None = None, limit: int | None = None) -> Iterator[EventRow]:
         sql = "SELECT seq, at, kind, subject, payload, prev_hash, hash FROM events"

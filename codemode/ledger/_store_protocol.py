@@ -120,6 +120,10 @@ class StoreTransaction(Protocol):
     """The primitives available inside one transaction. Table and column names come only from
     :mod:`._schema` (the reducer has checked every field name before a write reaches here)."""
 
+    appended: tuple[int, str] | None
+    """``(seq, hash)`` of the last event this transaction appended, which is then also the head's
+    and the last stored event's; None before its first append."""
+
     def ledger_id(self) -> str | None:
         """The id minted when the store was created (seeds the chain's genesis); None if lost."""
         ...
