@@ -132,3 +132,20 @@ async def test_the_tool_gate_remembers_policy_answers_per_principal_tool_pin_and
     catalog.trusted = False  # the server's hints stop counting: the risk is worked out anew
     untrusted = await gate.check(context(tool, principal="alice"), Facts())
     assert isinstance(untrusted, Allow) and untrusted.facts.risk == "high"
+
+
+# -- facts --------------------------------------------------------------------------------------
+
+
+def test_facts_with_copies_and_changes_only_what_it_is_given() -> None:
+    before = Facts(trusted=True, scope=("crm:CUST-1",))
+    after = before.with_(risk="low", cost=2.0)
+    assert after == Facts(trusted=True, scope=("crm:CUST-1",), risk="low", cost=2.0)
+    assert before == Facts(trusted=True, scope=("crm:CUST-1",))  # unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        after.risk = "high"  # type: ignore[misc]
+
+
+def test_facts_with_refuses_a_name_that_is_not_a_field() -> None:
+    with pytest.raises(TypeError, match="no field"):
+        Facts().with_(principle=None)
