@@ -6,8 +6,9 @@ run a real stdio server (``raw_server.py shaped``) through a real SDK session.
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import mcp_types
@@ -16,6 +17,7 @@ import pytest
 from codemode.config import config_from_mapping
 from codemode.errors import CodemodeError
 from codemode.host import McpHost
+from codemode.host._connection import ServerConnection
 from codemode.host._output_check import OutputCheck
 
 pytestmark = pytest.mark.anyio
@@ -124,12 +126,20 @@ async def test_a_changed_definition_gets_a_validator_of_its_own() -> None:
     assert check.accepted == 2
 
 
+@contextlib.asynccontextmanager
+async def shaped_server(
+    fixture_stdio: Callable[..., dict[str, Any]],
+) -> AsyncGenerator[tuple[McpHost, ServerConnection]]:
+    """A host connected to ``raw_server.py shaped``: tools fits, misfits and bare."""
+    server = fixture_stdio("raw_server", "shaped", protocol="legacy")
+    async with McpHost(config_from_mapping({"servers": {"raw": server}})) as host:
+        yield host, host.connections["raw"]
+
+
 async def test_a_real_session_accepts_fitting_results_fast_and_the_sdk_refuses_the_others(
     fixture_stdio: Callable[..., dict[str, Any]],
 ) -> None:
-    server = fixture_stdio("raw_server", "shaped", protocol="legacy")
-    async with McpHost(config_from_mapping({"servers": {"raw": server}})) as host:
-        connection = host.connections["raw"]
+    async with shaped_server(fixture_stdio) as (host, connection):
         answer = await host.call_tool("raw", "fits", {})
         assert answer.structured_content == {"n": 1}
         assert connection.output_check is not None and connection.output_check.accepted == 1
@@ -145,9 +155,7 @@ async def test_a_real_session_accepts_fitting_results_fast_and_the_sdk_refuses_t
 async def test_a_catalog_lookup_by_name_follows_a_new_catalog(
     fixture_stdio: Callable[..., dict[str, Any]],
 ) -> None:
-    server = fixture_stdio("raw_server", "shaped", protocol="legacy")
-    async with McpHost(config_from_mapping({"servers": {"raw": server}})) as host:
-        connection = host.connections["raw"]
+    async with shaped_server(fixture_stdio) as (_, connection):
         first = connection.tool("fits")
         assert first is not None and first.output_schema is not None
         assert connection.tool("no_such_tool") is None

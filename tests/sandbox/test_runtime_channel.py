@@ -18,6 +18,7 @@ import struct
 import threading
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -214,6 +215,37 @@ def test_a_frame_split_across_reads_and_two_frames_in_one_read_are_both_understo
         assert [f.result(timeout=10) for f in futures] == ["x" * 70_000] * 2
 
 
+class Interrupted(Exception):
+    pass
+
+
+class InterruptedOnSecondRead:
+    """The sandbox's end of the socket, except that the second call of ``method`` raises, as a
+    program's signal handler can in the thread reading. Reads in place come in pieces of at most
+    50,000 bytes, so that a large frame takes several."""
+
+    def __init__(self, sock: socket.socket, method: str) -> None:
+        self.sock = sock
+        self.method = method
+        self.calls: Counter[str] = Counter()
+
+    def _count(self, method: str) -> None:
+        self.calls[method] += 1
+        if method == self.method and self.calls[method] == 2:
+            raise Interrupted
+
+    def recv(self, size: int) -> bytes:
+        self._count("recv")
+        return self.sock.recv(size)
+
+    def recv_into(self, buffer: memoryview, size: int) -> int:
+        self._count("recv_into")
+        return self.sock.recv_into(buffer, min(size, 50_000))
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
 def test_a_caller_interrupted_while_reading_leaves_the_stream_whole(
     client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
 ) -> None:
@@ -221,23 +253,7 @@ def test_a_caller_interrupted_while_reading_leaves_the_stream_whole(
     The bytes it read stay in the channel's buffer, and the next reader carries on from them."""
     channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
     host = ScriptedHost(pair[1], echo=False)
-    reads = 0
-
-    class Interrupted(Exception):
-        pass
-
-    class InterruptedOnSecondRead:
-        def recv(self, size: int) -> bytes:
-            nonlocal reads
-            reads += 1
-            if reads == 2:
-                raise Interrupted
-            return pair[0].recv(size)
-
-        def sendall(self, data: bytes) -> None:
-            pair[0].sendall(data)
-
-    channel.sock = InterruptedOnSecondRead()
+    channel.sock = InterruptedOnSecondRead(pair[0], "recv")
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(channel.request, "call", {"n": 1})
         host.wait_for(lambda: len(host.requests) == 1)
@@ -259,31 +275,12 @@ def test_a_caller_interrupted_while_reading_a_large_frame_in_place_leaves_the_st
     belongs to the channel too, so a reader interrupted mid-frame loses none of it."""
     channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
     host = ScriptedHost(pair[1], echo=False)
-    in_place = 0
-
-    class Interrupted(Exception):
-        pass
-
-    class InterruptedOnSecondReadInPlace:
-        def recv(self, size: int) -> bytes:
-            return pair[0].recv(size)
-
-        def recv_into(self, buffer: memoryview, size: int) -> int:
-            nonlocal in_place
-            in_place += 1
-            if in_place == 2:
-                raise Interrupted
-            return pair[0].recv_into(buffer, min(size, 50_000))
-
-        def sendall(self, data: bytes) -> None:
-            pair[0].sendall(data)
-
-    channel.sock = InterruptedOnSecondReadInPlace()
-    big = "y" * 120_000  # less than the socket buffer holds: the host sends it all at once
+    channel.sock = sock = InterruptedOnSecondRead(pair[0], "recv_into")
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(channel.request, "call", {"n": 1})
         host.wait_for(lambda: len(host.requests) == 1)
-        answer = frame({"jsonrpc": "2.0", "id": host.requests[0]["id"], "result": big})
+        # Less than the socket buffer holds, so that the host can send it all before anyone reads.
+        answer = frame({"jsonrpc": "2.0", "id": host.requests[0]["id"], "result": "y" * 120_000})
         pair[1].sendall(answer[:1000])  # the header and the start: the caller reads on in place
         time.sleep(0.05)
         pair[1].sendall(answer[1000:])
@@ -293,7 +290,7 @@ def test_a_caller_interrupted_while_reading_a_large_frame_in_place_leaves_the_st
         host.wait_for(lambda: len(host.requests) == 2)
         host.answer(host.requests[1], "whole")
         assert second.result(timeout=10) == "whole"
-    assert in_place > 2  # the second reader finished the large frame in place
+    assert sock.calls["recv_into"] > 2  # the second reader finished the large frame in place
 
 
 def test_the_main_thread_reads_its_own_answers(
