@@ -148,12 +148,6 @@ class ServerConnection:
             self._tools_by_name = (catalog, by_name)
         return by_name.get(name)
 
-    def _output_schema(self, name: str) -> tuple[str, dict[str, Any]] | None:
-        spec = self.tool(name)
-        if spec is None or spec.output_schema is None:
-            return None
-        return spec.schema_hash, spec.output_schema
-
     @property
     def relisting(self) -> bool:
         """The server announced a change of its lists that no completed re-listing covers yet."""
@@ -297,7 +291,7 @@ class ServerConnection:
                         cfg.describe(),
                         f'protocol = "2026-07-28" is configured but the server negotiated {version}',
                     )
-                self.output_check = install_output_check(client.session, self._output_schema)
+                self.output_check = install_output_check(client.session)
                 self._client = client
                 self._protocol_version = version
                 info = client.server_info

@@ -11,22 +11,35 @@ a hot loop, and more inside a real call, where the caches are cold. A compiled v
 case                                         checked by
 ===========================================  ==================================================
 a structured result that the compiled        nothing more: accepted
-validator of the tool's listed schema
-accepts
+validator of the session's schema for the
+tool accepts
 anything else: no structured result, the     the SDK's own check, unchanged, so that a refusal
-compiled validator says no or cannot be      and its message are the SDK's
-built, a tool the catalog does not list
+compiled validator says no, a schema it      and its message are the SDK's
+does not take (below), a tool the session
+has no schema for
 ===========================================  ==================================================
 
-The schema is the one in the connection's catalog, which the tool gate compares with the pin
-before a call leaves. References resolve inside the schema only (nothing is ever fetched), and
-formats are not asserted: the same rules as the SDK's check.
+The schema is the one the SDK's check would use: the session's own cache of listed output
+schemas, so a relisting or a server that lists a tool twice cannot make the two disagree.
+The compiled validator only takes schemas on which the two validators cannot differ:
+
+* no regular expression (``pattern``, ``patternProperties``, ``propertyNames``; a property of
+  that name counts too): the SDK reads them as Python's ``re``, ``jsonschema_rs`` as ECMA 262,
+  and some patterns only one accepts;
+* no ``multipleOf`` (floating point arithmetic: ``0.3`` is no multiple of ``0.1`` to one);
+* references only to JSON pointers inside the schema (nothing is ever fetched), and no loop of
+  references that stays on the same value (the SDK's check recurses until it fails there).
+
+Formats are asserted by neither. One difference is left: a value nested so deep that the SDK's
+check exhausts the interpreter's recursion fails there and passes here; the channel's own depth
+limit still applies to the answer on its way to the program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, cast
+from urllib.parse import unquote
 
 import jsonschema_rs
 import mcp_types
@@ -34,15 +47,110 @@ from mcp.client.session import ClientSession
 
 __all__ = ["OutputCheck", "install_output_check"]
 
-SchemaLookup = Callable[[str], tuple[str, dict[str, Any]] | None]
-"""Tool name -> (schema hash, output schema) from the catalog; None when it has none."""
+_DIVERGENT: Final = frozenset(
+    {"pattern", "patternProperties", "propertyNames", "multipleOf", "$dynamicRef", "$recursiveRef"}
+)
+_SAME_VALUE_LISTS: Final = ("allOf", "anyOf", "oneOf")
+"""Keywords whose subschemas apply to the value itself, not to a part of it."""
+_SAME_VALUE_ONE: Final = ("not", "if", "then", "else")
+
+
+def _as_map(value: object) -> dict[str, Any] | None:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
 
 
 def _never_fetch(uri: str) -> Any:
     raise ValueError(f"{uri!r} is never fetched")
 
 
-def _compile(schema: dict[str, Any]) -> jsonschema_rs.Validator | None:
+def _pointer_target(root: Any, ref: str) -> Any:
+    """The node a local ``#/...`` reference names, or None."""
+    node = root
+    for token in ref[2:].split("/") if ref != "#" else ():
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = cast(dict[str, Any], node).get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(cast(list[Any], node)):
+            node = cast(list[Any], node)[int(token)]
+        else:
+            return None
+    return node
+
+
+def _same_value_children(root: Any, node: dict[str, Any]) -> list[Any] | None:
+    """The subschemas that apply to the same value as ``node``; None for a reference that is
+    not a JSON pointer inside the schema."""
+    children: list[Any] = []
+    ref = node.get("$ref")
+    if ref is not None:
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            return None
+        children.append(_pointer_target(root, ref))
+    for key in _SAME_VALUE_LISTS:
+        members = node.get(key)
+        if isinstance(members, list):
+            children.extend(cast(list[Any], members))
+    children.extend(node.get(key) for key in _SAME_VALUE_ONE)
+    for key in ("dependentSchemas", "dependencies"):
+        dependent = node.get(key)
+        if isinstance(dependent, dict):
+            children.extend(cast(dict[str, Any], dependent).values())
+    return children
+
+
+def _takes(schema: Any) -> bool:
+    """Whether the compiled validator may stand in for the SDK's on ``schema`` (see above)."""
+    nodes: list[dict[str, Any]] = []
+    stack: list[Any] = [schema]
+    while stack:  # every node, for the keywords (iterative: schemas may be deep)
+        node = stack.pop()
+        mapping = _as_map(node)
+        if mapping is not None:
+            if _DIVERGENT & mapping.keys():
+                return False
+            nodes.append(mapping)
+            stack.extend(mapping.values())
+        elif isinstance(node, list):
+            stack.extend(cast(list[Any], node))
+    return not _loops_on_one_value(schema, nodes)
+
+
+def _loops_on_one_value(schema: dict[str, Any], nodes: list[dict[str, Any]]) -> bool:
+    """Whether following references and in-place keywords from some node of ``nodes`` leads back
+    to it (a depth-first search for a cycle, from each node in turn); also True for a reference
+    outside the schema."""
+    state: dict[int, bool] = {}  # id(node) -> on the current path (True) or done (False)
+    for start in nodes:
+        if id(start) in state:
+            continue
+        stack: list[tuple[dict[str, Any], list[Any] | None]] = [(start, None)]
+        while stack:
+            node, pending = stack[-1]
+            if pending is None:
+                if state.get(id(node)) is False:
+                    stack.pop()
+                    continue
+                children = _same_value_children(schema, node)
+                if children is None:
+                    return True
+                state[id(node)] = True
+                stack[-1] = (node, children)
+                continue
+            if not pending:
+                state[id(node)] = False
+                stack.pop()
+                continue
+            child = _as_map(pending.pop())
+            if child is not None:
+                if state.get(id(child)) is True:
+                    return True
+                stack.append((child, None))
+    return False
+
+
+def _compile(schema: Any) -> jsonschema_rs.Validator | None:
+    if _as_map(schema) is None or not _takes(schema):
+        return None
     try:
         return jsonschema_rs.validator_for(  # pyright: ignore[reportUnknownMemberType]
             schema, validate_formats=False, retriever=_never_fetch
@@ -57,12 +165,13 @@ class OutputCheck:
     def __init__(
         self,
         sdk_check: Callable[[str, mcp_types.CallToolResult], Awaitable[None]],
-        schemas: SchemaLookup,
+        schemas: Mapping[str, Any] | None,
     ) -> None:
         self._sdk_check = sdk_check
         self._schemas = schemas
-        self._compiled: dict[str, jsonschema_rs.Validator | None] = {}
-        """By schema hash: a changed definition gets a validator of its own."""
+        """The session's listed output schemas by tool name, as its own check reads them."""
+        self._compiled: dict[str, tuple[Any, jsonschema_rs.Validator | None]] = {}
+        """By tool: the schema object compiled (held, and compared by identity) and its validator."""
         self.accepted = 0
         """Results accepted by the compiled validator alone (for tests and benchmarks)."""
 
@@ -73,21 +182,24 @@ class OutputCheck:
         await self._sdk_check(name, result)
 
     def _conforms(self, name: str, structured: dict[str, Any]) -> bool:
-        listed = self._schemas(name)
-        if listed is None:
+        schema = self._schemas.get(name) if self._schemas is not None else None
+        if schema is None:
             return False
-        schema_hash, schema = listed
-        if schema_hash not in self._compiled:
-            self._compiled[schema_hash] = _compile(schema)
-        validator = self._compiled[schema_hash]
+        compiled = self._compiled.get(name)
+        if compiled is None or compiled[0] is not schema:  # listed again: a new schema object
+            compiled = self._compiled[name] = (schema, _compile(schema))
+        validator = compiled[1]
         try:
             return validator is not None and validator.is_valid(structured)
         except Exception:  # a validator that fails is no verdict: the SDK's check decides
             return False
 
 
-def install_output_check(session: ClientSession, schemas: SchemaLookup) -> OutputCheck:
+def install_output_check(session: ClientSession) -> OutputCheck:
     """Give ``session`` the fast check; the SDK's own stays behind it for every other case."""
+    # The SDK's cache of listed output schemas (private, hence read defensively): without it,
+    # every result goes to the SDK's check, and a test notices that none is accepted fast.
+    schemas = _as_map(getattr(session, "_tool_output_schemas", None))
     check = OutputCheck(session.validate_tool_result, schemas)
     # An instance attribute shadows the method, for this session only: the SDK calls it from
     # call_tool, and codemode's task polling calls it for results that arrive later.

@@ -42,14 +42,8 @@ def result(structured: dict[str, Any] | None) -> mcp_types.CallToolResult:
     return mcp_types.CallToolResult(content=[], structured_content=structured)
 
 
-def check_with(
-    schemas: dict[str, dict[str, Any]], sdk: SdkCheck, hashes: dict[str, str] | None = None
-) -> OutputCheck:
-    def lookup(name: str) -> tuple[str, dict[str, Any]] | None:
-        schema = schemas.get(name)
-        return None if schema is None else ((hashes or {}).get(name, f"hash-{name}"), schema)
-
-    return OutputCheck(sdk, lookup)
+def check_with(schemas: dict[str, Any], sdk: SdkCheck) -> OutputCheck:
+    return OutputCheck(sdk, schemas)
 
 
 async def test_a_conforming_result_is_accepted_without_the_sdks_check() -> None:
@@ -67,18 +61,58 @@ async def test_a_result_that_does_not_conform_goes_to_the_sdks_check_which_refus
     assert sdk.seen == ["count"] and check.accepted == 0
 
 
+def with_shape(**keywords: Any) -> dict[str, Any]:
+    return {**SHAPE, **keywords}
+
+
+LOOPS_ON_ONE_VALUE: dict[str, dict[str, Any]] = {
+    "to-itself": {"$ref": "#"},
+    "a-part-to-itself": {
+        "$defs": {"a": {"$ref": "#/$defs/a"}},
+        "type": "object",
+        "properties": {"n": {"$ref": "#/$defs/a"}},
+    },
+    "through-defs": {
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}},
+        "$ref": "#/$defs/a",
+    },
+    "in-any-of": {
+        "$defs": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/a"}]}},
+        "$ref": "#/$defs/a",
+    },
+}
+
+
 @pytest.mark.parametrize(
     ("schemas", "structured"),
     [
         ({"count": SHAPE}, None),  # no structured content: the SDK says whether that is allowed
-        ({}, {"n": 3}),  # a tool the catalog does not list (or lists without an output schema)
+        ({}, {"n": 3}),  # a tool the session has no output schema for
         ({"count": {"type": 12}}, {"n": 3}),  # not a schema the compiled validator can build
-        ({"count": {"$schema": "https://example.invalid/no-such-draft", **SHAPE}}, {"n": 3}),
+        ({"count": with_shape(**{"$schema": "https://example.invalid/no-such-draft"})}, {"n": 3}),
+        # Where the two validators can differ, the SDK's alone decides:
+        ({"count": with_shape(properties={"n": {"type": "string", "pattern": "^\\p{L}+$"}})}, {"n": "x"}),
+        ({"count": with_shape(patternProperties={"^n$": {"type": "integer"}})}, {"n": 3}),
+        ({"count": with_shape(propertyNames={"maxLength": 3})}, {"n": 3}),
+        ({"count": with_shape(properties={"n": {"type": "number", "multipleOf": 0.1}})}, {"n": 0.3}),
+        *(({"count": schema}, {"n": 3}) for schema in LOOPS_ON_ONE_VALUE.values()),
+        ({"count": {"$defs": {"a": SHAPE}, "$ref": "#a"}}, {"n": 3}),  # not a JSON pointer
     ],
-    ids=["no-structured-content", "not-listed", "invalid-schema", "unknown-draft"],
+    ids=[
+        "no-structured-content",
+        "not-listed",
+        "invalid-schema",
+        "unknown-draft",
+        "pattern",
+        "pattern-properties",
+        "property-names",
+        "multiple-of",
+        *(f"loop-{name}" for name in LOOPS_ON_ONE_VALUE),
+        "anchor-reference",
+    ],
 )
 async def test_every_other_case_is_left_to_the_sdks_check(
-    schemas: dict[str, dict[str, Any]], structured: dict[str, Any] | None
+    schemas: dict[str, Any], structured: dict[str, Any] | None
 ) -> None:
     sdk = SdkCheck()
     check = check_with(schemas, sdk)
@@ -102,24 +136,24 @@ async def test_a_reference_outside_the_schema_is_never_fetched() -> None:
     assert sdk.seen == ["count"] and check.accepted == 0
 
 
-async def test_references_inside_the_schema_are_followed() -> None:
-    schema = {"$defs": {"shape": SHAPE}, "$ref": "#/$defs/shape"}
+async def test_references_inside_the_schema_are_followed_also_when_they_recurse_into_parts() -> None:
+    node = {"type": "object", "properties": {"n": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}}
+    schema = {"$defs": {"node": {**node, "required": ["n"]}}, "$ref": "#/$defs/node"}
     sdk = SdkCheck(refuse=True)
     check = check_with({"count": schema}, sdk)
-    await check("count", result({"n": 3}))
+    await check("count", result({"n": 3, "next": {"n": 4, "next": {"n": 5}}}))
     with pytest.raises(RuntimeError):
-        await check("count", result({"n": "three"}))
+        await check("count", result({"n": 3, "next": {"n": "four"}}))
     assert check.accepted == 1
 
 
 async def test_a_changed_definition_gets_a_validator_of_its_own() -> None:
-    schemas = {"count": SHAPE}
-    hashes = {"count": "v1"}
+    """A relisting replaces the session's schema object; the check compiles the new one."""
+    schemas: dict[str, Any] = {"count": SHAPE}
     sdk = SdkCheck(refuse=True)
-    check = check_with(schemas, sdk, hashes)
+    check = check_with(schemas, sdk)
     await check("count", result({"n": 3}))
     schemas["count"] = {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
-    hashes["count"] = "v2"
     with pytest.raises(RuntimeError):
         await check("count", result({"n": 3}))
     await check("count", result({"n": "three"}))
