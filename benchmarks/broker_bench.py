@@ -228,13 +228,14 @@ async def direct_fan_out(
 
 
 async def settle(engines: Iterable[CodeMode]) -> None:
-    """Wait until every engine's warm pool is full again. A run's sandbox is replaced when the
-    run ends, and starting one (an interpreter; for Docker, runc and the engine) takes the CPU
-    from whatever runs next: without this, each series pays for the one before it."""
+    """Wait until every engine's warm pool is full again and its used sandboxes are gone. A run's
+    sandbox is destroyed and replaced when the run ends, and both (an interpreter; for Docker,
+    runc and the engine) take the CPU from whatever runs next: without this, each series pays
+    for the one before it."""
     for engine in engines:
         sandboxes = engine._sandboxes  # pyright: ignore[reportPrivateUsage]
         assert sandboxes is not None
-        await sandboxes.wait_ready()
+        await sandboxes.settle()
 
 
 async def broker_run(engine: CodeMode, code: str) -> Any:
@@ -264,6 +265,7 @@ async def breakdown(engine: CodeMode, tool: str, arguments: dict[str, Any], n: i
 
 async def fan_out_rates(
     client: mcp.Client,
+    engines: list[CodeMode],
     reads: dict[str, CodeMode],
     tool: str,
     arguments: dict[str, Any],
@@ -271,16 +273,17 @@ async def fan_out_rates(
     rounds: int,
 ) -> dict[tuple[str, int], list[float]]:
     """Calls per second of the direct client and of each read path, with 1 and 16 calls in
-    flight, in alternating rounds: (series, in flight) -> one figure per round."""
+    flight, in alternating rounds: (series, in flight) -> one figure per round. Every engine of
+    ``engines`` is settled before each series."""
     rates: dict[tuple[str, int], list[float]] = defaultdict(list)
     for _ in range(rounds):
         for concurrency in (1, 16):
-            await settle(reads.values())
+            await settle(engines)
             seconds = await direct_fan_out(client, tool, arguments, calls, concurrency)
             rates[("direct", concurrency)].append(calls / seconds)
             code = fan_out_program(tool, arguments, calls, concurrency)
             for label, engine in reads.items():
-                await settle(reads.values())
+                await settle(engines)
                 rates[(label, concurrency)].append(calls / float(await broker_run(engine, code)))
     return dict(sorted(rates.items(), key=lambda item: item[0][1]))
 
@@ -351,12 +354,15 @@ async def bench(
                     samples[label] += measured
                     by_round[label].append(statistics.median(measured))
             reads = {label: engines[label] for label, (path, _) in labels.items() if path == "read"}
-            rates = await fan_out_rates(client, reads, tool, arguments, fan_out_calls, throughput_rounds)
-            per_stage = (
-                {label: await breakdown(engine, tool, arguments, n) for label, engine in engines.items()}
-                if stages
-                else None
+            rates = await fan_out_rates(
+                client, list(engines.values()), reads, tool, arguments, fan_out_calls, throughput_rounds
             )
+            per_stage: dict[str, dict[str, float]] | None = None
+            if stages:
+                per_stage = {}
+                for label, engine in engines.items():
+                    await settle(engines.values())
+                    per_stage[label] = await breakdown(engine, tool, arguments, n)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     series = {name: latency(name, values) for name, values in samples.items()}
@@ -423,6 +429,13 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"  {stage:<28} {values}  {explained.get(stage, '')}")
 
 
+def at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give 1 or more")
+    return value
+
+
 def backend_list(text: str) -> list[str]:
     """``docker,process`` -> ["docker", "process"], each a known backend, none twice."""
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -437,11 +450,11 @@ def backend_list(text: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("-n", type=int, default=400, help="latency samples per path (default 400)")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
-    parser.add_argument("--calls", type=int, default=400, help="calls per throughput measurement")
+    parser.add_argument("-n", type=at_least_one, default=400, help="latency samples per path (default 400)")
+    parser.add_argument("--rounds", type=at_least_one, default=4, help="alternating rounds (default 4)")
+    parser.add_argument("--calls", type=at_least_one, default=400, help="calls per throughput measurement")
     parser.add_argument(
-        "--throughput-rounds", type=int, default=3, help="alternating throughput rounds (default 3)"
+        "--throughput-rounds", type=at_least_one, default=3, help="alternating throughput rounds (default 3)"
     )
     parser.add_argument(
         "--backend",

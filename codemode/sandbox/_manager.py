@@ -67,6 +67,9 @@ class SandboxManager:
         self._sessions: dict[tuple[str, str, str], Session] = {}
         """Open sessions by (principal, tenant, session id): the one registry of them."""
         self._closing = False
+        self._tearing_down = 0
+        self._torn_down: anyio.Event | None = None
+        """Set when the last teardown in progress ends (made by whoever waits for that)."""
         self.pool_id = new_pool_id()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -135,11 +138,34 @@ class SandboxManager:
         if self._pool is not None:
             await self._pool.wait_ready(count, within_s=within_s)
 
+    @property
+    def tearing_down(self) -> int:
+        """Sandboxes of finished runs still being destroyed (in the background)."""
+        return self._tearing_down
+
+    async def settle(self, *, within_s: float = 60.0) -> None:
+        """Wait until the warm pool is full and no sandbox is being torn down: the manager uses
+        no CPU of its own until the next run (for benchmarks, which time one thing at a time)."""
+        with anyio.fail_after(within_s):
+            await self.wait_ready(within_s=within_s)
+            while self._tearing_down:
+                self._torn_down = anyio.Event()
+                await self._torn_down.wait()
+
     # -- running ---------------------------------------------------------------------------
 
     def _discard(self, sandbox: LiveSandbox) -> None:
         if self._tg is not None:
-            self._tg.start_soon(sandbox.destroy)
+            self._tearing_down += 1
+            self._tg.start_soon(self._destroy, sandbox)
+
+    async def _destroy(self, sandbox: LiveSandbox) -> None:
+        try:
+            await sandbox.destroy()
+        finally:
+            self._tearing_down -= 1
+            if not self._tearing_down and self._torn_down is not None:
+                self._torn_down.set()
 
     async def _acquire(self, *, hold: bool = False) -> LiveSandbox:
         if self._tg is None or self._backend is None or self._closing:

@@ -44,6 +44,19 @@ async def test_each_run_gets_a_fresh_warm_sandbox_and_nothing_leaks_between_runs
     no_leftovers()
 
 
+async def test_settle_waits_for_the_refill_and_for_the_used_sandbox_to_be_gone(
+    make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
+) -> None:
+    async with SandboxManager(make_config(pool_size=1)) as manager:
+        await manager.settle()
+        assert (manager.warm_ready, manager.tearing_down) == (1, 0)
+        outcome = await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+        assert outcome.result == 2
+        assert manager.tearing_down == 1  # destroyed in the background, after the run returned
+        await manager.settle()
+        assert (manager.warm_ready, manager.tearing_down) == (1, 0)
+
+
 async def test_a_warm_run_is_much_faster_than_a_cold_one(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
