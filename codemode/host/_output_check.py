@@ -45,6 +45,8 @@ import jsonschema_rs
 import mcp_types
 from mcp.client.session import ClientSession
 
+from codemode._json_schema import compiled_validator, json_objects, mentions
+
 __all__ = ["OutputCheck", "install_output_check"]
 
 _DIVERGENT: Final = frozenset(
@@ -59,10 +61,6 @@ def _as_map(value: object) -> dict[str, Any] | None:
     return cast(dict[str, Any], value) if isinstance(value, dict) else None
 
 
-def _never_fetch(uri: str) -> Any:
-    raise ValueError(f"{uri!r} is never fetched")
-
-
 def _pointer_target(root: Any, ref: str) -> Any:
     """The node a local ``#/...`` reference names, or None."""
     node = root
@@ -70,7 +68,13 @@ def _pointer_target(root: Any, ref: str) -> Any:
         token = unquote(token).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict):
             node = cast(dict[str, Any], node).get(token)
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(cast(list[Any], node)):
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+        elif (
+            isinstance(node, list)
+            and token.isascii()
+            and token.isdigit()
+            and int(token) < len(cast(list[Any], node))
+        ):
             node = cast(list[Any], node)[int(token)]
         else:
             return None
@@ -98,29 +102,17 @@ def _same_value_children(root: Any, node: dict[str, Any]) -> list[Any] | None:
     return children
 
 
-def _takes(schema: Any) -> bool:
+def _takes(schema: dict[str, Any]) -> bool:
     """Whether the compiled validator may stand in for the SDK's on ``schema`` (see above)."""
-    nodes: list[dict[str, Any]] = []
-    stack: list[Any] = [schema]
-    while stack:  # every node, for the keywords (iterative: schemas may be deep)
-        node = stack.pop()
-        mapping = _as_map(node)
-        if mapping is not None:
-            if _DIVERGENT & mapping.keys():
-                return False
-            nodes.append(mapping)
-            stack.extend(mapping.values())
-        elif isinstance(node, list):
-            stack.extend(cast(list[Any], node))
-    return not _loops_on_one_value(schema, nodes)
+    return not mentions(schema, _DIVERGENT) and not _loops_on_one_value(schema)
 
 
-def _loops_on_one_value(schema: dict[str, Any], nodes: list[dict[str, Any]]) -> bool:
-    """Whether following references and in-place keywords from some node of ``nodes`` leads back
-    to it (a depth-first search for a cycle, from each node in turn); also True for a reference
-    outside the schema."""
+def _loops_on_one_value(schema: dict[str, Any]) -> bool:
+    """Whether following references and in-place keywords from some object of ``schema`` leads
+    back to it (a depth-first search for a cycle, from each object in turn); also True for a
+    reference outside the schema."""
     state: dict[int, bool] = {}  # id(node) -> on the current path (True) or done (False)
-    for start in nodes:
+    for start in json_objects(schema):
         if id(start) in state:
             continue
         stack: list[tuple[dict[str, Any], list[Any] | None]] = [(start, None)]
@@ -149,14 +141,9 @@ def _loops_on_one_value(schema: dict[str, Any], nodes: list[dict[str, Any]]) -> 
 
 
 def _compile(schema: Any) -> jsonschema_rs.Validator | None:
-    if _as_map(schema) is None or not _takes(schema):
-        return None
-    try:
-        return jsonschema_rs.validator_for(  # pyright: ignore[reportUnknownMemberType]
-            schema, validate_formats=False, retriever=_never_fetch
-        )
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError):
-        return None  # an unknown draft, an invalid schema: the SDK's check says what it thinks
+    # None: the SDK's check says what it thinks (of an unknown draft, an invalid schema, ...).
+    mapping = _as_map(schema)
+    return compiled_validator(mapping) if mapping is not None and _takes(mapping) else None
 
 
 class OutputCheck:

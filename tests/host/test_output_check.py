@@ -97,6 +97,7 @@ LOOPS_ON_ONE_VALUE: dict[str, dict[str, Any]] = {
         ({"count": with_shape(properties={"n": {"type": "number", "multipleOf": 0.1}})}, {"n": 0.3}),
         *(({"count": schema}, {"n": 3}) for schema in LOOPS_ON_ONE_VALUE.values()),
         ({"count": {"$defs": {"a": SHAPE}, "$ref": "#a"}}, {"n": 3}),  # not a JSON pointer
+        ({"count": with_shape(**{"allOf": [SHAPE], "not": {"$ref": "#/allOf/²"}})}, {"n": 3}),  # no index
     ],
     ids=[
         "no-structured-content",
@@ -109,6 +110,7 @@ LOOPS_ON_ONE_VALUE: dict[str, dict[str, Any]] = {
         "multiple-of",
         *(f"loop-{name}" for name in LOOPS_ON_ONE_VALUE),
         "anchor-reference",
+        "pointer-with-a-non-ascii-digit",
     ],
 )
 async def test_every_other_case_is_left_to_the_sdks_check(

@@ -51,6 +51,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from codemode._json_schema import compiled_validator, mentions
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._paths import MAX_ARGUMENT_DEPTH
@@ -69,11 +70,6 @@ and cannot blow up, so a worker thread (and its timeout) would only add latency 
 def _refuse_retrieval(uri: str) -> Any:
     # Called for any $ref that is not inside the pinned schema: never fetch, never read files.
     raise NoSuchResource(ref=uri)
-
-
-def _refuse_compiled_retrieval(uri: str) -> Any:
-    # The compiled validator is only built for schemas without references; refuse all the same.
-    raise ValueError(f"{uri!r} is never fetched")
 
 
 # jsonschema's stubs leave best_match's return type open; it returns the most relevant error or None.
@@ -96,21 +92,6 @@ async def _off_loop(work: Callable[[], _T]) -> tuple[bool, _T | None]:
     return False, None
 
 
-def _mentions(schema: Any, keywords: tuple[str, ...], *, as_string: bool = False) -> bool:
-    """Whether any object anywhere in ``schema`` has one of ``keywords`` as a key (``as_string``:
-    with a string value)."""
-    stack: list[Any] = [schema]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if any(k in item and (not as_string or isinstance(item[k], str)) for k in keywords):  # pyright: ignore[reportUnknownArgumentType]
-                return True
-            stack.extend(item.values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-        elif isinstance(item, list):
-            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
-    return False
-
-
 def _may_be_slow(schema: Any) -> bool:
     """Whether validating against ``schema`` may take long: it runs a regular expression (a
     hostile ``pattern`` can backtrack for ever) or follows references (recursion can make the
@@ -118,7 +99,7 @@ def _may_be_slow(schema: Any) -> bool:
 
     Conservative: a *property* named ``pattern`` also counts, which only costs a worker thread.
     """
-    return _mentions(schema, _SLOW_KEYWORDS)
+    return mentions(schema, _SLOW_KEYWORDS)
 
 
 def json_depth(value: Any, limit: int) -> int:
@@ -150,14 +131,8 @@ class _Validators:
 
 
 def _compile(schema: dict[str, Any]) -> jsonschema_rs.Validator | None:
-    if _may_be_slow(schema):
-        return None
-    try:
-        return jsonschema_rs.validator_for(  # pyright: ignore[reportUnknownMemberType]
-            schema, validate_formats=False, retriever=_refuse_compiled_retrieval
-        )
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError):
-        return None  # the interpreted validator, in a worker thread, decides instead
+    # None: the interpreted validator, in a worker thread, decides instead.
+    return None if _may_be_slow(schema) else compiled_validator(schema)
 
 
 class ArgumentGate:
