@@ -26,9 +26,9 @@ spell of the machine, hitting one path's round more than another's, moves far le
 Throughput is calls per second on the read path with 1 and with 16 calls in flight (the program
 fans out with ``codemode_runtime.parallel``), next to the direct client with 1 and 16 concurrent
 tasks, in alternating rounds too (``--throughput-rounds``). Before every series the bench waits
-until each engine's warm pool is full again, so that no series pays for the sandbox that the one
-before it used up. The per-stage breakdown (``benchmarks/_stages.py``) runs last, with timers
-wrapped on the broker, outside the ratio's rounds.
+until each engine's warm pool is full again and its used sandboxes are gone, so that no series
+pays for the sandboxes of the one before it. The per-stage breakdown (``benchmarks/_stages.py``)
+runs last, with timers wrapped on the broker, outside the ratio's rounds.
 
 The tool is ``crm/list_writes(customer_id=…)`` for a customer without writes: a small answer,
 so the numbers show the cost of the path and not of moving data. ``--tool get_customer`` times
@@ -103,16 +103,9 @@ class Throughput:
 def throughput(
     name: str, concurrency: int, calls: int, per_s: list[float], direct: list[float]
 ) -> Throughput:
-    shares = [mine / theirs for mine, theirs in zip(per_s, direct, strict=True)]
+    share = paired_ratios(per_s, direct)["median"]
     return Throughput(
-        name,
-        concurrency,
-        calls,
-        len(per_s),
-        statistics.median(per_s),
-        min(per_s),
-        max(per_s),
-        statistics.median(shares),
+        name, concurrency, calls, len(per_s), statistics.median(per_s), min(per_s), max(per_s), share
     )
 
 
@@ -289,7 +282,8 @@ async def fan_out_rates(
 
 
 def paired_ratios(path: list[float], direct: list[float]) -> dict[str, float]:
-    """Each round's p50 over the direct call's p50 in the same round: their median and range.
+    """Each round's figure (a p50, a rate) over the direct call's in the same round: their
+    median and range.
 
     A shared machine's slow spells last seconds and hit whichever path runs then; a ratio taken
     within each round cancels them, where the ratio of the pooled p50s does not."""
