@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/broker_ablation.py --without deferred-record
     .venv/bin/python benchmarks/broker_ablation.py --without output-validation -n 300 --rounds 6 --json
+    .venv/bin/python benchmarks/broker_ablation.py --without compiled-output-check -n 200 --rounds 30
 
 Both engines read ``crm/list_writes`` from a program in a sandbox (the ``read`` path of
 ``broker_bench.py``); a direct ``mcp.Client`` call is timed in the same rounds, which alternate
@@ -12,7 +13,9 @@ objects; so this measures, it does not ship. Pieces:
   dropped: what the writer's share of the interpreter's lock costs the program's wait);
 * ``output-validation`` - the check of the answer against the tool's output schema (codemode's
   compiled validator, with the SDK's ``ClientSession.validate_tool_result`` behind it; the direct
-  client pays the SDK's check).
+  client pays the SDK's check);
+* ``compiled-output-check`` - codemode's compiled validator in front of the SDK's check (``B``
+  checks every answer with the SDK's interpreted validator alone, as before it).
 
 If the p50 of ``B`` matches ``A``'s, the piece is not where a read's time goes. Nothing is asserted.
 """
@@ -35,6 +38,7 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 import mcp  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from benchmarks.broker_bench import (  # noqa: E402
@@ -57,21 +61,34 @@ def _drop_deferred_records(engine: CodeMode) -> None:
     broker.ledger.record_read = lambda _record: None  # type: ignore[method-assign]
 
 
+def _sessions(engine: CodeMode) -> list[ClientSession]:
+    host = engine._host  # pyright: ignore[reportPrivateUsage]
+    assert host is not None
+    sessions: list[ClientSession] = []
+    for connection in host._connections.values():  # pyright: ignore[reportPrivateUsage]
+        client = connection._client  # pyright: ignore[reportPrivateUsage]
+        assert client is not None
+        sessions.append(client.session)
+    return sessions
+
+
 def _skip_output_validation(engine: CodeMode) -> None:
     async def skip(_name: str, _result: Any) -> None:
         return None
 
-    host = engine._host  # pyright: ignore[reportPrivateUsage]
-    assert host is not None
-    for connection in host._connections.values():  # pyright: ignore[reportPrivateUsage]
-        client = connection._client  # pyright: ignore[reportPrivateUsage]
-        assert client is not None
-        client.session.validate_tool_result = skip  # type: ignore[method-assign]
+    for session in _sessions(engine):
+        session.validate_tool_result = skip  # type: ignore[method-assign]
+
+
+def _sdk_output_check_only(engine: CodeMode) -> None:
+    for session in _sessions(engine):
+        vars(session).pop("validate_tool_result")  # the SDK's method again
 
 
 PIECES: dict[str, Callable[[CodeMode], None]] = {
     "deferred-record": _drop_deferred_records,
     "output-validation": _skip_output_validation,
+    "compiled-output-check": _sdk_output_check_only,
 }
 
 

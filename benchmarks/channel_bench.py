@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/channel_bench.py            # 2,000 round trips each
     .venv/bin/python benchmarks/channel_bench.py -n 5000 --json
+    .venv/bin/python benchmarks/channel_bench.py -n 10 --answer-kib 15000   # 15 MiB answers
 
 Both sides are as in production: the host's :class:`HostChannel` on an anyio event loop in
 this process, and the in-sandbox runtime's blocking client in a child process. Each round
@@ -18,6 +19,10 @@ asserted.
 sleeps; the echoes wait), as a real server does, and reports the time beyond D. A process that
 waited that long has been descheduled and its caches have gone cold, so this is what a stub call
 costs in a program, where the no-wait figures are a hot loop's.
+
+``--answer-kib K`` answers every call with K KiB of text instead of a small record: what moving
+a large answer costs each side (the runtime reads such a frame in place, into a buffer of its
+own size).
 """
 
 from __future__ import annotations
@@ -55,13 +60,14 @@ RESULT = ToolResult(structured={"id": "CUST-0042", "company": "Acme", "email": "
 
 
 class NoopHandler:
-    def __init__(self, answer_after_s: float = 0.0) -> None:
+    def __init__(self, answer_after_s: float = 0.0, result: ToolResult = RESULT) -> None:
         self.answer_after_s = answer_after_s
+        self.result = result
 
     async def call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
         if self.answer_after_s:
             await anyio.sleep(self.answer_after_s)
-        return RESULT
+        return self.result
 
     async def read_resource(self, binding: RunBinding, request: Any) -> CallOutcome:
         return RESULT
@@ -96,9 +102,11 @@ sys.stdin.read()  # the host closes the channel next, and the runtime exits with
 """
 
 
-async def channel_round_trips(count: int, answer_after_s: float = 0.0) -> tuple[list[float], bytes, bytes]:
-    """``count`` stub-call round trips through the real channel; their times in ms (less the
-    handler's ``answer_after_s``).
+async def channel_round_trips(
+    count: int, answer_after_s: float = 0.0, result: ToolResult = RESULT
+) -> tuple[list[float], bytes, bytes]:
+    """``count`` stub-call round trips through the real channel, each answered with ``result``;
+    their times in ms (less the handler's ``answer_after_s``).
 
     The client is the sandbox runtime's, in a process of its own as in a sandbox (it ends its
     process when the host closes the channel).
@@ -112,7 +120,9 @@ async def channel_round_trips(count: int, answer_after_s: float = 0.0) -> tuple[
         line = b""
         async with await anyio.open_process(argv, stderr=None) as client, anyio.create_task_group() as tg:
             await host.accept(10)
-            host.bind(RunContext(binding=binding, modules=NoModules(), handler=NoopHandler(answer_after_s)))
+            host.bind(
+                RunContext(binding=binding, modules=NoModules(), handler=NoopHandler(answer_after_s, result))
+            )
             tg.start_soon(host.serve)
             assert client.stdout is not None
             async for chunk in client.stdout:
@@ -255,13 +265,25 @@ def main() -> None:
         metavar="D",
         help="every side answers D ms after a request arrives; times are reported less D [0]",
     )
+    parser.add_argument(
+        "--answer-kib",
+        type=int,
+        metavar="K",
+        help="answer every call with K KiB of text instead of a small record (at most 15,000: the "
+        "channel's frames stop at 16 MiB)",
+    )
     args = parser.parse_args()
+    if args.answer_kib is not None and not 0 <= args.answer_kib <= 15_000:
+        parser.error(f"--answer-kib {args.answer_kib}: give 0 to 15000")
     wait_s = args.answer_after_ms / 1000
+    result = (
+        RESULT if args.answer_kib is None else ToolResult(structured={"blob": "z" * (args.answer_kib * 1024)})
+    )
     names = ("channel", "echo", "loop echo")
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     request = reply = b""
     for _ in range(args.rounds):
-        channel, request, reply = anyio.run(channel_round_trips, args.n, wait_s)
+        channel, request, reply = anyio.run(channel_round_trips, args.n, wait_s, result)
         rounds["channel"].append(_row(channel, wait_s))
         rounds["echo"].append(_row(echo_round_trips(args.n, request, reply, wait_s), wait_s))
         rounds["loop echo"].append(_row(loop_echo_round_trips(args.n, request, reply, wait_s), wait_s))
