@@ -10,11 +10,13 @@ answered and the end of the channel must free every waiter.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import json
 import signal
 import socket
 import struct
+import termios
 import threading
 import time
 import types
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 
 from codemode.sandbox._inprocess import load_runtime
+from tests.sandbox.conftest import wait_until
 
 HEADER = struct.Struct(">I")
 
@@ -409,3 +412,77 @@ def test_a_stub_call_from_a_signal_handler_during_the_main_threads_read_fails_cl
         threading.Timer(0.3, lambda: host.answer(host.requests[0], "late")).start()
         assert channel.request("call", {}) == "late"
     assert len(seen) == 1 and "from a signal handler" in str(seen[0]), seen
+
+
+# -- between runs: no caller will read, so nothing waits for the background reader's grace --------
+
+FOREVER_S = 3600.0
+"""The background reader's grace in the tests below: a frame that waited for its timer would not
+be read within any test's time, so they fail on such a wait however fast or slow the machine."""
+NO_LONG_HANG = pytest.mark.timeout(60)
+"""A thread left waiting for the grace keeps a test's thread pool from closing: fail sooner."""
+
+
+def run_request(request_id: int) -> bytes:
+    return frame({"jsonrpc": "2.0", "id": request_id, "method": "run", "params": {"code": "1"}})
+
+
+def unread_bytes(sock: socket.socket) -> int:
+    """Bytes that have arrived at ``sock`` and that no thread has received yet."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+@NO_LONG_HANG
+def test_between_runs_a_run_right_after_the_last_answer_is_read_at_once(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm sandbox's first run comes right after its hello, a session's next run right after
+    the last call of the run before: both right after a caller read its answer and freed the
+    read side. Between runs no caller comes, so the background reader takes it at once."""
+    monkeypatch.setattr(client, "READER_GRACE_S", FOREVER_S)
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=True)
+    for n in range(1, 4):  # a hello, then each run's last call: the read side is left free
+        assert channel.request("call", {"n": n}) == {"n": n}
+        channel.between_runs()
+        pair[1].sendall(run_request(n))
+        assert channel.inbox.get(timeout=10)["id"] == n
+    pair[1].sendall(frame({"jsonrpc": "2.0", "id": 99, "method": "snapshot", "params": {}}))
+    host.wait_for(lambda: any(answer["id"] == 99 for answer in host.answers))
+
+
+@NO_LONG_HANG
+def test_between_runs_the_read_side_goes_to_the_background_reader_when_a_reading_caller_is_done(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread the program left running is reading for its own answer when the run ends: once
+    it has that answer, the read side goes to the background reader, not back to the grace."""
+    monkeypatch.setattr(client, "READER_GRACE_S", FOREVER_S)
+    channel = open_channel(client, pair[0])
+    host = ScriptedHost(pair[1], echo=False)
+    with ThreadPoolExecutor(1) as pool:
+        first = calls_in_flight(pool, channel, host, 1)[0]
+        host.answer(host.requests[0], "first")
+        assert first.result(timeout=10) == "first"  # the read side is free now, for an hour
+        worker = pool.submit(channel.request, "call", {"n": 2})
+        host.wait_for(lambda: len(host.requests) == 2)
+        answer = frame({"jsonrpc": "2.0", "id": host.requests[1]["id"], "result": "second"})
+        pair[1].sendall(answer[:6])
+        wait_until(lambda: unread_bytes(pair[0]) == 0, what="the worker to read the answer's start")
+        channel.between_runs()
+        pair[1].sendall(answer[6:])
+        assert worker.result(timeout=10) == "second"
+        pair[1].sendall(run_request(3))
+        assert channel.inbox.get(timeout=10)["id"] == 3
+
+
+@NO_LONG_HANG
+def test_between_runs_leaves_reading_to_the_callers_of_a_channel_without_a_background_reader(
+    client: types.ModuleType, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    channel = client.Channel(pair[0], on_close=ignore)  # not started: callers read
+    ScriptedHost(pair[1], echo=True)
+    channel.between_runs()
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(channel.request, "call", {"n": 1}).result(timeout=10) == {"n": 1}
+    assert channel.request("call", {"n": 2}) == {"n": 2}

@@ -7,7 +7,8 @@ content classes); inside the sandbox it is importable as ``codemode`` too. Its m
 * ``_wire``: the channel's contract (frames, methods, shapes, limits), the very file the host
   imports as ``codemode.sandbox._wire``, staged here byte for byte;
 * ``_client``: connect to the Unix socket the host created for this sandbox, authenticate with
-  the one-time secret left beside it, and carry requests both ways;
+  the one-time secret left beside it, and carry requests both ways (``_frames`` reads the
+  frames, ``_waiter`` wakes the thread waiting for an answer);
 * ``_imports``: the import hook that fetches ``servers`` / ``servers.*`` from the host when a
   program first imports them, so only what a program imports ever travels;
 * ``_calls`` and ``_values``: the stub calls and what they return or raise;

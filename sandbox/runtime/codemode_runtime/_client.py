@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn, cast
 
 from . import _wire as wire
+from ._frames import MIN_READ, FrameReader
 from ._values import CallFailed
 from ._waiter import Waiter
 
@@ -23,11 +24,8 @@ READER_GRACE_S: Final = 0.02
 """How long the socket's read side stays free after a caller has read its own answer, before the
 background reader takes it back. A program calling in a loop finds it free and reads its next
 answer itself; a program that has stopped calling gets its host requests (``snapshot``, the end
-of the channel) answered by the background reader within this time."""
-_MIN_READ: Final = 64 * 1024
-_MAX_READ: Final = 1024 * 1024
-"""Bounds of one ``recv``: small frames come in one read, a large one in pieces of at most this,
-straight into a buffer of its own size (a 15 MB answer took half as long again through ``_buffer``)."""
+of the channel) answered by the background reader within this time. Between runs nothing waits
+for it: see :meth:`Channel.between_runs`."""
 
 
 class RemoteError(Exception):
@@ -52,7 +50,7 @@ def exit_process(channel: Channel) -> NoReturn:
     os._exit(0)
 
 
-class Channel:
+class Channel(FrameReader):
     """JSON-RPC over one socket, shared by every thread of the program.
 
     Writers take one lock per frame. Reading is a role that one thread holds at a time (a
@@ -63,14 +61,15 @@ class Channel:
     So the thread that needs an answer is the one the kernel wakes when it arrives: handing each
     answer from a reader thread to the caller cost a second wake-up on every call (0.05-0.1 ms,
     measured against a bare echo). A background thread holds the read side whenever no caller
-    has wanted it for :data:`READER_GRACE_S`, so the host is answered while a program computes.
+    has wanted it for :data:`READER_GRACE_S`, so the host is answered while a program computes,
+    and at once from :meth:`between_runs` on, since no caller will come before the next ``run``.
     Any number of threads can have stub calls in flight at once.
 
     The main thread reads more carefully (:meth:`_read_own`): Python runs signal handlers there,
     and a program's handler may raise between any two calls, so it takes only whole frames that
     hold its own answer, and leaves any other frame to the background reader. Other threads read
-    through one buffer owned by the channel, so a reader leaving mid-frame (an exception thrown
-    into it) leaves what it read for the next one.
+    through the channel's :class:`FrameReader` buffers, which a reader leaving mid-frame (an
+    exception thrown into it) leaves whole for the next one.
 
     ``on_close`` runs once, in the thread that saw the channel end: :func:`exit_process` in a
     sandbox; the in-process test runtime (``_embedded``) wakes its serve loop instead, since it
@@ -78,7 +77,7 @@ class Channel:
     """
 
     def __init__(self, sock: socket.socket, *, on_close: Callable[[Channel], None] = exit_process) -> None:
-        self.sock = sock
+        super().__init__(sock)
         self._on_close = on_close
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -88,16 +87,14 @@ class Channel:
         self._next_id = 1
         self._reader: int | None = None
         """The thread that holds the read role, if one does."""
+        self._background: int | None = None
+        """The background reader's thread, once :meth:`start` has started it."""
         self._wanted = False
-        """A thread waiting for its answer cannot read the next frame: the background reader must."""
+        """The background reader must take the read side as soon as it is free: a thread waiting
+        for its answer cannot read the next frame, or no program is running (:meth:`between_runs`)."""
         self._released_at = float("-inf")
         self._closed = False
-        self._buffer = bytearray()
-        self._large: bytearray | None = None
-        self._large_filled = 0
-        """A large frame's body being read, and how much has arrived: the channel's, as ``_buffer``."""
         self._owner_pid = os.getpid()
-        self.max_frame = wire.DEFAULT_MAX_FRAME_BYTES
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.snapshot: Callable[[], wire.Snapshot] = lambda: _EMPTY_SNAPSHOT
 
@@ -107,7 +104,20 @@ class Channel:
         return self._closed
 
     def start(self) -> None:
-        threading.Thread(target=self._background_reader, name="codemode-channel", daemon=True).start()
+        reader = threading.Thread(target=self._background_reader, name="codemode-channel", daemon=True)
+        reader.start()
+        self._background = reader.ident
+
+    def between_runs(self) -> None:
+        """Say that no program is running (none has started yet, or the last one has answered):
+        no caller will read before the host's next ``run``, so the background reader takes the
+        read side now instead of after :data:`READER_GRACE_S`. Otherwise a ``run`` sent within the
+        grace of the last answer read by a caller (a warm sandbox's first run right after its
+        hello, a session's next run right after a program that called) would wait it out unread.
+        """
+        with self._lock:
+            if self._background is not None and self._reader != self._background:
+                self._want_background()  # if a caller reads now, the role goes on when it is done
 
     def send(self, message: dict[str, Any]) -> None:
         body = wire.encode_body(message)
@@ -158,9 +168,7 @@ class Channel:
                             "a stub call from a signal handler or a finalizer that interrupted a "
                             "stub call's wait is not supported"
                         )
-                    # Part of a frame read (``_buffer``, ``_large``): the socket is not at a frame's start.
-                    part_read = self._buffer or self._large is not None
-                    if self._reader is None and not self._wanted and not (main and part_read):
+                    if self._reader is None and not self._wanted and not (main and self._mid_frame()):
                         self._reader, lead = me, True  # one statement: no signal handler runs between
                     else:
                         waiter.ready_to_sleep()
@@ -190,7 +198,7 @@ class Channel:
         thread never holds another thread's answer or part of a frame: an exception costs it at
         most its own answer. Returns False, taking nothing, for any other frame (the background
         reader hands it on)."""
-        peeked = self.sock.recv(_MIN_READ, socket.MSG_PEEK)
+        peeked = self.sock.recv(MIN_READ, socket.MSG_PEEK)
         if not peeked:
             raise EOFError
         if len(peeked) < wire.HEADER.size:
@@ -248,37 +256,7 @@ class Channel:
 
     def _read_frame(self) -> bool:
         """Read and hand on one frame; whether it was an answer."""
-        if self._large is None:
-            buffer = self._fill(wire.HEADER.size)
-            (length,) = wire.HEADER.unpack_from(buffer)
-            if length > self.max_frame:
-                raise EOFError
-            end = wire.HEADER.size + length
-            if length <= _MIN_READ or len(buffer) >= end:
-                buffer = self._fill(end)
-                body = bytes(memoryview(buffer)[wire.HEADER.size : end])
-                del buffer[:end]
-                return self._hand_on(body)
-            large = bytearray(length)
-            arrived = len(buffer) - wire.HEADER.size
-            large[:arrived] = memoryview(buffer)[wire.HEADER.size :]
-            # One statement (no signal handler runs inside it), as in _await.
-            self._large, self._large_filled, self._buffer = large, arrived, bytearray()
-        return self._hand_on(self._read_large())
-
-    def _read_large(self) -> bytearray:
-        """The rest of the large frame begun in ``_large``, received in place."""
-        large = self._large
-        assert large is not None
-        with memoryview(large) as view:
-            while self._large_filled < len(large):
-                rest = view[self._large_filled :]
-                got = self.sock.recv_into(rest, min(len(rest), _MAX_READ))
-                if not got:
-                    raise EOFError
-                self._large_filled += got
-        self._large = None
-        return large
+        return self._hand_on(self._read_body())
 
     def _hand_on(self, body: bytes | bytearray) -> bool:
         message = wire.decode_body(body)
@@ -290,17 +268,6 @@ class Channel:
             return False
         self._response(message)
         return True
-
-    def _fill(self, size: int) -> bytearray:
-        """The read buffer, once it holds at least ``size`` bytes (it may hold more: the start of
-        the next frame, left there for whoever reads next)."""
-        buffer = self._buffer
-        while len(buffer) < size:
-            chunk = self.sock.recv(min(max(size - len(buffer), _MIN_READ), _MAX_READ))
-            if not chunk:
-                raise EOFError
-            buffer += chunk
-        return buffer
 
     def _close(self) -> None:
         with self._lock:
