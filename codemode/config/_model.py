@@ -197,6 +197,12 @@ class SandboxConfig(_Section):
     process_python: str | None = None
     """Interpreter for the process and bwrap backends (Python >= 3.11). Default: this one, or a system python3
     when the sandbox's private uid cannot read this one (e.g. a pyenv Python under /root)."""
+    cgroups: Literal["auto", "off"] = "auto"
+    """How the process and bwrap backends enforce ``memory_mb`` and ``pids``. ``auto``: a cgroup per
+    sandbox where this host can make one (v2 with memory and pids delegated, or v1 as root), which
+    counts every page the sandbox holds (memfds, shared memory, tmpfs files too); else the watchdog,
+    which adds those up ten times a second. ``off``: always the watchdog. ``sandbox doctor`` says
+    which is in force."""
 
 
 class LedgerConfig(_Section):

@@ -1,8 +1,9 @@
-"""The bubblewrap backend: the process backend's runtime, rlimits and watchdog, inside ``bwrap``.
+"""The bubblewrap backend: the process backend's runtime, rlimits, cgroup and watchdog, in ``bwrap``.
 
 For machines without Docker where ``bwrap`` (Debian package ``bubblewrap``) can create user
 namespaces. On top of everything the process backend does (a private uid on a root host, rlimits
-set before ``exec``, the psutil watchdog), each sandbox gets:
+set before ``exec``, a cgroup per sandbox where the host can make one, the watchdog), each
+sandbox gets:
 
 * new user, pid, ipc, uts, network and (where possible) cgroup namespaces: no network at all (the
   channel is a Unix socket), and ``/proc`` shows the sandbox's own processes only;
@@ -10,14 +11,16 @@ set before ``exec``, the psutil watchdog), each sandbox gets:
   the interpreter's install when it lives elsewhere, ``/etc/ld.so.cache``, the runtime at
   ``/opt/codemode`` and the channel directory at ``/run/codemode``. No host home, no project
   directory, no ``/root``, no other ``/etc`` file; a fresh ``/proc``, a minimal ``/dev``
-  (read-only, with a capped ``/dev/shm``) and a private, size-capped tmpfs on ``/tmp``;
+  (read-only, with a private, size-capped tmpfs on ``/dev/shm``) and another on ``/tmp``; no
+  ``/sys``, so the sandbox cannot reach its cgroup;
 * a seccomp filter (:mod:`codemode.sandbox._seccomp`), ``PR_SET_NO_NEW_PRIVS`` (bwrap always
   sets it), an empty capability bounding set, a new session (no terminal to inject input into)
   and an empty environment;
 * ``--die-with-parent``: the sandbox is killed when the host process dies.
 
-What it does not do: limit CPU share (``cpus``) or bound memory in the kernel (cgroups need root
-or a delegated cgroup); the watchdog and RLIMIT_AS do that, as in the process backend.
+What it does not do: limit CPU share (``cpus``). Memory (``memory_mb``, which the tmpfs mounts
+count against) is bounded by the kernel only where a cgroup can be made (root, or a delegated
+cgroup v2 subtree); elsewhere the watchdog and RLIMIT_AS bound it, as in the process backend.
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._backend import Launch, SandboxInstance
+from codemode.sandbox._cgroup import SandboxCgroup
 from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
 from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec
+from codemode.sandbox._memory_limit import MemoryLimit, choose_memory_limit
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._process import (
     UID_BASE,
@@ -77,14 +82,14 @@ def find_bwrap() -> str | None:
     )
 
 
-def describe_bwrap() -> str:
+def describe_bwrap(memory: MemoryLimit) -> str:
     """What a bwrap sandbox enforces (doctor and ``SandboxManager.backend.isolation`` say this)."""
     return (
         "bwrap backend: new user, pid, ipc, uts and network namespaces (no network, only its own "
         "processes in /proc), a read-only minimal root (/usr and the runtime; no home, project or /root), "
-        f"private capped /tmp, seccomp filter ({len(DENIED)} dangerous system calls denied), no new "
-        "privileges, no capabilities, empty environment, rlimits and a psutil watchdog; no CPU share "
-        "limit and no cgroup memory limit"
+        f"private capped /tmp and /dev/shm, seccomp filter ({len(DENIED)} dangerous system calls denied), "
+        f"no new privileges, no capabilities, empty environment, rlimits; {memory.describe()}; "
+        "no CPU share limit"
     )
 
 
@@ -176,8 +181,9 @@ def bwrap_argv(
         args += ["--ro-bind", root, root]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    # /dev is a writable tmpfs otherwise (unbounded): cap /dev/shm like Docker does, freeze the rest.
-    args += ["--size", str(min(config.tmpfs_mb, 64) * MiB), "--tmpfs", SANDBOX_SHM, "--remount-ro", "/dev"]
+    # /dev is a writable tmpfs otherwise (unbounded): give /dev/shm a capped tmpfs, freeze the rest.
+    # Both tmpfs mounts count against memory_mb (in the cgroup, or by the watchdog), as in Docker.
+    args += ["--size", str(config.tmpfs_mb * MiB), "--tmpfs", SANDBOX_SHM, "--remount-ro", "/dev"]
     args += ["--size", str(config.tmpfs_mb * MiB), "--tmpfs", SANDBOX_TMP]
     args += ["--ro-bind", layout.runtime_dir, RUNTIME_MOUNT]
     if channel_dir is not None:
@@ -305,6 +311,8 @@ def probe_bwrap(config: SandboxConfig, state: StateDir | None = None) -> tuple[L
 class BwrapBackend(ProcessBackend):
     """Runs each sandbox under bubblewrap (see the module docstring for the isolation)."""
 
+    helpers = HELPERS
+
     def __init__(self, config: SandboxConfig, state: StateDir, layout: Layout | None = None) -> None:
         super().__init__(config, state)
         self._layout: Layout | None = layout
@@ -314,7 +322,11 @@ class BwrapBackend(ProcessBackend):
         return "bwrap"
 
     def isolation(self) -> str:
-        return describe_bwrap()
+        return describe_bwrap(self._memory)
+
+    def _choose_memory_limit(self) -> MemoryLimit:
+        # Whatever its uid, a bwrap sandbox has no /sys: it cannot touch its cgroup.
+        return choose_memory_limit(self._config, sandbox_is_host_user=False)
 
     async def prepare(self) -> None:
         if self._layout is None:
@@ -324,6 +336,7 @@ class BwrapBackend(ProcessBackend):
             self._layout = layout
         self._python = self._layout.python
         self._runtime_dir = Path(self._layout.runtime_dir)
+        self._memory = await anyio.to_thread.run_sync(self._choose_memory_limit)
         await anyio.to_thread.run_sync(self._cleanup_orphans)
 
     def _plan(self, launch: Launch) -> ChildPlan:
@@ -357,9 +370,14 @@ class BwrapBackend(ProcessBackend):
         return started
 
     def _sandbox(
-        self, launch: Launch, proc: subprocess.Popen[bytes], log_file: IO[bytes], members: Members
+        self,
+        launch: Launch,
+        proc: subprocess.Popen[bytes],
+        log_file: IO[bytes],
+        members: Members,
+        cgroup: SandboxCgroup | None,
     ) -> SandboxInstance:
-        return BwrapSandbox(launch, proc, log_file, members, self._config)
+        return BwrapSandbox(launch, proc, log_file, members, self._config, cgroup)
 
 
 class BwrapSandbox(ProcessSandbox):

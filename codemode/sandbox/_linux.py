@@ -18,6 +18,7 @@ from dataclasses import dataclass
 __all__ = ["ChildPlan", "Rlimits", "make_preexec", "namespaces_supported"]
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
@@ -29,6 +30,8 @@ MS_PRIVATE = 0x40000
 # World-writable places a process could otherwise fill or use to talk to other processes; in the
 # child's private mount namespace they all become the sandbox's own size-capped tmpfs.
 SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock")  # noqa: S108
+# System V shared memory limits of a private IPC namespace (a new one starts with no real limit).
+SHM_SYSCTLS = ("/proc/sys/kernel/shmmax", "/proc/sys/kernel/shmall")
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -70,12 +73,16 @@ class ChildPlan:
 
     rlimits: Rlimits
     workdir: str
+    cgroup_procs: tuple[str, ...] = ()
+    """``cgroup.procs`` files the child writes itself into first, while still root: the sandbox's
+    cgroup then charges everything it runs."""
     new_netns: bool = False
     """Unshare the network namespace (root only): the child then has no network at all."""
     private_tmp_mb: int | None = None
-    """Unshare the mount namespace and mount a tmpfs of this size on /tmp (root only)."""
+    """Unshare the mount and IPC namespaces, mount a tmpfs of this size on /tmp and cap System V
+    shared memory at the same size (root only): both die with the sandbox's last process."""
     user_netns: bool = False
-    """Non-root: unshare a user namespace and a network namespace (where the kernel allows it)."""
+    """Non-root: unshare user, network and IPC namespaces (where the kernel allows it)."""
     uid: int | None = None
     gid: int | None = None
 
@@ -84,7 +91,7 @@ def namespaces_supported(user: bool) -> bool:
     """Whether a child can unshare the namespaces the plan asks for (probed once in a child)."""
     if _LIBC is None:
         return False
-    flags = (CLONE_NEWUSER | CLONE_NEWNET) if user else (CLONE_NEWNS | CLONE_NEWNET)
+    flags = CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWUSER if user else CLONE_NEWNS)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         code = 0 if _LIBC.unshare(flags) == 0 else 1
@@ -113,9 +120,23 @@ def make_preexec(plan: ChildPlan) -> Callable[[], None]:
     shared = [path.encode() for path in SHARED_WRITABLE if os.path.isdir(path)]
     limits = plan.rlimits.pairs()
     workdir = plan.workdir
-    flags = (CLONE_NEWNET if plan.new_netns else 0) | (CLONE_NEWNS if plan.private_tmp_mb is not None else 0)
+    cgroup_procs = [path.encode() for path in plan.cgroup_procs]
+    private = plan.private_tmp_mb is not None
+    flags = (CLONE_NEWNET if plan.new_netns else 0) | ((CLONE_NEWNS | CLONE_NEWIPC) if private else 0)
+    tmp_bytes = (plan.private_tmp_mb or 0) * 1024 * 1024
+    shm_values = [str(tmp_bytes).encode(), str(tmp_bytes // os.sysconf("SC_PAGE_SIZE")).encode()]
+    shm_sysctls = list(zip([path.encode() for path in SHM_SYSCTLS], shm_values, strict=True))
+
+    def write(path: bytes, value: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, value)
+        finally:
+            os.close(fd)
 
     def preexec() -> None:
+        for path in cgroup_procs:
+            write(path, b"0")  # "0": the writing process itself
         if libc is not None and flags:
             _check(libc.unshare(flags), "unshare")
             if plan.private_tmp_mb is not None:
@@ -127,9 +148,12 @@ def make_preexec(plan: ChildPlan) -> Callable[[], None]:
                 )
                 for path in shared:
                     _check(libc.mount(b"/tmp", path, None, MS_BIND, None), "bind-mount")
+                # Segments in the new IPC namespace hold memory no process maps: cap them like /tmp.
+                for path, value in shm_sysctls:
+                    write(path, value)
         elif libc is not None and plan.user_netns:
             # Best effort without root: no network unless the kernel refuses user namespaces.
-            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
+            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC)
         os.chdir(workdir)
         for which, value in limits:
             resource.setrlimit(which, (value, value))

@@ -15,8 +15,11 @@ wherever it is chosen. What it does:
 * without root: the user's own uid (the program can read what the user can), a user+network
   namespace where the kernel allows unprivileged ones, and RLIMIT_NPROC relative to the user's
   current process count;
-* a psutil watchdog during each run for total resident memory and process count, killing the
-  whole sandbox (every process of its uid, or its tree and session).
+* on a root host, a cgroup per sandbox (:mod:`codemode.sandbox._cgroup`) that the kernel holds to
+  ``memory_mb`` (every page: resident, memfds, shared memory, the private tmpfs) and ``pids``;
+* a watchdog during each run for the process count and, without a cgroup, for the memory the
+  sandbox holds (:mod:`codemode.sandbox._watchdog`), killing the whole sandbox (every process of
+  its uid, or its tree and session).
 
 What it does not do: hide world-readable host files, limit CPU share (``cpus``), or apply seccomp.
 """
@@ -32,7 +35,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -43,8 +46,10 @@ from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._backend import Launch, SandboxInstance, Termination
+from codemode.sandbox._cgroup import SandboxCgroup
 from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
 from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces_supported
+from codemode.sandbox._memory_limit import MemoryLimit, cgroup_verdict, choose_memory_limit, watchdog_verdict
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import StateDir, same_process
 from codemode.sandbox._watchdog import Members, kill_members, sample
@@ -109,22 +114,23 @@ def _probe_interpreter(python: str) -> str | None:
     return lines[1]
 
 
-def describe_isolation(*, root: bool, namespaces: bool) -> str:
-    """What a process sandbox isolates here: as root (``namespaces``: network and mount namespaces)
-    or as the user (``namespaces``: a user+network namespace)."""
+def describe_isolation(*, root: bool, namespaces: bool, memory: MemoryLimit) -> str:
+    """What a process sandbox isolates here: as root (``namespaces``: network, mount and IPC
+    namespaces) or as the user (``namespaces``: user, network and IPC namespaces)."""
     if root:
         if namespaces:
-            net_tmp = "no network (own network namespace), a private capped tmp dir"
+            net_tmp = "no network (own network namespace), a private capped tmp dir and IPC namespace"
         else:
             net_tmp = "NETWORK NOT ISOLATED (unshare failed), no private /tmp"
         return (
             f"process backend (weaker than docker and bwrap): private uid per sandbox, {net_tmp}, "
-            "rlimits and a psutil watchdog; world-readable host files stay visible, no seccomp, no CPU share"
+            f"rlimits; {memory.describe()}; world-readable host files stay visible, no seccomp, no CPU share"
         )
     net = "no network (user+network namespace)" if namespaces else "NETWORK NOT ISOLATED"
     return (
         "process backend (weaker than docker and bwrap): runs as your own user (the program can read "
-        f"your files), {net}, rlimits and a psutil watchdog; no private /tmp, no seccomp, no CPU share"
+        f"your files), {net}, rlimits; {memory.describe()}; no private /tmp (files it writes in the "
+        "host's /tmp or /dev/shm are not counted and outlive the run), no seccomp, no CPU share"
     )
 
 
@@ -160,6 +166,9 @@ def pick_interpreter(configured: str | None, *, for_other_uid: bool) -> str:
 class ProcessBackend:
     """Runs each sandbox as a local subprocess (see the module docstring for the isolation)."""
 
+    helpers = 0
+    """Launcher processes of each sandbox that are not the program's (see ``ProcessSandbox``)."""
+
     def __init__(self, config: SandboxConfig, state: StateDir) -> None:
         self._config = config
         self._state = state
@@ -167,14 +176,19 @@ class ProcessBackend:
         self._python: str | None = None
         self._runtime_dir: Path | None = None
         self._namespaces = False
-        """Root: network and mount namespaces can be unshared; otherwise a user+network namespace."""
+        """Root: network, mount and IPC namespaces can be unshared; otherwise user+network+IPC."""
+        self._memory = MemoryLimit(None, "not probed yet (prepare() was not awaited)")
 
     @property
     def name(self) -> BackendName:
         return "process"
 
     def isolation(self) -> str:
-        return describe_isolation(root=self._root, namespaces=self._namespaces)
+        return describe_isolation(root=self._root, namespaces=self._namespaces, memory=self._memory)
+
+    def _choose_memory_limit(self) -> MemoryLimit:
+        # Without root the sandbox runs as the user who would own its cgroup.
+        return choose_memory_limit(self._config, sandbox_is_host_user=not self._root)
 
     async def prepare(self) -> None:
         self._state.ensure()
@@ -185,6 +199,7 @@ class ProcessBackend:
         self._namespaces = await anyio.to_thread.run_sync(namespaces_supported, not self._root)
         if self._root and not self._namespaces:
             log.warning("cannot create namespaces: process sandboxes will have network access")
+        self._memory = await anyio.to_thread.run_sync(self._choose_memory_limit)
         await anyio.to_thread.run_sync(self._cleanup_orphans)
 
     def _cleanup_orphans(self) -> None:
@@ -196,6 +211,11 @@ class ProcessBackend:
                 elif isinstance(pid, int) and isinstance(started, float) and same_process(pid, started):
                     kill_members(Members(leader=pid))
                 log.info("removed orphaned %s sandbox %s", self.name, root.name)
+            # Its cgroup (whichever local backend made it), where it recorded one: on v1 that is
+            # under the dead host's own cgroup, which no other host would look in.
+            cgroup = SandboxCgroup.recorded(meta, root.name)
+            if cgroup is not None and not cgroup.remove():
+                log.warning("orphaned sandbox %s: cgroup %s remains", root.name, cgroup.dirs)
             self._state.remove(root)
 
     def new_launch(self) -> Launch:
@@ -283,20 +303,55 @@ class ProcessBackend:
         return proc, log_file
 
     def _sandbox(
-        self, launch: Launch, proc: subprocess.Popen[bytes], log_file: IO[bytes], members: Members
+        self,
+        launch: Launch,
+        proc: subprocess.Popen[bytes],
+        log_file: IO[bytes],
+        members: Members,
+        cgroup: SandboxCgroup | None,
     ) -> SandboxInstance:
-        return ProcessSandbox(launch, proc, log_file, members, self._config)
+        return ProcessSandbox(launch, proc, log_file, members, self._config, cgroup)
+
+    def _make_cgroup(self, launch: Launch) -> SandboxCgroup | None:
+        cgroups = self._memory.cgroups
+        if cgroups is None:
+            return None
+        try:
+            return cgroups.create(
+                launch.sandbox_id, self._config.memory_mb * MiB, self._config.pids + self.helpers
+            )
+        except OSError as exc:
+            # Probed at prepare(): failing now must not start a sandbox without its limit.
+            raise SandboxError(f"cannot make the {self.name} sandbox's cgroup: {exc}") from exc
 
     async def spawn(self, launch: Launch) -> SandboxInstance:
         plan = await anyio.to_thread.run_sync(self._plan, launch)
+        # Made here, not in a worker thread, so no cancellation can land between making it and
+        # the cleanup below (a few writes to cgroupfs).
+        cgroup = self._make_cgroup(launch)
+        sandbox: SandboxInstance | None = None
         try:
-            proc, log_file = await anyio.to_thread.run_sync(self._popen, launch, plan)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"cannot start the {self.name} sandbox: {exc}") from exc
-        started = await anyio.to_thread.run_sync(lambda: psutil.Process(proc.pid).create_time())
-        self._state.write_meta(launch.root, {"pid": proc.pid, "pid_started": started})
-        members = Members(leader=proc.pid, uid=launch.owner[0] if launch.owner else None)
-        return self._sandbox(launch, proc, log_file, members)
+            if cgroup is not None:
+                # Recorded first: if this host dies, whoever sweeps its sandboxes removes the cgroup.
+                self._state.write_meta(launch.root, cgroup.record())
+                plan = replace(plan, cgroup_procs=cgroup.procs_files)
+            try:
+                proc, log_file = await anyio.to_thread.run_sync(self._popen, launch, plan)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise SandboxError(f"cannot start the {self.name} sandbox: {exc}") from exc
+            members = Members(leader=proc.pid, uid=launch.owner[0] if launch.owner else None)
+            sandbox = self._sandbox(launch, proc, log_file, members, cgroup)
+            started = await anyio.to_thread.run_sync(lambda: psutil.Process(proc.pid).create_time())
+            self._state.write_meta(launch.root, {"pid": proc.pid, "pid_started": started})
+        except BaseException:
+            # Cancelled or failed half-way: nothing of this sandbox may outlive the error.
+            with anyio.CancelScope(shield=True):
+                if sandbox is not None:
+                    await sandbox.destroy()
+                elif cgroup is not None:
+                    await anyio.to_thread.run_sync(cgroup.remove)
+            raise
+        return sandbox
 
 
 class ProcessSandbox:
@@ -310,12 +365,15 @@ class ProcessSandbox:
         log_file: IO[bytes],
         members: Members,
         config: SandboxConfig,
+        cgroup: SandboxCgroup | None = None,
     ) -> None:
         self._launch = launch
         self._proc = proc
         self._log_file = log_file
         self._members = members
         self._config = config
+        self._cgroup = cgroup
+        """The kernel enforces memory and pids when set; the watchdog measures memory otherwise."""
         self._verdict: Termination | None = None
         self._destroyed = False
 
@@ -332,16 +390,23 @@ class ProcessSandbox:
         except OSError:
             return ""
 
+    def _oom_killed(self) -> Termination | None:
+        """The cgroup's verdict once the kernel has killed a process for its memory limit."""
+        if self._cgroup is not None and self._cgroup.oom_kills() > 0:
+            return cgroup_verdict(self._config, self._cgroup)
+        return None
+
     def _check(self) -> Termination | None:
-        now = sample(self._members)
-        limit = self._config.memory_mb * MiB
-        if now.rss > limit:
-            return Termination(
-                "oom",
-                "OutOfMemory",
-                f"the program used {now.rss // MiB} MiB of memory, over the limit of "
-                f"{self._config.memory_mb} MiB, and was killed",
-            )
+        if self._cgroup is not None:
+            verdict = self._oom_killed()
+            if verdict is not None:
+                return verdict
+            now = sample(self._members, memory=False)
+        else:
+            now = sample(self._members)
+            verdict = watchdog_verdict(self._config, now)
+            if verdict is not None:
+                return verdict
         started = len(now.pids) - self.helpers
         if started > self._config.pids:
             return Termination(
@@ -377,6 +442,9 @@ class ProcessSandbox:
             return self._verdict
         with contextlib.suppress(subprocess.TimeoutExpired):
             await anyio.to_thread.run_sync(lambda: self._proc.wait(timeout=2.0))
+        oom = await anyio.to_thread.run_sync(self._oom_killed)
+        if oom is not None:
+            return oom
         code = self._proc.poll()
         if code is None:
             return Termination("sandbox", "SandboxError", "the sandbox closed its channel but kept running")
@@ -410,6 +478,10 @@ class ProcessSandbox:
                 self._proc.kill()
             self._proc.wait()
             self._log_file.close()
+            if self._cgroup is not None and not self._cgroup.remove():
+                log.warning(
+                    "sandbox %s: its cgroup %s could not be removed", self.sandbox_id, self._cgroup.dirs
+                )
 
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(kill)

@@ -1,10 +1,25 @@
-"""psutil-based limits for the process backend: memory across processes, process count, killing.
+"""The process and bwrap backends' watchdog: a sandbox's processes, their memory, killing them.
 
 Without cgroups, rlimits bound each process on its own (RLIMIT_AS is per process, RLIMIT_NPROC
-binds only a non-root uid); the watchdog adds the totals: resident memory summed over every
-process of the sandbox, and the number of processes. A sandbox's processes are found by its
-private uid when the host is root (a double fork or ``setsid`` cannot hide them), otherwise by
-its process tree and session.
+binds only a non-root uid); the watchdog adds the totals: the number of processes, and the memory
+the sandbox holds, which is more than what is resident in its processes:
+
+* resident memory (anonymous and file-backed pages) summed over the processes;
+* shared memory objects on the kernel's internal tmpfs (memfds, shared anonymous mappings,
+  System V segments) held by a descriptor or a mapping, each counted once at its allocated size
+  (unmapped pages included): RSS misses a memfd that is written but not mapped, or one whose
+  mapping was touched only by a process that has exited;
+* the used space of the sandbox's private tmpfs mounts (``/tmp``, ``/dev/shm``), where files
+  hold memory after every descriptor is closed.
+
+Mapped shared pages (``RssShmem``) are left out of the resident sum: each belongs to one of the
+last two kinds, so it is counted there once. A mapping the host cannot size (``map_files`` needs
+root) counts at its extent. What this cannot see: a descriptor in flight in a Unix socket and
+System V segments nobody maps; with a cgroup (:mod:`codemode.sandbox._cgroup`) the kernel counts
+those too, and this measurement is not used.
+
+A sandbox's processes are found by its private uid when the host is root (a double fork or
+``setsid`` cannot hide them), otherwise by its process tree and session.
 """
 
 from __future__ import annotations
@@ -18,6 +33,33 @@ from dataclasses import dataclass
 import psutil
 
 __all__ = ["Members", "Sample", "kill_members", "sample"]
+
+PRIVATE_TMPFS = ("tmp", "dev/shm")
+"""Where a sandbox with its own mount namespace has its tmpfs mounts (relative to its root)."""
+
+
+def _internal_shm_dev() -> int | None:
+    """The device of the kernel's internal tmpfs, which backs memfds, shared anonymous mappings
+    and System V segments alike (learnt from a memfd of our own)."""
+    try:
+        fd = os.memfd_create("codemode-shm-probe")
+    except (OSError, AttributeError):
+        return None
+    try:
+        return os.fstat(fd).st_dev
+    finally:
+        os.close(fd)
+
+
+def _own_mount_ns() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/mnt").st_ino
+    except OSError:
+        return None
+
+
+SHM_DEV = _internal_shm_dev()
+HOST_MOUNT_NS = _own_mount_ns()
 
 
 @dataclass(frozen=True)
@@ -33,6 +75,15 @@ class Members:
 class Sample:
     pids: tuple[int, ...]
     rss: int
+    """Resident anonymous and file-backed memory, summed over the processes."""
+    shared: int = 0
+    """memfds, shared anonymous memory and System V segments the processes hold (each once)."""
+    tmpfs: int = 0
+    """Bytes used in the sandbox's private tmpfs mounts."""
+
+    @property
+    def memory(self) -> int:
+        return self.rss + self.shared + self.tmpfs
 
 
 def _find(members: Members) -> list[psutil.Process]:
@@ -76,16 +127,101 @@ def _pids_of_uid(uid: int) -> list[int]:
     return found
 
 
-def sample(members: Members) -> Sample:
+def _status(pid: int) -> tuple[bool, int] | None:
+    """``(zombie, resident anonymous + file-backed bytes)`` from ``/proc/<pid>/status``."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None  # exited since the scan
+    zombie = False
+    resident = 0
+    for line in text.splitlines():
+        if line.startswith(b"State:"):
+            zombie = line.split()[1:2] == [b"Z"]
+        elif line.startswith((b"RssAnon:", b"RssFile:")):
+            resident += int(line.split()[1]) * 1024
+    return zombie, resident
+
+
+@dataclass
+class _Holdings:
+    """Shared memory objects and private tmpfs mounts found so far in one sample."""
+
+    objects: dict[tuple[int, int], int]
+    """(device, inode) -> allocated bytes (or a mapping's extent when it cannot be sized)."""
+    tmpfs: dict[int, int]
+    """device -> used bytes of a private tmpfs."""
+    namespaces: set[int]
+    """Mount namespaces already looked into."""
+
+
+def _descriptors(pid: int, shm_dev: int, found: _Holdings) -> None:
+    with contextlib.suppress(OSError):
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                st = os.stat(f"/proc/{pid}/fd/{name}")  # the open file itself, not the link
+                if st.st_dev == shm_dev:
+                    found.objects[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+
+
+def _mappings(pid: int, shm_dev: int, found: _Holdings) -> None:
+    device = f"{os.major(shm_dev):02x}:{os.minor(shm_dev):02x}".encode()
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5 or fields[3] != device:
+            continue
+        key = (shm_dev, int(fields[4]))
+        if key in found.objects:
+            continue
+        span = fields[0].decode()
+        try:
+            found.objects[key] = os.stat(f"/proc/{pid}/map_files/{span}").st_blocks * 512
+        except OSError:  # map_files needs root: the extent is what this process can reach
+            start, _, end = span.partition("-")
+            found.objects[key] = max(found.objects.get(key, 0), int(end, 16) - int(start, 16))
+
+
+def _private_tmpfs(pid: int, found: _Holdings) -> None:
+    try:
+        namespace = os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return
+    if namespace == HOST_MOUNT_NS or namespace in found.namespaces:
+        return  # the host's own /tmp is not the sandbox's memory (nor is it writable there)
+    found.namespaces.add(namespace)
+    for relative in PRIVATE_TMPFS:
+        path = f"/proc/{pid}/root/{relative}"
+        with contextlib.suppress(OSError):
+            device = os.stat(path).st_dev
+            if device not in found.tmpfs:
+                usage = os.statvfs(path)
+                found.tmpfs[device] = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+
+
+def sample(members: Members, *, memory: bool = True) -> Sample:
+    """The sandbox's live processes and (``memory``) what they hold; see the module docstring."""
     pids: list[int] = []
     rss = 0
+    found = _Holdings({}, {}, set())
     for proc in _find(members):
-        with contextlib.suppress(psutil.Error):
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            rss += proc.memory_info().rss
-            pids.append(proc.pid)
-    return Sample(tuple(pids), rss)
+        status = _status(proc.pid)
+        if status is None or status[0]:
+            continue
+        pids.append(proc.pid)
+        if not memory:
+            continue
+        rss += status[1]
+        if SHM_DEV is not None:
+            _descriptors(proc.pid, SHM_DEV, found)
+            _mappings(proc.pid, SHM_DEV, found)
+        _private_tmpfs(proc.pid, found)
+    return Sample(tuple(pids), rss, sum(found.objects.values()), sum(found.tmpfs.values()))
 
 
 def _kill_uid(uid: int) -> None:
@@ -109,7 +245,7 @@ def kill_members(members: Members, *, deadline_s: float = 5.0) -> bool:
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(members.leader, signal.SIGKILL)
-        left = sample(members).pids
+        left = sample(members, memory=False).pids
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)

@@ -3,22 +3,43 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 import pytest
 
 from codemode.config import BackendChoice, SandboxConfig
 from codemode.sandbox import SandboxManager
+from codemode.sandbox._cgroup import probe_cgroups
+from tests.sandbox.conftest import wait_until
 
 pytestmark = pytest.mark.anyio
 
 MiB = 1024 * 1024
+
+Enforcement = Literal["cgroup", "watchdog"]
+
+
+@pytest.fixture(params=["cgroup", "watchdog"])
+def enforcement(request: pytest.FixtureRequest) -> Enforcement:
+    """How the local backends enforce memory: a cgroup per sandbox (skipped where this host cannot
+    make one), or the watchdog, with cgroups off (so it is tested on hosts that have cgroups too)."""
+    if request.param == "cgroup":
+        host, why = probe_cgroups()
+        if host is None:
+            pytest.skip(f"this host cannot make cgroups: {why}")
+        return "cgroup"
+    return "watchdog"
+
+
+def cgroups_setting(enforcement: Enforcement) -> Literal["auto", "off"]:
+    return "auto" if enforcement == "cgroup" else "off"
 
 
 async def test_memory_bomb_ends_with_a_clear_out_of_memory_error(
@@ -219,8 +240,9 @@ async def test_a_setuid_binary_cannot_change_the_programs_uid(run_program: Calla
     assert outcome.result == "1"
 
 
-async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
+async def test_memory_limit_kills_when_processes_together_exceed_it(
     local_backend: BackendChoice,
+    enforcement: Enforcement,
     stub_tree: Any,
     handler: Any,
     new_binding: Callable[..., Any],
@@ -236,13 +258,21 @@ async def test_watchdog_kills_when_processes_together_exceed_the_memory_limit(
         "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
-    config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20)
+    config = SandboxConfig(
+        backend=local_backend,
+        pool_size=0,
+        memory_mb=128,
+        wall_time_s=20,
+        cgroups=cgroups_setting(enforcement),
+    )
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
     assert outcome.error is not None
     assert outcome.error.kind == "oom", outcome.error
-    assert "over the limit of 128 MiB" in outcome.error.message
+    assert "limit of 128 MiB" in outcome.error.message
+    killer = "the kernel" if enforcement == "cgroup" else "the watchdog"
+    assert outcome.error.message.endswith(f"{killer} killed it"), outcome.error
     assert outcome.duration_ms < 10_000
     no_leftovers()
 
@@ -272,7 +302,8 @@ async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
         "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
-    config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20)
+    # The watchdog's own way to find processes is tested here (a cgroup holds them regardless).
+    config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20, cgroups="off")
     async with SandboxManager(config) as manager:
         outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
@@ -280,3 +311,141 @@ async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
     assert outcome.error.kind == "oom", outcome.error
     assert "over the limit of 128 MiB" in outcome.error.message
     no_leftovers()
+
+
+# -- memory that is not resident (issue 36, unsafe class 5) -----------------------------------
+# Each program keeps far more than its limit in memory that no process has resident: memfds
+# written but never mapped, or a file in /dev/shm (a tmpfs). It then waits, so a run that is not
+# stopped for memory ends at the wall-time limit instead.
+
+LIMIT_MB = 384
+HELD_MB = 768
+"""What each program tries to hold: twice its limit."""
+
+PROGRAMS = {
+    # 48 memfds of 16 MiB each, written through their descriptors and never mapped.
+    "memfd": (
+        "import os, time\n"
+        "chunk = bytes(1 << 20)\n"
+        "held = []\n"
+        f"for i in range({HELD_MB // 16}):\n"
+        "    fd = os.memfd_create(f'hold{i}')\n"
+        "    for _ in range(16):\n"
+        "        os.write(fd, chunk)\n"
+        "    held.append(fd)\n"
+        "time.sleep(60)\n"
+    ),
+    # One file in /dev/shm, closed once written: only the tmpfs holds it.
+    "dev_shm": (
+        "import time\n"
+        "chunk = bytes(1 << 20)\n"
+        "with open('/dev/shm/hold', 'wb') as f:\n"
+        f"    for _ in range({HELD_MB}):\n"
+        "        f.write(chunk)\n"
+        "time.sleep(60)\n"
+    ),
+}
+
+
+def shmem_bytes() -> int:
+    """The host's shared memory in use (memfds and tmpfs files included), from /proc/meminfo."""
+    with open("/proc/meminfo", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no Shmem line in /proc/meminfo")
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+async def test_memory_that_is_not_resident_stops_the_run_at_the_limit_and_is_released(
+    local_backend: BackendChoice,
+    enforcement: Enforcement,
+    program: str,
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    config = SandboxConfig(
+        backend=local_backend,
+        pool_size=0,
+        memory_mb=LIMIT_MB,
+        tmpfs_mb=2 * HELD_MB,  # room for the whole file: only the memory limit may stop it
+        wall_time_s=30,
+        cgroups=cgroups_setting(enforcement),
+    )
+    before = shmem_bytes()
+    async with SandboxManager(config) as manager:
+        isolation = manager.backend.isolation
+        code = PROGRAMS[program]
+        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+    assert outcome.status == "error", outcome
+    assert outcome.error is not None
+    assert (outcome.error.kind, outcome.error.type) == ("oom", "OutOfMemory"), outcome.error
+    message = outcome.error.message
+    assert message.startswith("the program ran out of memory")
+    assert f"limit of {LIMIT_MB} MiB" in message
+    if enforcement == "cgroup":
+        assert re.search(r"\(cgroup v[12] memory\.(max|limit_in_bytes),", message), message
+        assert message.endswith("the kernel killed it")
+    else:
+        assert message.endswith("the watchdog killed it"), message
+        held = re.search(r"(\d+) MiB in memfds and shared memory, (\d+) MiB in tmpfs files", message)
+        assert held is not None, message
+        memfds, tmpfs = int(held[1]), int(held[2])
+        # The watchdog says where the memory was: the kind of memory the program held is over
+        # what the rest of the limit leaves for it.
+        assert (memfds if program == "memfd" else tmpfs) > LIMIT_MB // 2, message
+
+    if enforcement == "cgroup":
+        assert "kernel memory limit: a cgroup v" in isolation
+    else:
+        assert "memory watchdog, no cgroup" in isolation
+
+    no_leftovers()
+    # Everything the program held is released with its sandbox (memfds with their processes, the
+    # tmpfs with its mount namespace). Other processes may add a little shared memory meanwhile.
+    wait_until(
+        lambda: shmem_bytes() < before + LIMIT_MB * MiB // 4,
+        what=f"host shared memory back near {before // MiB} MiB (now {shmem_bytes() // MiB} MiB)",
+    )
+    if enforcement == "cgroup":
+        host, _ = probe_cgroups()
+        assert host is not None
+        assert not (host.memory_dir / outcome.sandbox_id).exists()
+
+
+SYSV_SHM = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.restype = ctypes.c_int
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+[libc.shmget(IPC_PRIVATE, size << 20, IPC_CREAT | 0o600) >= 0 for size in {sizes}]
+"""
+
+
+def host_sysv_segments() -> list[str]:
+    with open("/proc/sysvipc/shm", encoding="ascii") as handle:
+        return handle.read().splitlines()[1:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root host gives the process sandbox an IPC namespace")
+async def test_system_v_shared_memory_is_capped_like_tmp_and_dies_with_a_process_sandbox(
+    stub_tree: Any,
+    handler: Any,
+    new_binding: Callable[..., Any],
+    no_leftovers: Callable[[], None],
+) -> None:
+    # System V segments outlive their processes and nobody needs to map them: in the sandbox's
+    # own IPC namespace they are capped at tmpfs_mb in all and go when the sandbox goes.
+    config = SandboxConfig(backend="process", pool_size=0, tmpfs_mb=32, cgroups="off")
+    before = host_sysv_segments()
+    async with SandboxManager(config) as manager:
+        # One segment over the cap, then three that fit one by one but not all together.
+        code = SYSV_SHM.format(sizes=(64, 12, 12, 12))
+        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == [False, True, True, False]
+    no_leftovers()
+    assert host_sysv_segments() == before
