@@ -1,10 +1,11 @@
 """The Docker backend: one hardened container per sandbox.
 
-The hardening is in :meth:`DockerApi.run`: non-root user, all capabilities
-dropped, ``no-new-privileges`` with the default seccomp profile, read-only root filesystem with a
-size-capped noexec tmpfs on /tmp, no network, memory == memory+swap, CPU quota, pids limit,
-nofile/fsize/core ulimits, an init process, logging disabled, no host environment, and no mount
-but the sandbox's own channel directory (read-only). The Docker socket is never mounted.
+The hardening is in :meth:`DockerApi.run`: non-root user, all capabilities dropped,
+``no-new-privileges`` with codemode's own seccomp profile (Docker's default without io_uring and
+the other calls the bwrap filter denies: :mod:`codemode.sandbox._docker_seccomp`), read-only root
+filesystem with a size-capped noexec tmpfs on /tmp, no network, memory == memory+swap, CPU quota,
+pids limit, nofile/fsize/core ulimits, an init process, logging disabled, no host environment, and
+no mount but the sandbox's own channel directory (read-only). The Docker socket is never mounted.
 
 Containers carry labels: ``codemode.sandbox=1``; ``codemode.pool``, the id of the
 :class:`SandboxManager` that started them (so a run, a test suite or an operator can find exactly
@@ -31,6 +32,7 @@ from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox._backend import Launch, SandboxInstance, Termination
 from codemode.sandbox._docker_api import SANDBOX_UID, ContainerSpec, DockerApi
+from codemode.sandbox._docker_seccomp import docker_profile_json
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import HostToken, StateDir, same_process
@@ -92,11 +94,13 @@ class DockerBackend:
 
     def isolation(self) -> str:
         return (
-            "docker backend: non-root container, no capabilities, no-new-privileges + seccomp, "
-            "read-only root, no network, memory/CPU/pids limits"
+            "docker backend: non-root container, no capabilities, no-new-privileges + codemode's "
+            "seccomp profile (no io_uring, ptrace or namespaces), read-only root, no network, "
+            "memory/CPU/pids limits"
         )
 
     async def prepare(self) -> None:
+        docker_profile_json()  # no profile for this architecture: refuse here, before any container
         self._state.ensure()
         image = await anyio.to_thread.run_sync(self._api.image, self._config.image)
         if image is None:
@@ -149,6 +153,7 @@ class DockerBackend:
             pids=config.pids,
             nofile=config.nofile,
             tmpfs_mb=config.tmpfs_mb,
+            seccomp_profile=docker_profile_json(),
         )
         container_id = await self._start_container(spec)
         self._state.write_meta(launch.root, {"container": container_id})

@@ -34,6 +34,9 @@ class ContainerSpec:
     pids: int
     nofile: int
     tmpfs_mb: int
+    seccomp_profile: str
+    """The seccomp profile as JSON (see :mod:`codemode.sandbox._docker_seccomp`); required, so that
+    no container starts under the engine's default profile by omission."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,9 @@ class DockerApi:
             host_config = self._api.create_host_config(
                 binds={spec.channel_dir: {"bind": CHANNEL_MOUNT, "mode": "ro"}},
                 cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],  # the default seccomp profile stays on
+                # The engine reads an inline profile (what `docker run --security-opt seccomp=FILE`
+                # sends); one it cannot load fails the create, so no container runs without it.
+                security_opt=["no-new-privileges", f"seccomp={spec.seccomp_profile}"],
                 read_only=True,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,mode=1777"},  # noqa: S108
                 shm_size=f"{min(spec.tmpfs_mb, 64)}m",

@@ -15,8 +15,10 @@ from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox._bwrap import describe_bwrap, find_bwrap, probe_bwrap
 from codemode.sandbox._docker import RUNTIME_LABEL, DockerBackend
 from codemode.sandbox._docker_api import DockerApi, docker_api
+from codemode.sandbox._docker_seccomp import profile_summary
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._linux import namespaces_supported
+from codemode.sandbox._memory_limit import MemoryLimit, choose_memory_limit
 from codemode.sandbox._process import describe_isolation, pick_interpreter
 from codemode.sandbox._seccomp import DENIED, current_arch
 from codemode.sandbox._select import BackendInfo, choose_backend
@@ -83,7 +85,7 @@ def _docker_checks(config: SandboxConfig, api: DockerApi) -> list[Check]:
     else:
         checks.append(Check("sandbox image", "ok", f"{config.image} ({image[0][:19]})"))
     checks.append(
-        Check("seccomp", "ok", "default seccomp profile applies to containers")
+        Check("seccomp", "ok", f"in force in every sandbox container: {profile_summary()}")
         if info.seccomp
         else Check(
             "seccomp", "fail", "the engine has no seccomp support", "use a Docker engine built with seccomp"
@@ -126,6 +128,19 @@ def _docker_checks(config: SandboxConfig, api: DockerApi) -> list[Check]:
     return checks
 
 
+def _memory_check(backend: str, memory: MemoryLimit) -> Check:
+    """Which memory enforcement a backend has here: a kernel cgroup, or the watchdog fallback."""
+    if memory.cgroups is not None:
+        return Check(f"{backend}: memory limit", "ok", f"{memory.mode}: {memory.describe()}")
+    return Check(
+        f"{backend}: memory limit",
+        "warn",
+        f"{memory.mode}: {memory.describe()}",
+        "run codemode as root or in a cgroup v2 subtree with memory and pids delegated, and keep "
+        '[sandbox] cgroups = "auto"',
+    )
+
+
 def _bwrap_checks(config: SandboxConfig) -> list[Check]:
     path = find_bwrap()
     if path is None:
@@ -164,7 +179,9 @@ def _bwrap_checks(config: SandboxConfig) -> list[Check]:
             "kernel.apparmor_restrict_unprivileged_userns=0), or use the docker backend",
         )
     )
-    checks.append(Check("bwrap: enforces", "info", describe_bwrap()))
+    memory = choose_memory_limit(config, sandbox_is_host_user=False)
+    checks.append(_memory_check("bwrap", memory))
+    checks.append(Check("bwrap: enforces", "info", describe_bwrap(memory)))
     return checks
 
 
@@ -177,11 +194,13 @@ def _process_checks(config: SandboxConfig) -> list[Check]:
     except SandboxUnavailableError as exc:
         checks.append(Check("process: interpreter", "fail", str(exc), "set [sandbox] process_python"))
     namespaces = namespaces_supported(not root)
+    memory = choose_memory_limit(config, sandbox_is_host_user=not root)
+    checks.append(_memory_check("process", memory))
     checks.append(
         Check(
             "process: isolation",
             "fail" if root and not namespaces else "warn",
-            describe_isolation(root=root, namespaces=namespaces),
+            describe_isolation(root=root, namespaces=namespaces, memory=memory),
             "use the docker backend for untrusted code"
             if root
             else "run as root, or use the docker backend for untrusted code",
@@ -214,8 +233,7 @@ async def doctor(config: SandboxConfig) -> DoctorReport:
     checks.append(Check("backend", "info", f"{config.backend} → {backend.name}: {backend.reason}"))
     enforced = next((c.detail for c in checks if c.name == f"{backend.name}: enforces"), None)
     if backend.name == "process":
-        root = os.geteuid() == 0
-        enforced = describe_isolation(root=root, namespaces=namespaces_supported(not root))
+        enforced = next((c.detail for c in checks if c.name == "process: isolation"), None)
     checks.append(
         Check(
             "in force",
