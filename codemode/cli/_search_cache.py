@@ -1,6 +1,6 @@
 """``codemode search`` from its cached index, without validating codemode.toml again.
 
-The cached index (:mod:`codemode.search._catalog_cache`) is keyed by what a search depends on: the
+The cached index (:class:`codemode.search.CachedSearch`) is keyed by what a search depends on: the
 lock's bytes, the configured servers, the principal's policy and the ranker. Reading those from a
 :class:`~codemode.config.Config` means importing pydantic and building every config model, about
 100 ms of a fresh process that otherwise answers in well under that.
@@ -14,6 +14,9 @@ that key on every search, so a change of pins still names another entry. A memo 
 sha256 and ignored (then rewritten) when damaged, when another user could have written it, or when
 the policy file it names has changed (or changed while it was validated); any miss falls back to
 loading the config, which reports errors as before.
+
+How an index is built from a loaded config is the caller's (``codemode search`` passes its
+builder in): this module only finds, files and reads cached ones.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ import marshal
 import os
 from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from codemode.config import Config
-    from codemode.search._catalog_cache import CachedSearch
-    from codemode.search._semantic import Embedder
+    from codemode.search import CachedSearch, Embedder, SemanticSetting
+
+    BuildSearch = Callable[[Config, str | None, SemanticSetting, Embedder | None], CachedSearch]
+    """Builds the index of what a principal may use from a loaded config, with the ranker given."""
 
 __all__ = ["ConfigFacts", "cached_search", "config_file", "included_policy", "ranking_for"]
 
@@ -39,6 +46,9 @@ _SETTINGS = ("auto", "on", "off")
 # every config model, which is what this module avoids. tests/search/test_search_memo.py pins them.
 _CONFIG_ENV_VAR = "CODEMODE_CONFIG"
 _DEFAULT_CONFIG_NAME = "codemode.toml"
+# The folder of the codemode package, whose config and stubs source is part of the cache keys: found
+# from this file, since importing those packages to ask them is the cost this module avoids.
+_PACKAGE = Path(__file__).parents[1]
 
 
 def config_file(explicit: Path | None) -> Path:
@@ -50,17 +60,16 @@ def config_file(explicit: Path | None) -> Path:
     return Path(env) if env else Path(_DEFAULT_CONFIG_NAME)
 
 
-def ranking_for(choice: Literal["auto", "on", "off"]) -> tuple[Literal["auto", "on", "off"], Embedder | None]:
+def ranking_for(choice: SemanticSetting) -> tuple[SemanticSetting, Embedder | None]:
     """``[search] semantic`` as the engine reads it (same function, same override) and the model to
     rank with: None for BM25 alone, and then, if the signal was asked for, the engine's warning."""
-    from codemode.search import _semantic
+    from codemode.search import MISSING_EXTRA, semantic_ranking
 
-    setting = _semantic.semantic_setting(choice)
-    embedder = _semantic.load_embedder() if setting != "off" else None
+    setting, embedder = semantic_ranking(choice)
     if embedder is None and setting == "on":
         from codemode.cli._common import warn
 
-        warn(_semantic.MISSING_EXTRA)
+        warn(MISSING_EXTRA)
     return setting, embedder
 
 
@@ -98,8 +107,8 @@ class ConfigFacts:
         )
 
     @property
-    def choice(self) -> Literal["auto", "on", "off"]:
-        return cast('Literal["auto", "on", "off"]', self.semantic)
+    def choice(self) -> SemanticSetting:
+        return cast("SemanticSetting", self.semantic)
 
     def parts(self, embedder: Embedder | None, principal: str | None) -> list[bytes | str] | None:
         """What the cached index depends on, or None when it cannot be cached (no lock).
@@ -173,16 +182,14 @@ def included_policy(source: bytes, base_dir: Path) -> tuple[str, str | None] | N
 
 
 def _memo_path(config_path: Path, source: bytes, principal: str | None) -> Path:
-    import codemode
-    from codemode.search._catalog_cache import cache_dir, cache_key
+    from codemode.search import cache_dir, cache_key
 
-    package = Path(codemode.__file__).parent
     parts: list[bytes | str] = [_FORMAT, os.path.realpath(config_path), source]
     parts += ["principal", principal] if principal is not None else ["everyone"]
     # The code that validates the config and derives the facts is part of the key: a memo written
     # by another version of it, or of the validator under it, is never read.
     parts.append(_installed("pydantic", "pydantic_core"))
-    key = cache_key(parts, [package / "config", Path(__file__).parent])
+    key = cache_key(parts, [_PACKAGE / "config", Path(__file__).parent])
     return cache_dir() / "config" / f"{key}.bin"
 
 
@@ -215,18 +222,17 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
+def cached_search(explicit: Path | None, principal: str | None, build: BuildSearch) -> CachedSearch:
     """The index of what ``principal`` may use: from the cache, through the config memo, when the
-    config, the lock, the policy and the ranker are unchanged; else built from the lock (a hybrid
-    one embeds only tools its vector cache lacks) after loading the config."""
-    import codemode
-    from codemode.search._catalog_cache import CachedSearch, cache_key, read_sealed, write_sealed
+    config, the lock, the policy and the ranker are unchanged; else made by ``build`` (from the lock:
+    a hybrid one embeds only tools its vector cache lacks) after loading the config."""
+    from codemode.search import CachedSearch, cache_key, read_sealed, write_sealed
 
-    stubs = [Path(codemode.__file__).parent / "stubs"]
+    stubs = [_PACKAGE / "stubs"]
     path = config_file(explicit)
     source = _read(path)
     memo = _memo_path(path, source, principal) if source is not None else None
-    ranked: tuple[Literal["auto", "on", "off"], Embedder | None] | None = None
+    ranked: tuple[SemanticSetting, Embedder | None] | None = None
     payload = read_sealed(memo) if memo is not None else None
     facts = ConfigFacts.loads(payload) if payload is not None else None
     if facts is not None and facts.policy_unchanged():
@@ -236,7 +242,6 @@ def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
         if found is not None:
             return found
     from codemode.cli._common import load
-    from codemode.cli._tree_cmd import build_search
 
     # The policy file is hashed before and after loading: only when both agree (and it could be read)
     # do the rules that load_config validated belong to that hash. A policy edited while loading
@@ -261,12 +266,12 @@ def cached_search(explicit: Path | None, principal: str | None) -> CachedSearch:
         found = CachedSearch.load(key, embedder=embedder)
         if found is not None:
             return found
-    built = build_search(config, principal, setting, embedder)
+    built = build(config, principal, setting, embedder)
     # Never filed under another ranker; a cache that cannot be written makes every search slow, so
     # the person is told once per search instead of finding out from the clock.
     if key is not None and built.index.hybrid == (embedder is not None) and not built.save(key):
         from codemode.cli._common import warn
-        from codemode.search._catalog_cache import cache_dir
+        from codemode.search import cache_dir
 
         warn(
             f"the search cache could not be written to {cache_dir()} (a full or read-only disk, or a "

@@ -7,19 +7,24 @@ alone, when the extra is missing), ``auto`` uses it when the extra is installed.
 The environment variable ``CODEMODE_SEARCH_SEMANTIC`` overrides this key for one process, so a
 ranking can be compared without editing the file: ``1``/``true``/``yes``/``on`` switch the signal on,
 ``auto`` defers to the extra being installed, any other value switches it off
-(:func:`~codemode.search._semantic.semantic_setting` decides).
+(:func:`codemode.search.semantic_setting` decides, for the engine's tree and for ``codemode search``
+/ ``tree`` alike).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
-# One definition, beside the one function that reads it with its override (semantic_setting), which
-# the engine's tree and ``codemode search`` / ``tree`` both call.
-from codemode.search._semantic import Setting as SemanticChoice
-from codemode.search._semantic import semantic_setting
+__all__ = ["SearchConfig", "SemanticChoice"]
 
-__all__ = ["SearchConfig", "SemanticChoice", "semantic_setting"]
+# Defined here, not taken from codemode.search: configuration imports no feature package. The search
+# takes the value as a plain string and names the same three (codemode.search.SemanticSetting): a
+# test keeps the two equal, and pyright refuses a configured value the search does not know.
+SemanticChoice = Literal["auto", "on", "off"]
+"""``[search] semantic``: ``auto`` uses the ``semantic`` extra when installed, ``on`` asks for it,
+``off`` ranks with BM25 alone."""
 
 
 class SearchConfig(BaseModel):

@@ -12,14 +12,48 @@ When tools change, ``index.updated(removed_keys, added_docs)`` (or ``index.updat
 the next index from this one: only changed tools are tokenised and embedded, and it ranks exactly as
 a fresh build.
 
+``CachedSearch`` keeps an index and the rows it returns on disk (under ``cache_dir()``), so
+``codemode search`` answers without rendering the catalog. ``semantic_setting`` is the one place
+that decides the ``[search] semantic`` setting in force (``CODEMODE_SEARCH_SEMANTIC`` overrides it):
+callers pass the configured value in, so this package never imports the configuration.
+
 >>> doc = SearchDocument("crm/get_customer", "crm", "get_customer", None, "Fetch one customer.")
 >>> index = ToolIndex.build([doc])
 >>> [hit.key for hit in index.search("look up a customer")]
 ['crm/get_customer']
 """
 
+from codemode.search._cache_files import cache_dir, read_sealed, write_sealed
+from codemode.search._catalog_cache import CachedRow, CachedSearch, cache_key
 from codemode.search._index import ToolIndex
 from codemode.search._model import SearchDocument, SearchHit
-from codemode.search._semantic import EmbeddingCache, load_embedder
+from codemode.search._semantic import (
+    MISSING_EXTRA,
+    SEMANTIC_ENV,
+    Embedder,
+    EmbeddingCache,
+    SemanticSetting,
+    load_embedder,
+    semantic_ranking,
+    semantic_setting,
+)
 
-__all__ = ["EmbeddingCache", "SearchDocument", "SearchHit", "ToolIndex", "load_embedder"]
+__all__ = [
+    "MISSING_EXTRA",
+    "SEMANTIC_ENV",
+    "CachedRow",
+    "CachedSearch",
+    "Embedder",
+    "EmbeddingCache",
+    "SearchDocument",
+    "SearchHit",
+    "SemanticSetting",
+    "ToolIndex",
+    "cache_dir",
+    "cache_key",
+    "load_embedder",
+    "read_sealed",
+    "semantic_ranking",
+    "semantic_setting",
+    "write_sealed",
+]

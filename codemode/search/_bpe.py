@@ -29,6 +29,8 @@ from array import array
 from pathlib import Path
 from typing import Any, cast
 
+from codemode.search._cache_files import read_sealed, write_sealed
+
 __all__ = ["BpeTable", "cached_table"]
 
 _FORMAT = "codemode-bpe-1"
@@ -243,8 +245,6 @@ def _table(data: dict[str, Any]) -> BpeTable | None:
 def cached_table(tokenizer_file: Path, model_id: str, directory: Path) -> BpeTable | None:
     """The table of ``tokenizer_file``, from ``directory`` when a sound copy of this very file's table
     is there, else built (and stored there); None when the file is not the pipeline ported here."""
-    from codemode.search._catalog_cache import read_sealed, write_sealed
-
     config = tokenizer_file.read_bytes()
     digest = hashlib.sha256(config).hexdigest()
     path = directory / "tokenizer" / f"{hashlib.sha256(model_id.encode()).hexdigest()[:32]}.bin"

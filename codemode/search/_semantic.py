@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from codemode.search._cache_files import cache_dir, read_private, write_atomic
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -36,12 +38,15 @@ if TYPE_CHECKING:
     Vectors = NDArray[np.float32]
 
 __all__ = [
+    "MISSING_EXTRA",
     "SEMANTIC_ENV",
     "Embedder",
     "EmbeddingCache",
     "SemanticIndex",
+    "SemanticSetting",
     "StaticEmbedder",
     "load_embedder",
+    "semantic_ranking",
     "semantic_setting",
     "semantic_text",
 ]
@@ -51,11 +56,12 @@ SEMANTIC_ENV = "CODEMODE_SEARCH_SEMANTIC"
 search with the semantic extra (when installed), ``auto`` uses it if installed, any other value not."""
 _ON = frozenset({"1", "true", "yes", "on"})
 
-Setting = Literal["auto", "on", "off"]
-"""``[search] semantic`` (:data:`codemode.config.SemanticChoice`)."""
+SemanticSetting = Literal["auto", "on", "off"]
+"""``[search] semantic``, taken as a plain value: configuration is a layer of its own, beside this
+one, and names the same three values (:data:`codemode.config.SemanticChoice`; a test keeps them equal)."""
 
 
-def semantic_setting(choice: Setting | None) -> Setting:
+def semantic_setting(choice: SemanticSetting | None) -> SemanticSetting:
     """The setting in force: :data:`SEMANTIC_ENV` when set - ``1`` / ``true`` / ``yes`` / ``on`` mean
     on, ``auto`` defers to the extra being installed, anything else means off - else ``choice`` (the
     ``[search] semantic`` setting); None, from callers that pass no configuration, means off.
@@ -244,12 +250,18 @@ def load_embedder() -> Embedder | None:
 
     Queries are tokenised from a table cached beside the search index (see :class:`StaticEmbedder`).
     """
-    from codemode.search._catalog_cache import cache_dir
-
     try:
         return StaticEmbedder.from_package(cache_dir())
     except ImportError:
         return None
+
+
+def semantic_ranking(choice: SemanticSetting | None) -> tuple[SemanticSetting, Embedder | None]:
+    """The setting in force (:func:`semantic_setting`) and the model to rank with: None for BM25 alone,
+    when the setting is ``off`` or the extra is missing (then, if the setting is ``on``, the caller
+    says :data:`MISSING_EXTRA`)."""
+    setting = semantic_setting(choice)
+    return setting, (load_embedder() if setting != "off" else None)
 
 
 class EmbeddingCache:
@@ -304,16 +316,12 @@ class EmbeddingCache:
             keys = sorted(self._vectors)
             matrix = np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
             self._dirty = False
-        from codemode.search._catalog_cache import write_atomic
-
         buffer = io.BytesIO()
         np.savez(buffer, keys=np.asarray(keys), vectors=matrix)
         write_atomic(path, buffer.getvalue(), keep=1)
 
     def _load(self, path: Path) -> None:
         import numpy as np
-
-        from codemode.search._catalog_cache import read_private
 
         try:
             with np.load(io.BytesIO(read_private(path)), allow_pickle=False) as data:

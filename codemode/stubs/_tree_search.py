@@ -21,16 +21,20 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from codemode.config import SemanticChoice
-from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
-from codemode.search._catalog_cache import cache_dir
-from codemode.search._semantic import MISSING_EXTRA, SEMANTIC_ENV, semantic_setting
+from codemode.search import (
+    MISSING_EXTRA,
+    SEMANTIC_ENV,
+    EmbeddingCache,
+    SearchDocument,
+    ToolIndex,
+    cache_dir,
+    load_embedder,
+    semantic_setting,
+)
 
 __all__ = ["SEMANTIC_ENV", "SemanticChoice", "ViewIndexes", "build_index", "semantic_wanted"]
 
 log = logging.getLogger(__name__)
-
-"""``[search] semantic``: ``auto`` uses the ``semantic`` extra when installed, ``on`` asks for it,
-``off`` ranks with BM25 alone."""
 
 _MAX_VIEW_INDEXES: Final = 8
 # An update touching more than this share of the documents is no cheaper than building afresh.

@@ -16,8 +16,7 @@ from click.testing import CliRunner
 import codemode.stubs
 from codemode.catalog import ServerCatalog
 from codemode.cli._main import cli
-from codemode.search import _semantic, load_embedder
-from codemode.search._catalog_cache import cache_dir
+from codemode.search import _semantic, cache_dir, load_embedder
 from codemode.stubs import _tree_search
 from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
 

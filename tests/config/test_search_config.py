@@ -11,6 +11,7 @@ import pytest
 from codemode.catalog import ServerCatalog, ToolSpec, tool_hash
 from codemode.config import SearchConfig, SemanticChoice, load_config
 from codemode.errors import ConfigError
+from codemode.search import SemanticSetting
 from codemode.stubs import _tree_search, render_tree
 
 if TYPE_CHECKING:
@@ -52,6 +53,11 @@ def test_a_value_that_is_not_a_choice_is_refused_with_the_choices(tmp_path: Path
 
 def test_the_stub_tree_knows_the_same_choices() -> None:
     assert get_args(SemanticChoice) == get_args(_tree_search.SemanticChoice)
+
+
+def test_the_search_takes_the_choices_the_configuration_offers() -> None:
+    # One definition per layer (configuration imports no feature package), kept equal here.
+    assert get_args(SemanticChoice) == get_args(SemanticSetting)
 
 
 @pytest.mark.parametrize(

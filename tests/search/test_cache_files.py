@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from codemode.search import SearchDocument, ToolIndex
-from codemode.search._catalog_cache import CachedRow, CachedSearch, read_private, read_sealed, write_sealed
+from codemode.search import CachedRow, CachedSearch, SearchDocument, ToolIndex, read_sealed, write_sealed
+from codemode.search._cache_files import read_private
 from codemode.search._semantic import EmbeddingCache
 
 DOCS = [

@@ -10,7 +10,7 @@ import pytest
 
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
 from codemode.search._catalog_cache import CachedRow, CachedSearch
-from codemode.search._semantic import Embedder, semantic_setting
+from codemode.search._semantic import Embedder, semantic_ranking, semantic_setting
 
 DOCS = [
     SearchDocument("weather/now", "weather", "current_conditions", None, "Temperature and rain right now."),
@@ -84,3 +84,15 @@ def test_the_setting_and_its_override(monkeypatch: pytest.MonkeyPatch) -> None:
     for value, expected in (("1", "on"), ("YES", "on"), (" auto ", "auto"), ("0", "off"), ("nope", "off")):
         monkeypatch.setenv("CODEMODE_SEARCH_SEMANTIC", value)
         assert semantic_setting("on") == expected
+
+
+def test_the_ranking_loads_the_model_only_when_the_setting_in_force_asks(
+    model: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEMODE_SEARCH_SEMANTIC", "off")
+    assert semantic_ranking("on") == ("off", None)
+    monkeypatch.setenv("CODEMODE_SEARCH_SEMANTIC", "auto")
+    assert semantic_ranking("off") == ("auto", model)  # the process's one model
+    monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC")
+    assert semantic_ranking("on") == ("on", model)
+    assert semantic_ranking(None) == ("off", None)

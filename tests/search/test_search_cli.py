@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import codemode.stubs
 from codemode.catalog import ServerCatalog, ToolSpec, approve, load_lock, observe, save_lock, tool_hash
 from codemode.cli._main import cli
-from codemode.search._catalog_cache import cache_dir
+from codemode.search import cache_dir
 
 CONFIG = """
 [servers.crm]

@@ -19,7 +19,7 @@ from codemode.cli import _search_cache
 from codemode.cli._main import cli
 from codemode.cli._search_cache import ConfigFacts, config_file, included_policy
 from codemode.config import default_config_path, load_config
-from codemode.search._catalog_cache import cache_dir, read_sealed, write_sealed
+from codemode.search import cache_dir, read_sealed, write_sealed
 from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
 
 CONFIG = """
