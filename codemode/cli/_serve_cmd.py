@@ -36,7 +36,7 @@ from codemode.cli._signals import run_until_signalled
     help="With --transport http: also serve the operator console at /console (runs, evidence, "
     'approvals, servers, ledger verify) to tokens with roles = ["operator"].',
 )
-@click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
+@click.option("-v", "--verbose", is_flag=True, help="Log to stderr (MCP session ids are masked).")
 @handle_errors
 def serve(
     config_path: Path | None,
@@ -55,8 +55,10 @@ def serve(
     http:   codemode serve --transport http   → http://127.0.0.1:8765/mcp
 
     Over HTTP, Host and Origin are checked against DNS rebinding, and bearer tokens from
-    [serve.tokens] map callers to principals (required when binding beyond 127.0.0.1). Calls that
-    need approval are asked through the client (elicitation, or input-required on 2026-07-28).
+    [serve.tokens] map callers to principals (required when binding beyond 127.0.0.1). Each MCP
+    session belongs to the principal and tenant whose token opened it (recorded in the ledger);
+    any other token gets 404 for it. Calls that need approval are asked through the client
+    (elicitation, or input-required on 2026-07-28), and the ledger records who answered.
 
     With --console, operators (tokens with roles = ["operator"]) open http://127.0.0.1:8765/console
     in a browser: runs and their evidence, approvals waiting (approve or deny), servers and pin

@@ -10,6 +10,8 @@ It is the side-effects gate's memory (its execution record):
   receipt or a read-back (``resolve``, ``codemode ledger reconcile``).
 * **Approvals** are stored and consumed once, atomically, bound to call/tool, arguments,
   risk and expiry.
+* **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
+  them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
   the events, and ``verify`` proves both. See :mod:`codemode.ledger._chain` for the limits.
 
@@ -29,8 +31,8 @@ See :mod:`codemode.ledger._retry` for which failures may be retried.
 
 Layout: the rules are backend-neutral (:mod:`._states` is the one table of call states;
 :mod:`._reservations`, :mod:`._calls`, :mod:`._leases`, :mod:`._approvals`, :mod:`._runs`,
-:mod:`._queries`, :mod:`._events`, :mod:`._verify` implement them) and talk to storage only
-through :class:`LedgerStore` (:mod:`._store_protocol`). :class:`SqliteStore` is the embedded
+:mod:`._sessions`, :mod:`._queries`, :mod:`._events`, :mod:`._verify` implement them) and talk
+to storage only through :class:`LedgerStore` (:mod:`._store_protocol`). :class:`SqliteStore` is the embedded
 store; another backend implements the Protocol and passes ``tests/ledger/contract``.
 """
 
@@ -61,6 +63,7 @@ from codemode.ledger._models import (
     Reservation,
     Resolution,
     RunRecord,
+    SessionBinding,
     Unresolved,
     VerifyProblem,
     VerifyReport,
@@ -81,6 +84,7 @@ from codemode.ledger._store_protocol import (
     StoreError,
     StoreTransaction,
 )
+from codemode.ledger._time import Clock, system_clock
 
 __all__ = [
     "CALL_EVENTS",
@@ -101,6 +105,7 @@ __all__ = [
     "CallQuery",
     "CallRecord",
     "CallState",
+    "Clock",
     "Completion",
     "Conflict",
     "EventRow",
@@ -122,6 +127,7 @@ __all__ = [
     "RunFacet",
     "RunQuery",
     "RunRecord",
+    "SessionBinding",
     "SqliteLedger",
     "SqliteStore",
     "StoreError",
@@ -137,4 +143,5 @@ __all__ = [
     "reserve_waiting",
     "resolve_with_read_back",
     "scoped_key",
+    "system_clock",
 ]

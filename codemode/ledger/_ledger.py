@@ -2,8 +2,8 @@
 
 This class only holds the settings and says what each operation promises; the rules live in
 the modules by concern (:mod:`._reservations`, :mod:`._calls`, :mod:`._leases`,
-:mod:`._approvals`, :mod:`._runs`, :mod:`._queries`, :mod:`._verify`), all written against
-the store Protocol, so a second backend is a new store and nothing else.
+:mod:`._approvals`, :mod:`._runs`, :mod:`._sessions`, :mod:`._queries`, :mod:`._verify`), all
+written against the store Protocol, so a second backend is a new store and nothing else.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from codemode.calls import RunBinding, ToolError, ToolResult
-from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs
+from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs, _sessions
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._deferred import DeferredCompletion, DeferredRecords, write_deferred
@@ -30,6 +30,7 @@ from codemode.ledger._models import (
     Reservation,
     Resolution,
     RunRecord,
+    SessionBinding,
     VerifyReport,
 )
 from codemode.ledger._reads import ReadRecord
@@ -380,6 +381,18 @@ class StoreLedger:
             usable_at=moment,
         )
         return _approvals.find_approvals(self._ctx, query)
+
+    # ── MCP sessions ────────────────────────────────────────────────────────────────────────
+
+    def bind_session(self, session_id: str, *, principal: str, tenant: str) -> SessionBinding:
+        """Record that ``principal`` in ``tenant`` opened the MCP session ``session_id`` (stored
+        as a digest). Once only: binding it again to the same caller returns the binding, to
+        another raises :class:`LedgerStateError`."""
+        return _sessions.bind_session(self._ctx, session_id, principal, tenant)
+
+    def session_binding(self, session_id: str) -> SessionBinding | None:
+        """Who opened the MCP session ``session_id``; None if no one bound it (in any replica)."""
+        return _sessions.get_session(self._ctx, session_id)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

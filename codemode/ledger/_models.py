@@ -227,6 +227,19 @@ class ApprovalRecord(_Value):
         )
 
 
+class SessionBinding(_Value):
+    """Who opened an MCP session of ``codemode serve``: only callers with the same principal and
+    tenant may use it. Keyed by ``session_digest`` (``sha256:<hex>`` of the session id), never by
+    the id, which is half of what it takes to use the session."""
+
+    session_digest: str
+    principal: str
+    tenant: str
+    owner: str
+    """The ledger owner id (``host:pid:started:nonce``) of the serve process that opened it."""
+    bound_at: datetime
+
+
 class LedgerEvent(_Value):
     seq: int
     at: datetime

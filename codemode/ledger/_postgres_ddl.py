@@ -12,7 +12,7 @@ from typing import LiteralString
 
 from psycopg import sql
 
-from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, Table
+from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, COLUMNS, Table
 from codemode.ledger._states import CALL_STATES, KEY_HOLDING
 
 # TEXT is compared and sorted byte by byte (COLLATE "C"), as SQLite's BINARY collation does:
@@ -91,6 +91,7 @@ DDL: tuple[Statement, ...] = (
     _table("runs"),
     _table("calls"),
     _table("approvals"),
+    _table("mcp_sessions"),
     _index("calls_run", "calls", ("run_id", "created_at")),
     _index("calls_state", "calls", ("state",)),
     sql.SQL('CREATE INDEX calls_receipt ON calls ("receipt") WHERE "receipt" IS NOT NULL'),
@@ -123,3 +124,8 @@ def added_columns(table: Table, present: set[str]) -> list[Statement]:
         for name in ADDED_COLUMNS.get(table, ())
         if name not in present
     ]
+
+
+def added_tables(present: set[str]) -> list[Statement]:
+    """``CREATE TABLE`` statements for the tables of :data:`ADDED_TABLES` not in ``present``."""
+    return [_table(table) for table in ADDED_TABLES if table not in present]

@@ -49,9 +49,9 @@ from psycopg.pq import TransactionStatus
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._commit_signal import CommitSignal
-from codemode.ledger._postgres_ddl import DDL, added_columns
+from codemode.ledger._postgres_ddl import DDL, added_columns, added_tables
 from codemode.ledger._postgres_tx import Connection, PostgresTransaction
-from codemode.ledger._schema import ADDED_COLUMNS, SCHEMA_VERSION
+from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
 from codemode.ledger._sqlite_store import Synchronous
 from codemode.ledger._store_protocol import StoreError
 
@@ -325,6 +325,21 @@ class PostgresStore:
                 )
             else:
                 self._add_columns(tx)
+                self._add_tables(tx)
+
+    def _add_tables(self, tx: PostgresTransaction) -> None:
+        present = {
+            str(r["tablename"])
+            for r in tx.fetch(
+                sql.SQL(
+                    "SELECT tablename FROM pg_tables "
+                    "WHERE schemaname = current_schema() AND tablename = ANY(%s)"
+                ),
+                (list(ADDED_TABLES),),
+            )
+        }
+        for statement in added_tables(present):
+            tx.fetch(statement)
 
     def _add_columns(self, tx: PostgresTransaction) -> None:
         for table in ADDED_COLUMNS:

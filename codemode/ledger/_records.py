@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any, cast
 
-from codemode.ledger._models import ApprovalRecord, CallRecord, CallState, RunRecord
+from codemode.ledger._models import ApprovalRecord, CallRecord, CallState, RunRecord, SessionBinding
 from codemode.ledger._reduce import Row
 from codemode.ledger._time import from_text
 
@@ -92,4 +92,14 @@ def approval_record(row: Row) -> ApprovalRecord:
         note=cast("str | None", row["note"]),
         used_at=opt_time(row["used_at"]),
         used_by_call=cast("str | None", row["used_by_call"]),
+    )
+
+
+def session_binding(row: Row) -> SessionBinding:
+    return SessionBinding(
+        session_digest=str(row["session_digest"]),
+        principal=str(row["principal"]),
+        tenant=str(row["tenant"]),
+        owner=str(row["owner"]),
+        bound_at=from_text(str(row["bound_at"])),
     )

@@ -29,6 +29,8 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     },
     "approval_recorded": ("approvals", "create"),
     "approval_consumed": ("approvals", "update"),
+    # A session's binding never changes: a second event for it would rebind someone's session.
+    "mcp_session_bound": ("mcp_sessions", "create"),
 }
 
 
@@ -106,6 +108,7 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
         _check_call(kind, current, new)
     elif table == "runs":
         _check_run(kind, current, new)
-    else:
+    elif table == "approvals":
         _check_approval(kind, current, new)
+    # mcp_sessions: "create" only, checked above (a second binding of a session is refused).
     return table, new

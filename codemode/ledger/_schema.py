@@ -1,5 +1,5 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
-derived from the events (``runs``, ``calls``, ``approvals``).
+derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``).
 
 Column lists are defined once here; each store's DDL (:mod:`._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
@@ -16,7 +16,7 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Table = Literal["runs", "calls", "approvals"]
+Table = Literal["runs", "calls", "approvals", "mcp_sessions"]
 
 # name -> SQL type and constraint. The first column is the primary key.
 RUN_COLUMNS: dict[str, str] = {
@@ -89,10 +89,21 @@ APPROVAL_COLUMNS: dict[str, str] = {
     "used_by_call": "TEXT",
 }
 
+MCP_SESSION_COLUMNS: dict[str, str] = {
+    "session_digest": "TEXT PRIMARY KEY",
+    "principal": "TEXT NOT NULL",
+    "tenant": "TEXT NOT NULL",
+    "owner": "TEXT NOT NULL",
+    "bound_at": "TEXT NOT NULL",
+}
+"""Which principal and tenant opened each MCP session of ``codemode serve`` (by a digest of the
+session id, never the id itself), so every replica sharing the ledger refuses other callers."""
+
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
     "calls": CALL_COLUMNS,
     "approvals": APPROVAL_COLUMNS,
+    "mcp_sessions": MCP_SESSION_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
@@ -102,4 +113,12 @@ ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter
 A store adds the ones that an older file or database lacks when it opens it. No event written
 before held them, so re-deriving those rows gives NULL, which is what the added column holds:
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
+"""
+
+ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions",)
+"""Tables that schema version 1 gained after ledgers were first written with it.
+
+A store creates the ones an older file or database lacks when it opens it. No event written
+before was of their kinds, so re-deriving them gives no rows, which is what a new table holds:
+``verify`` stays exact here too.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, Table
+from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, COLUMNS, Table
 from codemode.ledger._states import CALL_STATES, KEY_HOLDING
 
 # States whose row holds its idempotency key, in CALL_STATES order.
@@ -39,6 +39,7 @@ DDL: tuple[str, ...] = (
     _table_ddl("runs"),
     _table_ddl("calls"),
     _table_ddl("approvals"),
+    _table_ddl("mcp_sessions"),
     "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id, created_at)",
     "CREATE INDEX IF NOT EXISTS calls_state ON calls (state)",
     "CREATE INDEX IF NOT EXISTS calls_receipt ON calls (receipt) WHERE receipt IS NOT NULL",
@@ -61,3 +62,9 @@ def added_columns(table: Table, present: set[str]) -> list[str]:
         for name in ADDED_COLUMNS.get(table, ())
         if name not in present
     ]
+
+
+def added_tables() -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS`` for the tables of :data:`ADDED_TABLES` (a no-op for those
+    a ledger already has)."""
+    return [_table_ddl(table) for table in ADDED_TABLES]

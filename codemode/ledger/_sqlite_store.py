@@ -36,7 +36,7 @@ from codemode.ledger._commit_signal import CommitSignal
 from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
-from codemode.ledger._sqlite_ddl import DDL, added_columns
+from codemode.ledger._sqlite_ddl import DDL, added_columns, added_tables
 from codemode.ledger._store_protocol import (
     RUN_FACETS,
     ApprovalQuery,
@@ -455,6 +455,8 @@ class SqliteStore:
                     present = {str(r["name"]) for r in tx.execute(f"PRAGMA table_info({table})")}
                     for statement in added_columns(table, present):
                         tx.execute(statement)
+                for statement in added_tables():
+                    tx.execute(statement)
 
     def close(self) -> None:
         with self._lock:

@@ -39,6 +39,7 @@ from codemode.broker._inputs import Sampler
 from codemode.calls import CallProgress, ProgressListener
 from codemode.config._serve import OPERATOR
 from codemode.serve._consent import (
+    CLIENT,
     Asker,
     BackChannel,
     ClientApprover,
@@ -46,6 +47,7 @@ from codemode.serve._consent import (
     ClientSampler,
     PendingRun,
     PendingRuns,
+    answerer,
     asked,
     can_elicit,
     can_sample,
@@ -189,7 +191,8 @@ class CodemodeServer:
                 return _error(str(exc))
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await self._run_modern(ctx, who, code, session_id)
-            channel = BackChannel(ctx)
+            principal = who.principal or self.engine.config.policy.default_principal
+            channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
             result = await self.engine.run(
                 code,
                 principal=who.principal,

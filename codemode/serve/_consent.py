@@ -15,11 +15,16 @@ of the run.
 
 Either way: decline, cancel, no answer before expiry, or a client that cannot be asked, means
 the call is denied (an approval), the request is cancelled (a relayed question) or refused (a
-completion), with a reason.
+completion), with a reason. Every answer names who gave it (:func:`answerer`): the caller who
+started the run, the only one who can answer it. Over HTTP with bearer tokens a back-channel
+answer arrives on an MCP session bound to that caller (:mod:`codemode.serve._sessions`) and an
+input round's retry is taken only from them (:meth:`PendingRuns.take`); without tokens every
+caller is the one configured principal.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -63,6 +68,20 @@ def approval_params(request: ApprovalRequest) -> mcp_types.ElicitRequestFormPara
     )
 
 
+CLIENT = "mcp-client"
+"""Who answers through the MCP client, before :func:`answerer` adds whose client it is."""
+
+
+def answerer(channel: str, principal: str | None, tenant: str | None) -> str:
+    """Who answers a question put through ``channel``, for the record: the caller's principal
+    and tenant, quoted (names are free text), e.g. ``mcp-client (principal "alice", tenant
+    "acme")``."""
+    named = [f"principal {json.dumps(principal or '')}"]
+    if tenant:
+        named.append(f"tenant {json.dumps(tenant)}")
+    return f"{channel} ({', '.join(named)})"
+
+
 def answer_from(result: mcp_types.ElicitResult | None, who: str) -> ApprovalAnswer:
     if result is None:
         return ApprovalAnswer(False, who, "no answer")
@@ -81,10 +100,10 @@ def relayed_message(request: ElicitationRequest) -> str:
     )
 
 
-def relayed_answer(result: mcp_types.ElicitResult | None) -> ElicitationAnswer:
+def relayed_answer(result: mcp_types.ElicitResult | None, who: str) -> ElicitationAnswer:
     if result is None:
-        return ElicitationAnswer("cancel", answered_by="mcp-client")
-    return ElicitationAnswer(result.action, result.content, answered_by="mcp-client")
+        return ElicitationAnswer("cancel", answered_by=who)
+    return ElicitationAnswer(result.action, result.content, answered_by=who)
 
 
 def relayed_params(request: ElicitationRequest) -> mcp_types.ElicitRequestParams:
@@ -157,12 +176,12 @@ class Asker(Protocol):
 
 class BackChannel:
     """A handshake-era connection's way back to the client (``elicitation/create``), shared by the
-    approvals and the relayed questions of one ``run_code`` request: one question at a time."""
+    approvals and the relayed questions of one ``run_code`` request: one question at a time.
+    ``name`` is who answers (see :func:`answerer`)."""
 
-    name = "elicitation"
-
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, name: str) -> None:
         self._ctx = ctx
+        self.name = name
         self._lock = anyio.Lock()
 
     @property
@@ -210,7 +229,7 @@ class ClientApprover:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         asker = self._asker
         if not asker.available:
-            return ApprovalAnswer(False, "mcp-client", "the MCP client does not support elicitation")
+            return ApprovalAnswer(False, asker.name, "the MCP client does not support elicitation")
         try:
             result = await asker.ask(approval_params(request), max(1.0, request.expires_at - time.time()))
         except TimeoutError:
@@ -231,16 +250,17 @@ class ClientElicitor:
         self._asker = asker
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        who = self._asker.name
         if not self._asker.available:
-            return ElicitationAnswer("cancel", answered_by="mcp-client")
+            return ElicitationAnswer("cancel", answered_by=who)
         try:
             result = await self._asker.ask(relayed_params(request), RELAY_WAIT_S)
         except TimeoutError:
-            return ElicitationAnswer("cancel", answered_by="mcp-client")
+            return ElicitationAnswer("cancel", answered_by=who)
         except Exception:  # the client failed to answer: nobody said yes
             log.warning("relaying a request for input to the MCP client failed", exc_info=True)
-            return ElicitationAnswer("cancel", answered_by="mcp-client")
-        return relayed_answer(result)
+            return ElicitationAnswer("cancel", answered_by=who)
+        return relayed_answer(result, who)
 
 
 class ClientSampler:
@@ -252,9 +272,7 @@ class ClientSampler:
     async def sample(self, request: SamplingRequest) -> SamplingAnswer:
         asker = self._asker
         if not asker.sampling_available:
-            return SamplingAnswer(
-                answered_by="mcp-client", refusal="the MCP client does not support sampling"
-            )
+            return SamplingAnswer(answered_by=asker.name, refusal="the MCP client does not support sampling")
         try:
             result = await asker.sample(sampling_params(request), RELAY_WAIT_S)
         except TimeoutError:
@@ -265,7 +283,7 @@ class ClientSampler:
             )
         if result is None:
             return SamplingAnswer(answered_by=asker.name, refusal="the MCP client gave no completion")
-        return SamplingAnswer(result, answered_by="mcp-client")
+        return SamplingAnswer(result, answered_by=asker.name)
 
 
 @dataclass
@@ -302,7 +320,8 @@ class PendingRun:
     """Cancels the background run when the client abandons it."""
     asking: anyio.Lock = field(default_factory=anyio.Lock)
     """One question at a time: the client answers the one its retry carries."""
-    name: str = "mcp-client"
+    name: str = CLIENT
+    """Who answers (see :func:`answerer`)."""
 
     async def ask(
         self, params: mcp_types.ElicitRequestParams, within_s: float
@@ -338,7 +357,14 @@ class PendingRuns:
     ) -> PendingRun:
         send, receive = anyio.create_memory_object_stream[_Question | RunResult](8)
         run = PendingRun(
-            secrets.token_urlsafe(24), principal, tenant, send, receive, client_can_elicit, client_can_sample
+            secrets.token_urlsafe(24),
+            principal,
+            tenant,
+            send,
+            receive,
+            client_can_elicit,
+            client_can_sample,
+            name=answerer(CLIENT, principal, tenant),
         )
         self._runs[run.token] = run
         return run

@@ -26,11 +26,14 @@ from codemode.config import Config, MissingSecretError, TokenGrant, resolve_refe
 from codemode.config._serve import EVERY_TENANT, OPERATOR
 from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
+from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from codemode.ledger import StoreLedger
 
 log = logging.getLogger("codemode.serve")
 
@@ -285,8 +288,13 @@ async def serve_http(
     With ``metrics``, ``GET /metrics`` answers in Prometheus text format (behind the same bearer
     tokens, Host check and loopback default as the MCP endpoint). With ``console``, the operator
     console answers under ``/console`` (operators only; see :mod:`codemode.serve.console`), and
-    runs' approval requests wait there for an operator as well as going to the client."""
+    runs' approval requests wait there for an operator as well as going to the client.
+
+    With bearer tokens, each MCP session is bound to the principal and tenant that opened it, in
+    the ledger (see :mod:`codemode.serve._sessions`)."""
     import uvicorn
+
+    hide_session_ids()
 
     host = host or config.serve.host
     port = config.serve.port if port is None else port
@@ -332,14 +340,17 @@ async def serve_http(
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
+        ledger = await _serve_ledger(stack, config, environ) if tokens or console else None
+        if tokens and ledger is not None:
+            app = SessionGuard(app, tokens, LedgerSessionBindings(ledger))
         if metrics:
             exposed = enable_metrics()
             exposed.warm_pool_ready.set_function(lambda: engine.warm_sandboxes)
             app = MetricsEndpoint(app, exposed, METRICS_PATH, security)
         if tokens:
             app = BearerAuth(app, tokens)  # /metrics needs a token like /mcp
-        if desk is not None:
-            console_app = await _console_app(stack, config, environ, engine, desk, tokens, security)
+        if desk is not None and ledger is not None:
+            console_app = _console_app(ledger, engine, desk, tokens, security)
             app = PathSplit(app, console_app, CONSOLE_PATH)
         console_url = url.removesuffix(config.serve.path) + CONSOLE_PATH
 
@@ -369,10 +380,22 @@ async def serve_http(
         tg.cancel_scope.cancel()
 
 
-async def _console_app(
-    stack: contextlib.AsyncExitStack,
-    config: Config,
-    environ: Mapping[str, str] | None,
+async def _serve_ledger(
+    stack: contextlib.AsyncExitStack, config: Config, environ: Mapping[str, str] | None
+) -> StoreLedger:
+    """A ledger connection of serve's own, beside the engine's (which has created the ledger by
+    now), for the session bindings and the console. Never ``recover`` on it: that would settle
+    the live engine's in-flight calls as if their process had died."""
+    from codemode.ledger import open_ledger
+
+    location = config.ledger_location(os.environ if environ is None else environ)
+    ledger = await anyio.to_thread.run_sync(lambda: open_ledger(location, create=False, recover=False))
+    stack.callback(ledger.close)
+    return ledger
+
+
+def _console_app(
+    ledger: StoreLedger,
     engine: CodeMode,
     desk: ApprovalDesk,
     tokens: TokenMap,
@@ -380,15 +403,9 @@ async def _console_app(
 ) -> ASGIApp:
     from mcp.server.transport_security import RequestBodyLimitMiddleware
 
-    from codemode.ledger import open_ledger
     from codemode.serve.console._app import Console
     from codemode.serve.console._auth import Sessions
 
-    # A connection of its own, read-mostly: never ``recover`` (that would settle the live
-    # engine's in-flight calls as if their process had died).
-    location = config.ledger_location(os.environ if environ is None else environ)
-    ledger = await anyio.to_thread.run_sync(lambda: open_ledger(location, create=False, recover=False))
-    stack.callback(ledger.close)
     console = Console(ledger, engine, desk, Sessions(tokens), security, ledger.location, CONSOLE_PATH)
     # Its forms are a few short fields: a large body is never a console request.
     return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)

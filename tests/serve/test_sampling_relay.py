@@ -106,7 +106,8 @@ async def test_the_clients_model_answers_the_downstream_servers_request(
         relayed = (params.meta or {}).get(RELAYED_META)
         assert relayed == {"server": "sampler", "tool": "summarise", "call_id": call.call_id}
     [entry] = call.inputs
-    assert (entry["kind"], entry["action"], entry["answered_by"]) == ("sampling", "accept", "mcp-client")
+    answered = ("sampling", "accept", 'mcp-client (principal "alice", tenant "acme")')
+    assert (entry["kind"], entry["action"], entry["answered_by"]) == answered
     assert entry["model"] == "client-model" and entry["filtered"]["secrets_redacted"] == 1
 
 
