@@ -41,6 +41,7 @@ _EXPORTS = {
     "ToolBackend": "codemode.broker._backend",
     "redact_secrets": "codemode._redaction",
     "terminal_available": "codemode.broker._terminal",
+    "tool_risk": "codemode.broker._risk",
 }
 
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     from codemode.broker._pii import PiiVault as PiiVault
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
+    from codemode.broker._risk import tool_risk as tool_risk
     from codemode.broker._run import RunSummary as RunSummary
     from codemode.broker._terminal import terminal_available as terminal_available
     from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor

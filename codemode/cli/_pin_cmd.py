@@ -16,7 +16,7 @@ from codemode.catalog import Pins, ToolStatus, load_lock, locked, parse_selector
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
 from codemode.cli._pin_review import review_row, review_table
 from codemode.config import Config
-from codemode.stubs._sanitize import escape_invisible
+from codemode.stubs import escape_invisible
 
 
 def _plain(text: str) -> str:

@@ -1,9 +1,18 @@
 """What ``codemode pin`` shows a reviewer: each new or changed tool with its risk and what changed.
 
-A person approving a pin approves a definition they should be able to read in one screen: the
-server and tool, the risk codemode will give it (which decides consent), its annotations, a
-short description (server text, cleaned of control and invisible characters), and for a
-changed tool which parts of the definition differ from the approved one.
+A person approving a pin approves a definition: the server and tool, the risk codemode will
+give it (which decides consent), its annotations, for a changed tool which parts of the
+definition differ from the approved one, and its title and description exactly as the stub
+gives them to the model (cleaned of control and invisible characters, cut where the stub cuts).
+Notes under the description say what the review does not show or what the model does not see:
+
+* characters the stub drops (invisible, control, bidi: a place to hide instructions);
+* a description cut short in the stub;
+* the descriptions inside the input and output schemas, which the stub also carries
+  (``codemode pin --diff`` shows the whole definition);
+* regular expressions (``pattern``, ``patternProperties``) that RE2 cannot run: each call's
+  check of them runs in a separate process, killed after the time limit; or that are no
+  ECMA-262 regular expression at all, so that every call is refused.
 """
 
 from __future__ import annotations
@@ -13,10 +22,12 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from codemode.broker._risk import tool_risk
+from codemode._json_schema import json_objects, pattern_notes
+from codemode._schema_isolation import CHECK_LIMIT_S
+from codemode.broker import tool_risk
 from codemode.catalog import LockEntry
 from codemode.config import Config
-from codemode.stubs._sanitize import first_sentence
+from codemode.stubs import TITLE_LIMIT, TOOL_DOC_LIMIT, clean_text, escape_invisible
 
 _HINTS = (
     ("readOnlyHint", "read-only"),
@@ -49,6 +60,52 @@ def changed_parts(entry: LockEntry) -> list[str]:
     return [part for part in _PARTS if old.get(part) != new.get(part)]
 
 
+def _hidden_count(text: str) -> int:
+    """How many characters of ``text`` the stub drops or replaces (within what it reads)."""
+    return sum(1 for char in text[: TOOL_DOC_LIMIT * 4 + 64] if escape_invisible(char) != char)
+
+
+def _schema_descriptions(definition: dict[str, Any]) -> int:
+    return sum(
+        isinstance(node.get("description"), str)
+        for part in ("inputSchema", "outputSchema")
+        for node in json_objects(definition.get(part))
+    )
+
+
+def review_notes(server: str, tool: str, definition: dict[str, Any]) -> list[str]:
+    """What a reviewer should know that the description column does not say (see the module)."""
+    notes: list[str] = []
+    description = str(definition.get("description") or "")
+    hidden = _hidden_count(description)
+    if hidden:
+        notes.append(
+            f"{hidden} invisible, control or unusual space character(s) in the description are "
+            "dropped or replaced in the stub: see them with 'codemode pin --diff'"
+        )
+    if clean_text(description, TOOL_DOC_LIMIT) != clean_text(description, 2 * TOOL_DOC_LIMIT):
+        notes.append(
+            f"the stub keeps the first {TOOL_DOC_LIMIT:,} characters of the description "
+            f"({len(description):,} in all)"
+        )
+    inner = _schema_descriptions(definition)
+    if inner:
+        notes.append(
+            f"the stub also carries {inner} description(s) from the input and output schemas: "
+            f"'codemode pin --diff {server}/{tool}' shows them"
+        )
+    for part, label in (("inputSchema", "input"), ("outputSchema", "output")):
+        for note in pattern_notes(definition.get(part)):
+            if note.refused:
+                notes.append(f"{label} schema: every call is refused: {note.problem}")
+            else:
+                notes.append(
+                    f"{label} schema: {note.problem}: calls are checked against it in a separate "
+                    f"process, and refused if that takes over {CHECK_LIMIT_S:g} s"
+                )
+    return notes
+
+
 def review_row(config: Config, server: str, tool: str, status: str, entry: LockEntry) -> dict[str, Any]:
     pinned = entry.observed or entry.approved
     definition: dict[str, Any] = pinned.definition if pinned is not None else {}
@@ -66,9 +123,20 @@ def review_row(config: Config, server: str, tool: str, status: str, entry: LockE
         "status": status,
         "risk": risk,
         "annotations": annotation_text(definition.get("annotations")),
-        "description": first_sentence(str(definition.get("description") or ""), 80),
+        "title": clean_text(str(definition.get("title") or ""), TITLE_LIMIT),
+        "description": clean_text(str(definition.get("description") or ""), TOOL_DOC_LIMIT),
+        "notes": review_notes(server, tool, definition),
         "changed": changed_parts(entry),
     }
+
+
+def _description_cell(row: dict[str, Any]) -> str:
+    """Title, description and notes, as markup that prints the server's text literally."""
+    parts = [f"[bold]{escape(row['title'])}[/]"] if row["title"] else []
+    parts.append(escape(row["description"]) or "[dim](no description)[/]")
+    # A note may quote a pattern, or RE2's words about one: server text, made visible too.
+    parts.extend(f"[yellow]! {escape(escape_invisible(note))}[/]" for note in row["notes"])
+    return "\n".join(parts)
 
 
 def review_table(rows: list[dict[str, Any]]) -> Table:
@@ -86,6 +154,6 @@ def review_table(rows: list[dict[str, Any]]) -> Table:
             f"[{_RISK_STYLES[row['risk']]}]{row['risk']}[/]",
             escape(row["annotations"]),
             escape(", ".join(row["changed"]) or ("-" if row["status"] != "new" else "(new)")),
-            escape(row["description"]),
+            _description_cell(row),
         )
     return table

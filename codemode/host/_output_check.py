@@ -13,6 +13,13 @@ case                                         checked by
 a structured result that the compiled        nothing more: accepted
 validator of the session's schema for the
 tool accepts
+a structured result against a schema with    :class:`~codemode._json_schema.SchemaCheck`, off
+regular expressions (``pattern``,            the event loop: patterns searched by RE2, or in a
+``patternProperties``)                       separate process killed after ``CHECK_LIMIT_S``
+                                             (the SDK's check would run a server's pattern
+                                             with Python's ``re``, on the event loop, for as
+                                             long as it backtracks); a refusal is worded as
+                                             the SDK words it
 anything else: no structured result, the     the SDK's own check, unchanged, so that a refusal
 compiled validator says no, a schema it      and its message are the SDK's
 does not take (below), a tool the session
@@ -20,7 +27,9 @@ has no schema for
 ===========================================  ==================================================
 
 The schema is the one the SDK's check would use: the session's own cache of listed output
-schemas, so a relisting or a server that lists a tool twice cannot make the two disagree.
+schemas, read afresh on every call (a complete relisting replaces that cache), so a relisting
+or a server that lists a tool twice cannot make the two disagree. For a tool not in it, the
+tools are listed again first, as the SDK's check would.
 The compiled validator only takes schemas on which the two validators cannot differ:
 
 * no regular expression (``pattern``, ``patternProperties``, ``propertyNames``; a property of
@@ -37,15 +46,26 @@ limit still applies to the answer on its way to the program.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, cast
 from urllib.parse import unquote
 
+import anyio
 import jsonschema_rs
 import mcp_types
 from mcp.client.session import ClientSession
 
-from codemode._json_schema import compiled_validator, json_objects, mentions
+from codemode._json_schema import (
+    REGEX_KEYWORDS,
+    Finding,
+    SchemaCheck,
+    SchemaError,
+    Unchecked,
+    compiled_validator,
+    json_objects,
+    mentions,
+)
+from codemode._schema_isolation import CHECK_LIMIT_S, check_off_loop
 
 __all__ = ["OutputCheck", "install_output_check"]
 
@@ -146,6 +166,15 @@ def _compile(schema: Any) -> jsonschema_rs.Validator | None:
     return compiled_validator(mapping) if mapping is not None and _takes(mapping) else None
 
 
+def _safe_check(schema: dict[str, Any]) -> SchemaCheck | str:
+    try:
+        return SchemaCheck(schema)
+    except SchemaError as exc:
+        return str(exc.message)
+    except RecursionError:
+        return "nested too deeply to be checked"
+
+
 class OutputCheck:
     """Stands in for one session's ``validate_tool_result`` (see the module's table)."""
 
@@ -153,23 +182,54 @@ class OutputCheck:
         self,
         sdk_check: Callable[[str, mcp_types.CallToolResult], Awaitable[None]],
         schemas: Mapping[str, Any] | None,
+        relist: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._sdk_check = sdk_check
         self._schemas = schemas
         """The session's listed output schemas by tool name, as its own check reads them."""
+        self._relist = relist
+        """Lists the tools again (for a tool the schemas do not know), as the SDK's check does."""
         self._compiled: dict[str, tuple[Any, jsonschema_rs.Validator | None]] = {}
         """By tool: the schema object compiled (held, and compared by identity) and its validator."""
+        self._checks: dict[str, tuple[Any, SchemaCheck | str]] = {}
+        """By tool: a schema with regular expressions (held, compared by identity) and its check,
+        or why it is not a schema."""
         self.accepted = 0
         """Results accepted by the compiled validator alone (for tests and benchmarks)."""
+        self.checked_safely = 0
+        """Results accepted by the check with safe regular expressions (for tests)."""
 
     async def __call__(self, name: str, result: mcp_types.CallToolResult) -> None:
-        if result.structured_content is not None and self._conforms(name, result.structured_content):
+        if self._schemas is not None and name not in self._schemas and self._relist is not None:
+            await self._relist()
+        schema = self._schemas.get(name) if self._schemas is not None else None
+        structured = result.structured_content
+        if structured is not None and self._conforms(name, schema, structured):
             self.accepted += 1
+            return
+        mapping = _as_map(schema)
+        if structured is not None and mapping is not None and mentions(mapping, REGEX_KEYWORDS):
+            await self._check_safely(name, mapping, structured)
+            self.checked_safely += 1
             return
         await self._sdk_check(name, result)
 
-    def _conforms(self, name: str, structured: dict[str, Any]) -> bool:
-        schema = self._schemas.get(name) if self._schemas is not None else None
+    async def _check_safely(self, name: str, schema: dict[str, Any], structured: dict[str, Any]) -> None:
+        """Raises as the SDK's check does when ``structured`` does not match ``schema``."""
+        known = self._checks.get(name)
+        if known is None or known[0] is not schema:
+            # Off the event loop: checking a schema compiles its patterns (long ones take a while).
+            known = self._checks[name] = (schema, await anyio.to_thread.run_sync(_safe_check, schema))
+        check = known[1]
+        if isinstance(check, str):
+            raise RuntimeError(f"Invalid schema for tool {name}: {check}")
+        outcome = await check_off_loop(check, structured, CHECK_LIMIT_S)
+        if isinstance(outcome, Finding):
+            raise RuntimeError(f"Invalid structured content returned by tool {name}: {outcome.message}")
+        if isinstance(outcome, Unchecked):
+            raise RuntimeError(_unchecked(name, outcome))
+
+    def _conforms(self, name: str, schema: Any, structured: dict[str, Any]) -> bool:
         if schema is None:
             return False
         compiled = self._compiled.get(name)
@@ -182,12 +242,42 @@ class OutputCheck:
             return False
 
 
+def _unchecked(name: str, outcome: Unchecked) -> str:
+    if outcome.kind == "timeout":
+        return (
+            f"Checking the structured content returned by tool {name} against its output schema "
+            f"took longer than {CHECK_LIMIT_S:g} s (a pattern that backtracks?)"
+        )
+    if outcome.kind == "unresolvable":
+        return f"Invalid schema for tool {name}: it refers to {outcome.detail!r}, which is never fetched"
+    return f"The structured content returned by tool {name} could not be checked ({outcome.detail})"
+
+
+class _SessionSchemas(Mapping[str, Any]):
+    """The SDK's cache of listed output schemas, read afresh each time: a complete listing
+    replaces the dictionary, so holding the first one would go stale."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+
+    def _current(self) -> dict[str, Any]:
+        # Private to the SDK, hence read defensively: without it, every result goes to the
+        # SDK's check, and a test notices that none is accepted fast.
+        return _as_map(getattr(self._session, "_tool_output_schemas", None)) or {}
+
+    def __getitem__(self, name: str) -> Any:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
 def install_output_check(session: ClientSession) -> OutputCheck:
     """Give ``session`` the fast check; the SDK's own stays behind it for every other case."""
-    # The SDK's cache of listed output schemas (private, hence read defensively): without it,
-    # every result goes to the SDK's check, and a test notices that none is accepted fast.
-    schemas = _as_map(getattr(session, "_tool_output_schemas", None))
-    check = OutputCheck(session.validate_tool_result, schemas)
+    check = OutputCheck(session.validate_tool_result, _SessionSchemas(session), session.list_tools)
     # An instance attribute shadows the method, for this session only: the SDK calls it from
     # call_tool, and codemode's task polling calls it for results that arrive later.
     vars(session)["validate_tool_result"] = check

@@ -20,6 +20,8 @@ instead of rebuilding them; the result is the same as a fresh ``render_tree(cata
 """
 
 from codemode.stubs._names import NameKind, assign_identifiers
+from codemode.stubs._render_tool import TITLE_LIMIT
+from codemode.stubs._sanitize import TOOL_DOC_LIMIT, clean_text, escape_invisible
 from codemode.stubs._tree import (
     DetailLevel,
     SearchResult,
@@ -37,6 +39,8 @@ from codemode.stubs._typecheck import (
 )
 
 __all__ = [
+    "TITLE_LIMIT",
+    "TOOL_DOC_LIMIT",
     "DetailLevel",
     "ExportCheck",
     "NameKind",
@@ -47,6 +51,8 @@ __all__ = [
     "VirtualTree",
     "assign_identifiers",
     "check_export",
+    "clean_text",
+    "escape_invisible",
     "import_export",
     "render_tree",
     "typecheck_export",

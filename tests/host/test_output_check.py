@@ -1,7 +1,10 @@
-"""Output-schema checks: the compiled validator accepts what conforms, the SDK decides the rest.
+"""Output-schema checks: the compiled validator accepts what conforms, a schema with regular
+expressions is checked with safe ones (never by the SDK, whose check runs a server's pattern with
+Python's backtracking ``re`` on the event loop), and the SDK decides the rest.
 
-Unit tests drive :class:`OutputCheck` with a recording stand-in for the SDK's check; the last two
-run a real stdio server (``raw_server.py shaped``) through a real SDK session.
+Unit tests drive :class:`OutputCheck` with a recording stand-in for the SDK's check; the tests
+with a real session run a real stdio server (``raw_server.py shaped``, ``regex_server.py``)
+through a real SDK session.
 """
 
 from __future__ import annotations
@@ -9,16 +12,18 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 import pytest
+from mcp.client.session import ClientSession
 
+from codemode import _schema_isolation as schema_isolation
 from codemode.config import config_from_mapping
 from codemode.errors import CodemodeError
 from codemode.host import McpHost
 from codemode.host._connection import ServerConnection
-from codemode.host._output_check import OutputCheck
+from codemode.host._output_check import OutputCheck, install_output_check
 
 pytestmark = pytest.mark.anyio
 
@@ -90,9 +95,7 @@ LOOPS_ON_ONE_VALUE: dict[str, dict[str, Any]] = {
         ({}, {"n": 3}),  # a tool the session has no output schema for
         ({"count": {"type": 12}}, {"n": 3}),  # not a schema the compiled validator can build
         ({"count": with_shape(**{"$schema": "https://example.invalid/no-such-draft"})}, {"n": 3}),
-        # Where the two validators can differ, the SDK's alone decides:
-        ({"count": with_shape(properties={"n": {"type": "string", "pattern": "^\\p{L}+$"}})}, {"n": "x"}),
-        ({"count": with_shape(patternProperties={"^n$": {"type": "integer"}})}, {"n": 3}),
+        # Where the two validators can differ (and no regular expression runs), the SDK's decides:
         ({"count": with_shape(propertyNames={"maxLength": 3})}, {"n": 3}),
         ({"count": with_shape(properties={"n": {"type": "number", "multipleOf": 0.1}})}, {"n": 0.3}),
         *(({"count": schema}, {"n": 3}) for schema in LOOPS_ON_ONE_VALUE.values()),
@@ -104,8 +107,6 @@ LOOPS_ON_ONE_VALUE: dict[str, dict[str, Any]] = {
         "not-listed",
         "invalid-schema",
         "unknown-draft",
-        "pattern",
-        "pattern-properties",
         "property-names",
         "multiple-of",
         *(f"loop-{name}" for name in LOOPS_ON_ONE_VALUE),
@@ -197,3 +198,136 @@ async def test_a_catalog_lookup_by_name_follows_a_new_catalog(
         assert connection.tool("no_such_tool") is None
         relisted = await connection.refresh_catalog()
         assert connection.tool("fits") is relisted.tool("fits")
+
+
+# -- schemas with regular expressions -------------------------------------------------------------
+
+HOSTILE = "a" * 30 + "!"
+CATASTROPHIC = ["^([a-z]+)+$", "^(a|a)*$", "(a|aa)+$", "^(\\w+\\s?)*$"]
+
+
+def code_in_string(pattern: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
+
+
+def code_in_key(pattern: str) -> dict[str, Any]:
+    keyed = {
+        "type": "object",
+        "patternProperties": {pattern: {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    return {"type": "object", "properties": {"code": keyed}}
+
+
+def code_in_name(pattern: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"code": {"type": "object", "propertyNames": {"pattern": pattern}}},
+    }
+
+
+@pytest.fixture
+def separate_processes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The results checked in a separate process (the real one), in order."""
+    checked: list[Any] = []
+    real = schema_isolation._in_separate_process  # pyright: ignore[reportPrivateUsage]
+
+    async def counted(schema: dict[str, Any], instance: Any, limit_s: float) -> Any:
+        checked.append(instance)
+        return await real(schema, instance, limit_s)
+
+    monkeypatch.setattr(schema_isolation, "_in_separate_process", counted)
+    return checked
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+@pytest.mark.parametrize(
+    ("shape", "value"),
+    [(code_in_string, HOSTILE), (code_in_key, {HOSTILE: 1}), (code_in_name, {HOSTILE: 1})],
+    ids=["pattern", "patternProperties", "propertyNames"],
+)
+async def test_a_catastrophic_pattern_is_checked_at_once_and_never_by_the_sdk(
+    shape: Callable[[str], dict[str, Any]], value: Any, pattern: str, separate_processes: list[Any]
+) -> None:
+    sdk = SdkCheck()
+    check = check_with({"report": shape(pattern)}, sdk)
+    with pytest.raises(RuntimeError, match=r"^Invalid structured content returned by tool report: "):
+        await check("report", result({"code": value}))
+    good = "aaaa" if isinstance(value, str) else {"aaaa": 1}
+    await check("report", result({"code": good}))
+    assert sdk.seen == [] and check.checked_safely == 1 and check.accepted == 0
+    assert separate_processes == [], "RE2 runs these patterns here"
+
+
+async def test_a_pattern_that_is_not_ecma_262_is_an_invalid_schema() -> None:
+    sdk = SdkCheck()
+    check = check_with({"report": code_in_string("(?i)abc")}, sdk)
+    with pytest.raises(RuntimeError, match=r"^Invalid schema for tool report: .*unknown group syntax"):
+        await check("report", result({"code": "abc"}))
+    assert sdk.seen == []
+
+
+async def test_the_schemas_are_read_when_used_and_an_unknown_tool_is_listed_first() -> None:
+    schemas: dict[str, Any] = {}
+    listings: list[str] = []
+
+    async def relist() -> None:  # what the SDK's check does for a tool it does not know
+        listings.append("listed")
+        schemas["report"] = code_in_string("^([a-z]+)+$")
+
+    sdk = SdkCheck()
+    check = OutputCheck(sdk, schemas, relist)
+    with pytest.raises(RuntimeError, match="Invalid structured content"):
+        await check("report", result({"code": HOSTILE}))
+    assert listings == ["listed"] and sdk.seen == []
+
+
+async def test_the_check_of_a_session_follows_the_sdk_replacing_its_schemas() -> None:
+    """A complete listing replaces the session's dictionary of schemas (not its contents)."""
+
+    class Session:
+        def __init__(self) -> None:
+            self._tool_output_schemas: dict[str, Any] = {"report": SHAPE}
+            self.listed = 0
+
+        async def validate_tool_result(self, name: str, result: mcp_types.CallToolResult) -> None:
+            raise AssertionError("the SDK's check must not see a schema with patterns")
+
+        async def list_tools(self) -> None:
+            self.listed += 1
+
+    session = Session()
+    check = install_output_check(cast(ClientSession, session))
+    session._tool_output_schemas = {"report": code_in_string("^([a-z]+)+$")}  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(RuntimeError, match="Invalid structured content"):
+        await check("report", result({"code": HOSTILE}))
+    assert session.listed == 0
+
+
+@pytest.mark.integration
+async def test_a_pattern_re2_cannot_run_is_checked_in_a_separate_process_under_the_time_limit(
+    separate_processes: list[Any],
+) -> None:
+    sdk = SdkCheck()
+    check = check_with({"report": code_in_string("^(?=[a-z])([a-z]+)+$")}, sdk)
+    await check("report", result({"code": "abc"}))
+    with pytest.raises(RuntimeError, match="tool report against its output schema took longer than 2 s"):
+        await check("report", result({"code": "a" * 40 + "!"}))
+    assert sdk.seen == [] and len(separate_processes) == 2
+
+
+async def test_a_real_session_refuses_a_result_that_a_hostile_output_pattern_refuses(
+    fixture_stdio: Callable[..., dict[str, Any]],
+) -> None:
+    """``regex_server.py`` answers ``report`` with 40 letters and a ``!`` against ``(a|aa)+$``."""
+    async with McpHost(config_from_mapping({"servers": {"regex": fixture_stdio("regex_server")}})) as host:
+        with pytest.raises(CodemodeError, match="Invalid structured content returned by tool report"):
+            await host.call_tool("regex", "report", {})
+        output_check = host.connections["regex"].output_check
+        assert output_check is not None and output_check.checked_safely == 0
+    fitting = fixture_stdio("regex_server", env={"REGEX_REPORT": "aaaa"})
+    async with McpHost(config_from_mapping({"servers": {"regex": fitting}})) as host:
+        answer = await host.call_tool("regex", "report", {})
+        assert answer.structured_content == {"code": "aaaa"}
+        output_check = host.connections["regex"].output_check
+        assert output_check is not None and output_check.checked_safely == 1

@@ -1,15 +1,19 @@
 """Argument gate: arguments must validate against the tool's *pinned* input schema.
 
 JSON Schema 2020-12 (or the draft the schema names), with limits: a size and depth cap on the
-arguments, a time cap on validation (a hostile ``pattern`` must not hang the broker), and no
-network ``$ref`` (references are resolved inside the pinned schema only; anything else fails
-closed). With ``strict_arguments`` (the default) an argument the schema does not declare is
-refused, which is how fields such as ``principal`` or ``tenant`` smuggled into a call die here.
-That holds at any depth: in every object the arguments hold where the schema declares
-``properties`` (``query.tenant``, ``items[0].principal``), the allowed keys being the union of
-what the schema and its ``allOf``/``anyOf``/``oneOf`` (…) branches declare; extras are allowed
-only where the schema says so (``additionalProperties``, ``patternProperties``,
-``unevaluatedProperties``). A reference it cannot follow refuses the call (see :class:`_Strictness`).
+arguments, a time cap on validation, and no network ``$ref`` (references are resolved inside
+the pinned schema only; anything else fails closed). A hostile ``pattern`` cannot hang the
+broker: patterns are ECMA-262, searched by RE2 (which never backtracks), and one RE2 cannot run
+(a look-around, a back reference) is searched in a separate process that is killed at the time
+cap (see :mod:`codemode._schema_isolation`; ``codemode pin`` flags such patterns).
+
+With ``strict_arguments`` (the default) an argument the schema does not declare is refused,
+which is how fields such as ``principal`` or ``tenant`` smuggled into a call die here. That holds
+at any depth: in every object the arguments hold where the schema declares ``properties``
+(``query.tenant``, ``items[0].principal``), the allowed keys being the union of what the schema
+and its ``allOf``/``anyOf``/``oneOf`` (…) branches declare; extras are allowed only where the
+schema says so (``additionalProperties``, ``patternProperties``, ``unevaluatedProperties``). A
+reference it cannot follow refuses the call (see :class:`_Strictness`).
 
 Two validators per pinned schema, both built once and cached by tool and schema hash (with what
 ``strict_arguments`` allows at each place of the schema, worked out as calls reach it):
@@ -21,8 +25,9 @@ compiled               every call whose schema is *inline-safe* (no regular expr
 (``jsonschema_rs``)    reference) and whose arguments are small: a yes/no in about a
                        microsecond, on the event loop
 interpreted            the message when the compiled one says no; every call of any other
-(``jsonschema``)       schema, in a worker thread under the time cap; any schema the compiled
-                       one cannot build (an unknown ``$schema``, say)
+(``jsonschema``, with  schema, in a worker thread under the time cap (or a separate process,
+safe patterns)         see above); any schema the compiled one cannot build (an unknown
+                       ``$schema``, say)
 =====================  =====================================================================
 
 Formats are not asserted by either (JSON Schema's default since 2019-09, and jsonschema's).
@@ -35,23 +40,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 import anyio
-import jsonschema
 import jsonschema_rs
-from jsonschema import exceptions as jsonschema_exceptions
-from jsonschema import validators
-from jsonschema.exceptions import SchemaError, ValidationError
-from jsonschema.protocols import Validator
-from referencing import Registry
-from referencing.exceptions import NoSuchResource, Unresolvable
 
-from codemode._json_schema import compiled_validator, mentions
+from codemode._json_schema import (
+    REGEX_KEYWORDS,
+    Finding,
+    NeedsIsolation,
+    Outcome,
+    SchemaCheck,
+    SchemaError,
+    Unchecked,
+    compiled_validator,
+    mentions,
+)
+from codemode._schema_isolation import CHECK_LIMIT_S, check_off_loop
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
 from codemode.broker._paths import MAX_ARGUMENT_DEPTH
@@ -60,28 +69,14 @@ from codemode.config import PolicyConfig
 _T = TypeVar("_T")
 
 MAX_ARGUMENT_BYTES = 1_048_576
-VALIDATION_TIMEOUT_S = 2.0
+VALIDATION_TIMEOUT_S = CHECK_LIMIT_S
 INLINE_ARGUMENT_BYTES = 8_192
 """Arguments up to this size, against a schema without regular expressions and without
 references (so without recursion), are validated on the event loop: that takes microseconds
 and cannot blow up, so a worker thread (and its timeout) would only add latency to every call."""
 
 
-def _refuse_retrieval(uri: str) -> Any:
-    # Called for any $ref that is not inside the pinned schema: never fetch, never read files.
-    raise NoSuchResource(ref=uri)
-
-
-# jsonschema's stubs leave best_match's return type open; it returns the most relevant error or None.
-best_match = cast(
-    Callable[[Iterable[ValidationError]], ValidationError | None],
-    jsonschema_exceptions.best_match,  # pyright: ignore[reportUnknownMemberType]
-)
-
-_REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # pyright: ignore[reportCallIssue]
-
-
-_SLOW_KEYWORDS = ("pattern", "patternProperties", "$ref", "$dynamicRef", "$recursiveRef")
+_SLOW_KEYWORDS = (*REGEX_KEYWORDS, "$ref", "$dynamicRef", "$recursiveRef")
 
 
 async def _off_loop(work: Callable[[], _T]) -> tuple[bool, _T | None]:
@@ -93,9 +88,9 @@ async def _off_loop(work: Callable[[], _T]) -> tuple[bool, _T | None]:
 
 
 def _may_be_slow(schema: Any) -> bool:
-    """Whether validating against ``schema`` may take long: it runs a regular expression (a
-    hostile ``pattern`` can backtrack for ever) or follows references (recursion can make the
-    work grow exponentially with the depth of the arguments).
+    """Whether validating against ``schema`` may take long: it runs a regular expression (RE2's
+    work grows with the text, and some patterns go to a separate process) or follows references
+    (recursion can make the work grow exponentially with the depth of the arguments).
 
     Conservative: a *property* named ``pattern`` also counts, which only costs a worker thread.
     """
@@ -123,7 +118,7 @@ def json_depth(value: Any, limit: int) -> int:
 class _Validators:
     """What one pinned schema is checked with (see the module's table)."""
 
-    interpreted: Validator
+    interpreted: SchemaCheck
     compiled: jsonschema_rs.Validator | None
     """None when the schema is not inline-safe, or the compiled validator could not be built."""
     strictness: _Strictness | None
@@ -142,24 +137,29 @@ class ArgumentGate:
         self.policy = policy
         self._validators: dict[str, _Validators | str] = {}
 
-    def _validator(self, key: str, schema: dict[str, Any]) -> _Validators | str:
+    async def _validator(self, key: str, schema: dict[str, Any]) -> _Validators | str:
         """The cached validators of a pinned schema, or the reason the schema cannot be used."""
         cached = self._validators.get(key)
-        if cached is not None:
-            return cached
+        if cached is None:
+            # In a worker thread: checking a schema compiles its patterns, and a long pattern
+            # takes a while (a second for a few hundred kilobytes) that the event loop must not wait.
+            cached = await anyio.to_thread.run_sync(self._build, schema)
+            self._validators[key] = cached
+        return cached
+
+    def _build(self, schema: dict[str, Any]) -> _Validators | str:
         try:
-            cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            cls.check_schema(schema)
+            interpreted = SchemaCheck(schema)
             strictness = (
-                _Strictness(schema, frozenset(cls.VALIDATORS)) if self.policy.strict_arguments else None
+                _Strictness(schema, frozenset(interpreted.cls.VALIDATORS))
+                if self.policy.strict_arguments
+                else None
             )
-            made: _Validators | str = _Validators(
-                cls(schema, registry=_REGISTRY), _compile(schema), strictness
-            )
+            return _Validators(interpreted, _compile(schema), strictness)
         except SchemaError as exc:
-            made = f"the tool's pinned input schema is not valid JSON Schema ({exc.message})"
-        self._validators[key] = made
-        return made
+            return f"the tool's pinned input schema is not valid JSON Schema ({exc.message})"
+        except RecursionError:
+            return "the tool's pinned input schema is nested too deeply to be checked"
 
     async def _undeclared(
         self, checked_by: _Validators, schema: dict[str, Any], arguments: dict[str, Any], size: int
@@ -199,7 +199,8 @@ class ArgumentGate:
     async def check(self, call: Call, facts: Facts) -> Decision:
         assert facts.pinned is not None, "the tool gate runs first"
         arguments = dict(call.arguments)
-        size = len(json.dumps(arguments, ensure_ascii=False).encode())
+        # surrogatepass: a lone surrogate (valid in a JSON string) has a size too, not an error.
+        size = len(json.dumps(arguments, ensure_ascii=False).encode(errors="surrogatepass"))
         if size > MAX_ARGUMENT_BYTES:
             return Deny(self.name, f"arguments are {size:,} bytes (limit {MAX_ARGUMENT_BYTES:,})")
         if json_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
@@ -208,40 +209,48 @@ class ArgumentGate:
         if not isinstance(schema, dict):
             return Deny(self.name, "the tool's pinned input schema is not an object")
         key = f"{call.label}@{call.request.schema_hash if call.request else ''}"
-        checked_by = self._validator(key, schema)  # pyright: ignore[reportUnknownArgumentType]
+        checked_by = await self._validator(key, schema)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(checked_by, str):
             return Deny(self.name, checked_by)
         refused = await self._undeclared(checked_by, schema, arguments, size)  # pyright: ignore[reportUnknownArgumentType]
         if refused is not None:
             return refused
-        validator = checked_by.interpreted
+        interpreted = checked_by.interpreted
         compiled = checked_by.compiled if size <= INLINE_ARGUMENT_BYTES else None
         if compiled is not None and _compiled_accepts(compiled, arguments):
             return Allow(facts)
-
-        def first_error() -> ValidationError | str | None:
-            try:
-                return best_match(validator.iter_errors(arguments))
-            except Unresolvable as exc:
-                return f"the tool's schema refers to {exc.ref!r}, which is never fetched"
-            except (RecursionError, ValueError, TypeError) as exc:
-                return f"the arguments could not be validated ({type(exc).__name__})"
-
+        outcome: Outcome | str = None
         if compiled is not None:
-            # Refused by the compiled validator: the interpreted one words the reason.
-            finished, error = True, first_error() or _compiled_reason(compiled, arguments)
-        else:
-            finished, error = await _off_loop(first_error)
-        if not finished:
-            return Deny(self.name, f"validating the arguments took longer than {VALIDATION_TIMEOUT_S:g} s")
-        if isinstance(error, str):
-            return Deny(self.name, error)
-        if error is not None:
-            where = "/".join(str(p) for p in list(error.absolute_path)) or "(top level)"  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-            text = str(error.message)
-            message = text if len(text) < 300 else text[:300] + "…"
-            return Deny(self.name, f"invalid argument at {where}: {message}")
-        return Allow(facts)
+            # Refused by the compiled validator (so no regular expression, no reference): the
+            # interpreted one words the reason, here; a refusal is never overturned.
+            try:
+                outcome = interpreted.here(arguments) or _compiled_reason(compiled, arguments)
+            except NeedsIsolation:
+                compiled = None
+        if compiled is None:
+            outcome = await check_off_loop(interpreted, arguments, VALIDATION_TIMEOUT_S)
+        refusal = _refusal(outcome)
+        return Allow(facts) if refusal is None else Deny(self.name, refusal)
+
+
+def _refusal(outcome: Outcome | str) -> str | None:
+    """Why the arguments are refused, worded for the model; None when they match."""
+    if outcome is None or isinstance(outcome, str):
+        return outcome
+    if isinstance(outcome, Finding):
+        where = "/".join(map(str, outcome.path)) or "(top level)"
+        text = outcome.message
+        message = text if len(text) < 300 else text[:300] + "…"
+        return f"invalid argument at {where}: {message}"
+    return _unchecked(outcome)
+
+
+def _unchecked(outcome: Unchecked) -> str:
+    if outcome.kind == "timeout":
+        return f"validating the arguments took longer than {VALIDATION_TIMEOUT_S:g} s"
+    if outcome.kind == "unresolvable":
+        return f"the tool's schema refers to {outcome.detail!r}, which is never fetched"
+    return f"the arguments could not be validated ({outcome.detail})"
 
 
 def _compiled_accepts(compiled: jsonschema_rs.Validator, arguments: dict[str, Any]) -> bool:
