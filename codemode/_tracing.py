@@ -12,6 +12,12 @@ the run span is kept per run id and each call span is parented on it explicitly.
 W3C ``traceparent`` (from a ``codemode serve`` request) becomes the run span's parent, and each
 call's context is passed on to the downstream server in ``_meta``, as the MCP trace-context
 convention describes.
+
+Text a server or a program wrote still reaches a span: a receipt, an exception's message. Those
+values are redacted here (:func:`codemode._redaction.redact_secrets`), and codemode's spans
+record a failure themselves, redacted, instead of letting OpenTelemetry record the raw message.
+Spans made by others (the MCP SDK's, with a server's error message as their status) are
+redacted on export (:func:`codemode._otel_export.redacting_exporter`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, Status, StatusCode, format_trace_id
 
+from codemode._redaction import redact_secrets
 from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
 from codemode.ledger import CallIntent, arguments_digest
 
@@ -48,7 +55,7 @@ def run_span(
     is invalid, and the id is a fresh random one in the same format.
     """
     parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
-    with tracer().start_as_current_span("codemode.run", context=parent) as span:
+    with _span("codemode.run", context=parent) as span:
         context = span.get_span_context()
         binding = bind(format_trace_id(context.trace_id) if context.is_valid else secrets.token_hex(16))
         span.set_attributes(
@@ -87,16 +94,37 @@ def call_span(binding: RunBinding, request: ToolCallRequest) -> Generator[Span]:
         "codemode.schema_hash": request.schema_hash,
     }
     name = f"codemode.tool_call {request.server}/{request.tool}"
-    with tracer().start_as_current_span(name, context=parent, attributes=attributes) as span:
+    with _span(name, context=parent, attributes=attributes) as span:
         yield span
 
 
+@contextlib.contextmanager
+def _span(name: str, **options: Any) -> Generator[Span]:
+    """A current span that records an exception leaving it with its message redacted (the
+    default would record ``str(exc)`` as it is, and a server's words can be in it)."""
+    with tracer().start_as_current_span(
+        name, record_exception=False, set_status_on_exception=False, **options
+    ) as span:
+        try:
+            yield span
+        except Exception as exc:
+            if span.is_recording():
+                message = redact_secrets(str(exc))[0]
+                kind = type(exc).__qualname__
+                span.add_event("exception", {"exception.type": kind, "exception.message": message})
+                span.set_status(Status(StatusCode.ERROR, f"{kind}: {message}"))
+            raise
+
+
 def note(**attributes: str | None) -> None:
-    """Add chain attributes to the current call span (None values are left out)."""
+    """Add chain attributes to the current call span (None values are left out). A value may
+    come from a server (a receipt): its secrets are hidden."""
     span = trace.get_current_span()
+    if not span.is_recording():
+        return
     for key, value in attributes.items():
         if value is not None:
-            span.set_attribute(f"codemode.{key}", value)
+            span.set_attribute(f"codemode.{key}", redact_secrets(value)[0])
 
 
 def note_intent(intent: CallIntent) -> None:

@@ -16,6 +16,7 @@ import mcp_types
 
 from codemode._redaction import (
     any_word_pattern,
+    known_secret_in,
     might_hold_secrets,
     redact_secrets,
     redact_value_counting,
@@ -81,8 +82,10 @@ class ResultFilter:
 
     def _plan(self, text: str, *, fields: bool = False) -> _Plan:
         """Which detectors have anything to do in ``text`` (whole-value scan, one pass each);
-        ``fields``: ``text`` is a value's :func:`json_scan_text` (see :func:`pii_kinds_in`)."""
-        secrets = secret_kinds_in(text) if self.policy.redact_secrets else set[str]()
+        ``fields``: ``text`` is a value's :func:`json_scan_text` (see :func:`pii_kinds_in`), whose
+        known secret values :meth:`value` has already hidden (their JSON-escaped forms are known
+        too, so its scan of the raw JSON text found every one)."""
+        secrets = secret_kinds_in(text, known=not fields) if self.policy.redact_secrets else set[str]()
         pii = (
             pii_kinds_in(text, self.policy.pii_kinds, fields=fields)
             if self.policy.pii != "off" and self.policy.pii_kinds
@@ -143,10 +146,16 @@ class ResultFilter:
         An image or audio block keeps its base64 ``data`` (a pattern found in it is noise, and a
         rewrite would break the file) and its ``mimeType`` (already checked against the policy);
         its other fields (``_meta``, ``annotations``) are filtered like any value: a server can
-        put a credential there as easily as in a text block.
+        put a credential there as easily as in a text block. A configured secret's value in the
+        ``data`` is no noise (the remembered forms include its base64 at every offset): the block
+        is replaced by a note, whole, since a rewrite would break the file.
         """
         if data.get("type") in _TEXT_BLOCKS:
             return self.value(data, report)
+        if self.policy.redact_secrets and known_secret_in(str(data.get("data", ""))):
+            report.secrets_redacted += 1
+            kind = str(data.get("type"))
+            return {"type": "text", "text": f"[{kind} content removed: it holds a configured secret]"}
         rest = {key: item for key, item in data.items() if key not in _MEDIA_PAYLOAD}
         if rest.keys() <= {"type"}:
             return data

@@ -120,8 +120,12 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def load(config_path: Path | None) -> Config:
+    from codemode._redaction import install_log_redaction
     from codemode.config import default_config_path, load_config
 
+    # Log records quote what servers say, a server may say a secret, and the config names the
+    # secrets it knows: every record is redacted from here on, whoever logs it.
+    install_log_redaction()
     return load_config(default_config_path(config_path))
 
 
