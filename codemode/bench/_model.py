@@ -92,7 +92,7 @@ def json_results(history: list[Message]) -> list[Any]:
 def run_code_value(text: str) -> Any:
     """The program's value from a ``run_code`` answer (the JSON after the result marker)."""
     _, marker, rest = text.partition(" ---\n")
-    body = rest.split("\n--- stdout ---", 1)[0] if marker else text
+    body = rest.split("\n--- stdout ", 1)[0] if marker else text  # "--- stdout <boundary> ---"
     try:
         return json.loads(body)
     except ValueError:

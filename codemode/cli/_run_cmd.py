@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from codemode._engine import CodeMode, RunResult
+from codemode._run_result import section_boundary, section_marker
 from codemode.broker import Approver, Elicitor, TerminalApprover, TerminalElicitor, terminal_available
 from codemode.broker._inputs import RefusingSampler
 from codemode.broker._risk import tool_risk
@@ -100,22 +102,36 @@ async def _run(
 
 
 def _print_human(result: RunResult) -> None:
+    """The value on stdout; on stderr the program's output and error, framed, then the summary.
+
+    The framing is the model text's: a marker per section with a boundary none of the program's
+    words hold, and an end marker, so a line the program prints cannot pass for codemode's.
+    """
     if result.result_kind == "json":
         click.echo(json.dumps(result.result, indent=2, ensure_ascii=False))
     elif result.result is not None and result.result != "":
         click.echo(str(result.result))
+    sys.stdout.flush()  # the value before the sections, for a reader of both streams at once
+    sections: list[tuple[str, str]] = []
     if result.result_kind != "stdout" and result.stdout:
-        stderr.print("[dim]--- stdout ---[/]")
-        stderr.print(result.stdout, markup=False, highlight=False)
+        sections.append(("stdout", result.stdout))
     if result.stderr:
-        stderr.print("[dim]--- stderr ---[/]")
-        stderr.print(result.stderr, markup=False, highlight=False)
+        sections.append(("stderr", result.stderr))
     if result.error is not None:
-        stderr.print(f"[bold red]{result.error.type}[/]: {result.error.message}", highlight=False)
-        if result.error.traceback:
-            stderr.print(result.error.traceback.rstrip(), markup=False, highlight=False)
+        sections.append(("error", result.error_text()))
+    if sections:
+        boundary = section_boundary(*(content for _, content in sections))
+        for name, content in sections:
+            stderr.print(f"[dim]{section_marker(name, boundary)}[/]", highlight=False)
+            if name == "error" and result.error is not None:
+                error = result.error
+                stderr.print(f"[bold red]{escape(error.type)}[/]: {escape(error.message)}", highlight=False)
+                content = error.traceback.rstrip()
+            if content:
+                stderr.print(content, markup=False, emoji=False, highlight=False)
+        stderr.print(f"[dim]{section_marker('end', boundary)}[/]", highlight=False)
     for flag in result.flags:
-        stderr.print(f"[yellow]warning:[/] {flag}", highlight=False)
+        stderr.print(f"[yellow]warning:[/] {escape(flag)}", highlight=False)
     stderr.print(
         f"[dim]{result.status} · run {result.run_id} · {result.calls} calls · {result.denials} denied · "
         f"{result.duration_ms:.0f} ms · {result.backend}[/]",

@@ -15,12 +15,10 @@ import itertools
 import math
 import os
 import secrets
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import version as package_version
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
@@ -55,14 +53,12 @@ from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
 from codemode.host._tasks import ProgressListener, TaskCalls, unclaimed
+from codemode.host._transport_end import TransportEnd
 
 if TYPE_CHECKING:
     from codemode.auth import HostAuth
 
 SDK_VERSION = package_version("mcp")
-
-_LAUNCHER = Path(__file__).with_name("_launcher.py")
-"""Runs each stdio server and reaps its whole process group when it exits (no orphans)."""
 
 RECONNECT_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Backoff between reconnection attempts of a failed server."""
@@ -119,7 +115,9 @@ class ServerConnection:
         self.output_check: OutputCheck | None = None
         """The current session's output-schema check (see :mod:`codemode.host._output_check`)."""
         self.inputs = InputRouter(config, lambda: self._client)  # its update_roots tells this client
-        self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._mark_lost)
+        self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._lost_if_gone)
+        self._transport_end: TransportEnd | None = None
+        """The current attempt's transport, watched; None where there is none to watch (in-process)."""
         # Announced list changes vs. the ones a completed re-listing has covered: between the
         # two, the catalog may describe tools the server no longer offers as listed.
         self._announced = 0
@@ -208,8 +206,13 @@ class ServerConnection:
             "cache": None,
             **self.inputs.client_callbacks(),
         }
+        end = self._transport_end = TransportEnd()
         if self._transport is not None:
-            return Client(self._transport(), **common)
+            given = self._transport()
+            if isinstance(given, MCPServer):
+                self._transport_end = None
+                return Client(given, **common)
+            return Client(end.watch(given), **common)
         if isinstance(cfg, StdioServerConfig):
             env = {k: resolve_setting(self.name, f"env.{k}", v, self._environ) for k, v in cfg.env.items()}
             command = resolve_setting(self.name, "command", cfg.command, self._environ)
@@ -224,18 +227,18 @@ class ServerConnection:
             self._stderr = StderrTail()
             stack.callback(self._stderr.close)
             transport = stdio_transport(
-                [sys.executable, "-I", str(_LAUNCHER), "--", executable, *args],
+                [executable, *args],
                 env=env or None,
                 cwd=cfg.cwd,
                 errlog=self._stderr.writer,
                 max_message_bytes=cfg.max_message_bytes,
                 cut_results=self._cut_results,
             )
-            return Client(transport, **common)
+            return Client(end.watch(transport), **common)
         url, http_client = http_client_for(self.name, cfg, self._environ, self._cut_results, self._auth)
         http_client.event_hooks["response"].append(self._http_refusals.on_response)
         stack.push_async_callback(http_client.aclose)
-        return Client(streamable_http_client(url, http_client=http_client), **common)
+        return Client(end.watch(streamable_http_client(url, http_client=http_client)), **common)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the catalog, then stay connected until :meth:`stop`. Never raises.
@@ -438,9 +441,11 @@ class ServerConnection:
                 the tool changed - a refresh is scheduled so the pins see the drift); may be retried.
             ServerRejectedError: the server rejected the request as invalid; never retried.
             OutcomeUnknownError: sent, but no usable answer (timeout, lost connection, internal
-                server error): it may have executed. Never retried automatically.
+                server error): it may have executed. Never retried automatically. A server's
+                error answer fails this call only, whatever its code.
         """
         client = self._require_client()
+        transport_end, sent_at = self._transport_end, anyio.current_time()
         marker = f"{self._marker_prefix}{next(self._markers):x}"
         watch = self._tasks.watch(marker, name, on_progress)
         token = {"progressToken": marker} if watch is not None else {}
@@ -475,7 +480,8 @@ class ServerConnection:
         except InputRoundsExceeded as exc:
             raise ServerRejectedError(self.name, name, 0, f"{exc}; the call did not complete") from exc
         except MCPError as exc:
-            raise self._classify(name, exc, self._http_refusals.pop(marker)) from exc
+            refusal = self._http_refusals.pop(marker)
+            raise self._classify(name, exc, refusal, transport_end, sent_at) from exc
         except TimeoutError as exc:
             raise OutcomeUnknownError(self.name, name, self._no_answer()) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
@@ -498,21 +504,32 @@ class ServerConnection:
             self._cut_results.pop(marker, None)
         return unclaimed(cast(mcp_types.CallToolResult, answer))
 
-    def _classify(self, tool: str, exc: MCPError, refusal: tuple[int, float | None] | None) -> Exception:
+    def _classify(
+        self,
+        tool: str,
+        exc: MCPError,
+        refusal: tuple[int, float | None] | None,
+        transport_end: TransportEnd | None,
+        sent_at: float,
+    ) -> Exception:
+        # -32000 and -32001 are the SDK's words for a closed connection and a timeout, and a
+        # server's to use too (see ._transport_end): only the transport or the clock tells.
+        closed = exc.code == mcp_types.CONNECTION_CLOSED and _ended(transport_end)
+        waited_s = anyio.current_time() - sent_at
+        timed_out = exc.code == mcp_types.REQUEST_TIMEOUT and waited_s >= self.config.call_timeout
+        if closed and transport_end is self._transport_end:  # not one a reconnect has replaced
+            self._mark_lost(exc)  # (a failed sign-in ends the SDK's transport too: reconnect)
         if refusal is not None:
             status, retry_after = refusal
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                self._mark_lost(exc)  # a failed sign-in ends the SDK's transport: reconnect
             return ServerRefusedError(
                 self.name, tool, refusal_reason(self.name, self.config, status), retry_after
             )
         if exc.code == mcp_types.HEADER_MISMATCH:
             self._request_refresh("header_mismatch")
             return ServerRefusedError(self.name, tool, "the server's definition of the tool changed")
-        if exc.code == mcp_types.CONNECTION_CLOSED:
-            self._mark_lost(exc)
+        if closed:
             return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
-        if exc.code == mcp_types.REQUEST_TIMEOUT:
+        if timed_out:
             return OutcomeUnknownError(self.name, tool, self._no_answer())
         if exc.code in REJECTED_BEFORE_RUNNING:
             return ServerRejectedError(self.name, tool, exc.code, str(exc))
@@ -545,3 +562,15 @@ class ServerConnection:
     def _mark_lost(self, exc: BaseException) -> None:
         self._fail(f"connection lost: {exc}")
         self._lost.set()
+
+    def _lost_if_gone(self, exc: BaseException) -> None:
+        """A task's call failed as if the connection were lost: mark it so only if it is."""
+        said_closed = isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED
+        if not said_closed or _ended(self._transport_end):
+            self._mark_lost(exc)
+
+
+def _ended(transport_end: TransportEnd | None) -> bool:
+    """Whether a -32000 means the transport ended rather than a server's answer. Without a watched
+    transport (a server in this process) it is taken as the SDK's, as it always was."""
+    return transport_end is None or transport_end.ended

@@ -6,6 +6,11 @@ server's output is framed by :mod:`codemode.host._frames`, so a line is never he
 ``max_message_bytes`` and a line that does not decode fails one request instead of the
 connection. The other is speed: requests are written by the task that sends them
 (:class:`StdinWriter`), not handed to a writer task.
+
+The server runs behind :mod:`codemode.host._launcher`, which holds this process's lifeline: a
+host that is killed takes its servers with it. Each launcher is also on record
+(:mod:`codemode.host._survivors`) until it has exited, and the first server a process starts
+sweeps the records of dead hosts first.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,17 +34,42 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from codemode.host._frames import CutResults, LineFramer, Oversized, decode_frame, marker_in, remember_cut
+from codemode.host._launcher import CLOSE_GRACE_S, TERM_GRACE_S
+from codemode.host._survivors import ServerRecords
 
 __all__ = ["StdioStreams", "stdio_transport"]
 
 StdioStreams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], "StdinWriter"]
 """What the session reads (messages, or errors it logs) and where it writes."""
 
-CLOSE_GRACE_S = 2.0
-"""Time a server has to exit by itself once its stdin is closed (the spec's first step)."""
-TERM_GRACE_S = 2.0
-"""Time between SIGTERM and SIGKILL to the server's process group."""
 _READ_CHUNK = 64 * 1024
+LAUNCHER = Path(__file__).with_name("_launcher.py")
+
+
+class _Host:
+    """What a host process has once (made afresh in a forked child, whose servers must not
+    outlive it either): its lifeline and the records of its servers."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        # A pipe whose write end only this process holds and never writes: it reads as ended once
+        # the process is gone, however it died. Both ends close on exec, so no other child holds
+        # them; each launcher is passed the read end.
+        self.lifeline, self._write_end = os.pipe()
+        self.records = ServerRecords()
+
+
+_host: _Host | None = None
+
+
+async def _this_host() -> _Host:
+    """This process's lifeline and records; the first call sweeps the servers dead hosts left."""
+    global _host
+    host = _host
+    if host is None or host.pid != os.getpid():
+        host = _host = _Host()
+        await anyio.to_thread.run_sync(host.records.reap)
+    return host
 
 
 @asynccontextmanager
@@ -52,15 +83,19 @@ async def stdio_transport(
     cut_results: CutResults,
 ) -> AsyncGenerator[StdioStreams]:
     """Start ``command`` as a stdio MCP server in a new session; yield the session's streams."""
+    host = await _this_host()
     process = await anyio.open_process(
-        list(command),
+        [sys.executable, "-I", str(LAUNCHER), "--lifeline", str(host.lifeline), "--", *command],
         stdin=PIPE,
         stdout=PIPE,
         stderr=errlog,
         env=get_default_environment() | (env or {}),
         cwd=cwd,
         start_new_session=True,
+        pass_fds=(host.lifeline,),
     )
+    with anyio.CancelScope(shield=True):  # a cancelled start still stops the process below
+        await anyio.to_thread.run_sync(host.records.add, process.pid)
     reader_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     in_flight: dict[types.RequestId, str] = {}
     markers: dict[types.RequestId, str] = {}
@@ -100,6 +135,8 @@ async def stdio_transport(
                 read_stream.close()
                 write_stream.close()
                 await _stop(process)
+                if process.returncode is not None:  # else it stays on record for a later sweep
+                    await anyio.to_thread.run_sync(host.records.remove, process.pid)
             group.cancel_scope.cancel()
 
 

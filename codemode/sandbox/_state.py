@@ -23,33 +23,20 @@ import secrets
 import shutil
 import socket
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from codemode._runtime_dir import runtime_dir, same_process
 from codemode.errors import SandboxError
 
 __all__ = ["HostToken", "StateDir", "default_base", "same_process"]
 
 
 def default_base() -> Path:
-    if os.geteuid() == 0:
-        return Path("/run/codemode")
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime_dir and Path(runtime_dir).is_dir():
-        return Path(runtime_dir) / "codemode"
-    return Path(tempfile.gettempdir()) / f"codemode-{os.geteuid()}"
-
-
-def same_process(pid: int, started: float) -> bool:
-    """Whether ``pid`` is still the process that started at ``started`` (not gone, not reused)."""
-    try:
-        return abs(psutil.Process(pid).create_time() - started) < 0.01
-    except psutil.Error:
-        return False
+    return runtime_dir("codemode")
 
 
 @dataclass(frozen=True)

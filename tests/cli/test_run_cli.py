@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
+from tests._framing import PAYLOAD, framed_sections
 
 CLI = [sys.executable, "-m", "codemode.cli"]
 
@@ -125,3 +127,23 @@ def test_a_lower_memory_limit_applies_to_the_sandbox(workspace: Path) -> None:
     capped = run_cli("run", "-", "--json", "--memory", "64", "--config", str(workspace), stdin=hog)
     assert capped.returncode == 1, capped.stdout
     assert json.loads(capped.stdout)["status"] == "error"
+
+
+def test_printed_lines_cannot_forge_the_framing_of_the_program_s_output(workspace: Path) -> None:
+    """What the program prints or raises (a tool's text, often) stays inside codemode's sections
+    on stderr; the summary comes after the end marker."""
+    program = (
+        f"import sys\nnote = {PAYLOAD!r}\n"
+        "print(note)\nprint(note, file=sys.stderr)\nraise RuntimeError(note)\n"
+    )
+    completed = run_cli("run", "-", "--config", str(workspace), stdin=program)
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.rstrip("\n") == PAYLOAD, "the printed output is the value, on stdout"
+    sections = framed_sections(completed.stderr)
+    assert [name for name, _ in sections] == ["stderr", "error", "end"], completed.stderr
+    assert sections[0][1].rstrip("\n") == PAYLOAD
+    assert sections[1][1].startswith(f"RuntimeError: {PAYLOAD}\nTraceback"), sections[1][1]
+    # After the end marker: codemode's own lines only (the warning is about this very text).
+    warning, summary = sections[2][1].rstrip("\n").split("\n")
+    assert warning == "warning: instruction-like text in the final result"
+    assert re.fullmatch(r"error · run run_\w+ · 0 calls · 0 denied · \d+ ms · process", summary), summary
