@@ -6,6 +6,11 @@ same placeholder: joins and de-duplication still work) and unguessable (an HMAC 
 key). When the program passes a placeholder to another tool, the broker maps it back to the
 real value just before the call, so data can flow from one server to another without ever
 being printed to the model. Placeholders the vault did not issue are left alone.
+
+The limit of that: a tool that hands its input back transformed (base64, gzip, a translation,
+an echo with a twist) returns the value in a form no detector recognises, and the program reads
+it. ``[policy.results] pii_masked_tools`` names such tools; they get the placeholders as the
+program passed them (see :func:`arguments_for_tool`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from codemode.broker._selectors import any_match
+from codemode.calls import ToolCallRequest
+from codemode.config import ResultPolicy
 
 PLACEHOLDER = re.compile(r"<pii:([a-z]+):([0-9a-f]{12})>")
 
@@ -172,6 +181,20 @@ class PiiVault:
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def arguments_for_tool(policy: ResultPolicy, vault: PiiVault, request: ToolCallRequest) -> dict[str, Any]:
+    """The arguments a tool is called with: placeholders mapped back to their values, except for
+    a tool in ``pii_masked_tools``, which gets them as the program passed them.
+
+    Masked rather than refused: such a tool may well be given text that holds a placeholder (a
+    note, a log line), and the placeholder is all the program itself knows; what it cannot do
+    is turn the tool into a decoder. The call goes on through every gate as usual.
+    """
+    arguments = dict(request.arguments)
+    if any_match(policy.pii_masked_tools, request.server, request.tool):
+        return arguments
+    return map_strings(arguments, vault.reveal)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,7 +17,7 @@ By default ``medium`` and above need approval, so any tool not known to be read-
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -31,14 +31,35 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _check_selector(value: str) -> str:
-    if not value or value.count("/") > 1 or (value != "*" and "/" not in value):
-        raise ValueError(f"{value!r} is not a tool selector: write SERVER/TOOL with * globs, or *")
+def _name_selector(what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not value or value.count("/") > 1 or (value != "*" and "/" not in value):
+            raise ValueError(
+                f"{value!r} is not a {what} selector: write SERVER/{what.upper()} with * globs, or *"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _check_resource_selector(value: str) -> str:
+    server, slash, uri = value.partition("/")
+    if value != "*" and (not slash or not server or not uri or ":" in server):
+        raise ValueError(
+            f"{value!r} is not a resource selector: write SERVER/URI-GLOB "
+            "(crm/crm://customers/*), SERVER/* for all of a server's resources, or *"
+        )
     return value
 
 
-ToolSelector = Annotated[str, AfterValidator(_check_selector)]
+ToolSelector = Annotated[str, _name_selector("tool")]
 """``server/tool`` with ``*`` and ``?`` globs, or ``*`` for everything."""
+PromptSelector = Annotated[str, _name_selector("prompt")]
+"""``server/prompt`` with ``*`` and ``?`` globs, or ``*`` for everything."""
+ResourceSelector = Annotated[str, AfterValidator(_check_resource_selector)]
+"""``server/URI-GLOB``: a server glob, then a glob over the resource's URI with the rules of a
+``kind = "glob"`` scope rule (``*`` does not cross ``/``, ``**`` does, a ``scheme://host/...``
+glob is matched as a URL); ``server/*`` is every resource of the server, ``*`` every resource."""
 
 
 class ScopeRule(_Section):
@@ -83,9 +104,19 @@ class PrincipalPolicy(_Section):
     tenants: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
     """Tenants this principal may act in; a run bound to any other tenant is refused."""
     tools: list[ToolSelector] = Field(default_factory=lambda: ["*"])
-    """Tool selectors this principal may call (and see in the stub tree)."""
+    """Tool selectors this principal may call (and see in the stub tree). Unset: every tool in
+    allow mode, none in deny mode (see :class:`PolicyConfig`)."""
     deny_tools: list[ToolSelector] = Field(default_factory=lambda: [])
+    """Wins over every grant; ``server/*`` (or ``*``) also takes the server's resources and prompts."""
     scopes: list[ScopeRule] = Field(default_factory=lambda: [])
+    resources: list[ResourceSelector] | None = None
+    """Resources this principal may read (``crm/crm://customers/*``, ``docs/*``), whatever its
+    tools and scope rules (``deny_tools`` of a whole server still wins). Unset: a server's
+    resources go with its tools: in deny mode only with a grant of all of them (``crm/*`` or
+    ``*``), in allow mode with a grant of any; either way not on a server its scope rules limit,
+    as a URI cannot be checked against those rules."""
+    prompts: list[PromptSelector] | None = None
+    """Prompts this principal may get (``crm/summarise_*``). Unset: as for ``resources``."""
 
 
 class ConsentPolicy(_Section):
@@ -138,11 +169,17 @@ class ResultPolicy(_Section):
     pii_kinds: list[Literal["email", "phone", "card", "iban", "ssn"]] = Field(
         default_factory=lambda: ["email", "phone", "card", "iban", "ssn"]
     )
+    pii_masked_tools: list[ToolSelector] = Field(default_factory=lambda: [])
+    """Tools that get placeholders exactly as the program passed them, never the values behind
+    them: tools that hand their input back transformed (encode, compress, echo, translate), whose
+    output the result filter would not recognise as the value it masked."""
 
 
 class PolicyConfig(_Section):
     mode: Literal["allow", "deny"] = "allow"
-    """``deny``: deny by default - only configured principals, only the tools they are granted."""
+    """``deny``: deny by default - only configured principals, only the tools they list (none
+    without ``tools``), a server's resources and prompts only with all of its tools or by name
+    (``resources``, ``prompts``)."""
     default_principal: str = "local"
     default_tenant: str = "default"
     principals: dict[str, PrincipalPolicy] = Field(default_factory=lambda: {})
@@ -152,6 +189,27 @@ class PolicyConfig(_Section):
     strict_arguments: bool = True
     """Refuse arguments the tool's pinned schema does not declare, nested ones too (stops smuggled
     fields)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deny_mode_grants_only_what_is_listed(cls, data: Any) -> Any:
+        """In deny mode a principal without ``tools`` gets none: the field's default (every
+        tool) is allow mode's, and a table that only names tenants must not open everything."""
+        if not isinstance(data, dict):
+            return data
+        fields = cast(dict[str, Any], data)
+        principals = fields.get("principals")
+        if fields.get("mode") != "deny" or not isinstance(principals, dict):
+            return fields
+        resolved: dict[Any, Any] = {}
+        for name, rules in cast(dict[Any, Any], principals).items():
+            if isinstance(rules, dict) and "tools" not in rules:
+                resolved[name] = {**cast(dict[str, Any], rules), "tools": list[str]()}
+            elif isinstance(rules, PrincipalPolicy) and "tools" not in rules.model_fields_set:
+                resolved[name] = rules.model_copy(update={"tools": list[str]()})
+            else:
+                resolved[name] = rules
+        return {**fields, "principals": resolved}
 
     @model_validator(mode="after")
     def _deny_mode_needs_principals(self) -> PolicyConfig:

@@ -16,6 +16,9 @@ the usual way out of an unprivileged sandbox, or that let a process inspect othe
 
 Fail closed: on a machine whose architecture is not in :data:`SYSCALLS` no filter can be built,
 and :func:`build_filter` raises instead of returning a filter that would allow everything.
+
+:data:`DENIED` is also what the Docker backend's own profile takes out of Docker's default allow
+list (:mod:`codemode.sandbox._docker_seccomp`), so both backends refuse the same calls.
 """
 
 from __future__ import annotations
@@ -256,8 +259,8 @@ def current_arch(machine: str | None = None) -> Arch:
     arch = SYSCALLS.get(_ALIASES.get(name, name))
     if arch is None:
         raise SandboxUnavailableError(
-            f"no seccomp filter is known for the {name!r} architecture, so the bwrap backend cannot run "
-            f"here (known: {', '.join(sorted(SYSCALLS))})"
+            f"no seccomp filter is known for the {name!r} architecture, so neither the bwrap nor the "
+            f"docker backend can run here (known: {', '.join(sorted(SYSCALLS))})"
         )
     return arch
 

@@ -36,6 +36,8 @@ log = logging.getLogger("codemode.stubs")
 __all__ = ["DetailLevel", "SearchResult", "TreeEntry", "TreePathError", "VirtualTree", "render_tree"]
 
 DetailLevel = Literal["name", "summary", "full"]
+ReadFilter = Callable[[str, Literal["resource", "prompt"]], bool]
+"""Whether a view shows a server's ``_resources.py`` (``"resource"``) or ``_prompts.py``."""
 _DETAIL_LEVELS: Final = frozenset(get_args(DetailLevel))
 
 RUNTIME_STUB: Final = "codemode_runtime.pyi"
@@ -156,9 +158,12 @@ class VirtualTree:
     ``servers/crm``, ``servers/crm/get_customer.py``, ``codemode_runtime.pyi``.
     """
 
-    def __init__(self, shared: _Shared, predicate: Callable[[ToolSpec], bool] | None) -> None:
+    def __init__(
+        self, shared: _Shared, predicate: Callable[[ToolSpec], bool] | None, reads: ReadFilter | None = None
+    ) -> None:
         self._shared = shared
         self._predicate = predicate
+        self._reads = reads
         self._files: dict[str, File] = {}
         self._modules: dict[str, File] = {}
         self._children: dict[str, list[TreeEntry]] = {}
@@ -180,14 +185,21 @@ class VirtualTree:
         index_lines: list[tuple[str, str]] = []
         for server in self._shared.servers:
             tools = self._visible(server)
-            if not tools and server.resources is None and server.prompts is None:
-                continue
             catalog = server.catalog
-            summary = _server_summary(len(tools), catalog)
+            reads = self._reads
+            resources = server.resources if reads is None or reads(catalog.server, "resource") else None
+            prompts = server.prompts if reads is None or reads(catalog.server, "prompt") else None
+            if not tools and resources is None and prompts is None:
+                continue
+            shown = (
+                _resource_count(catalog) if resources is not None else 0,
+                len(catalog.prompts) if prompts is not None else 0,
+            )
+            summary = _server_summary(len(tools), *shown)
             index_lines.append((server.ident, summary))
             base = f"servers/{server.ident}"
             # The tool list of the index module is built when it is first rendered, not per view.
-            init = Lazy(functools.partial(_render_server_init, server, tools), lock)
+            init = Lazy(functools.partial(_render_server_init, server, tools, *shown), lock)
             entries = [
                 self._add_file(
                     f"{base}/__init__.py", init, f"servers.{server.ident}", f"index: {summary}", True
@@ -198,21 +210,21 @@ class VirtualTree:
                 self._tools_by_name[(tool.spec.server, tool.spec.name)] = tool
                 self._put(tool.path, tool.file)
                 entries.append(tool.entry)
-            if server.prompts is not None:
+            if prompts is not None:
                 entries.append(
                     self._add_file(
                         f"{base}/_prompts.py",
-                        server.prompts,
+                        prompts,
                         f"servers.{server.ident}._prompts",
                         _plural(len(catalog.prompts), "prompt"),
                         False,
                     )
                 )
-            if server.resources is not None:
+            if resources is not None:
                 entries.append(
                     self._add_file(
                         f"{base}/_resources.py",
-                        server.resources,
+                        resources,
                         f"servers.{server.ident}._resources",
                         _plural(_resource_count(catalog), "resource") + " (read functions)",
                         False,
@@ -306,16 +318,19 @@ class VirtualTree:
         """Every visible tool, in tree order."""
         return [tool.spec for tool in self._tools.values()]
 
-    def restrict(self, predicate: Callable[[ToolSpec], bool]) -> VirtualTree:
-        """A view without the tools ``predicate`` rejects (applied on top of this view's filter)."""
-        outer = self._predicate
-        if outer is None:
-            return VirtualTree(self._shared, predicate)
+    def restrict(self, predicate: Callable[[ToolSpec], bool], reads: ReadFilter | None = None) -> VirtualTree:
+        """A view without the tools ``predicate`` rejects, nor the resource and prompt modules
+        ``reads`` rejects (each applied on top of this view's filters)."""
+        outer, outer_reads = self._predicate, self._reads
 
         def combined(spec: ToolSpec) -> bool:
-            return outer(spec) and predicate(spec)
+            return (outer is None or outer(spec)) and predicate(spec)
 
-        return VirtualTree(self._shared, combined)
+        def combined_reads(server: str, kind: Literal["resource", "prompt"]) -> bool:
+            return all(check is None or check(server, kind) for check in (outer_reads, reads))
+
+        both = None if reads is None and outer_reads is None else combined_reads
+        return VirtualTree(self._shared, predicate if outer is None else combined, both)
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -403,14 +418,14 @@ class VirtualTree:
         return directory
 
 
-def _render_server_init(server: Server, tools: Sequence[Tool]) -> str:
+def _render_server_init(server: Server, tools: Sequence[Tool], resources: int, prompts: int) -> str:
     catalog = server.catalog
     return render_server_init(
         catalog.server,
         server.ident,
         [ServerInitTool(t.ident, t.summary) for t in tools],
-        resources=_resource_count(catalog),
-        prompts=len(catalog.prompts),
+        resources=resources,
+        prompts=prompts,
         # Hidden in this view, left out for a name clash, or excluded by the catalog.
         excluded=len(catalog.excluded) + len(catalog.tools) - len(tools),
     )
@@ -424,12 +439,12 @@ def _resource_count(catalog: ServerCatalog) -> int:
     return len(catalog.resources) + len(catalog.resource_templates)
 
 
-def _server_summary(tools: int, catalog: ServerCatalog) -> str:
+def _server_summary(tools: int, resources: int, prompts: int) -> str:
     parts = [_plural(tools, "tool")]
-    if resources := _resource_count(catalog):
+    if resources:
         parts.append(_plural(resources, "resource"))
-    if catalog.prompts:
-        parts.append(_plural(len(catalog.prompts), "prompt"))
+    if prompts:
+        parts.append(_plural(prompts, "prompt"))
     return ", ".join(parts)
 
 

@@ -1,17 +1,21 @@
 """Each gate's allow and deny paths, on hand-built calls (no servers, no sandbox): who calls
-(the principal gate) and which tool, as approved (the tool gate)."""
+(the principal gate) and which tool, as approved (the tool gate); and deny mode's grants
+through the whole broker."""
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import pytest
 
 from codemode.broker._decisions import Allow, Deny
 from codemode.broker._facts import Facts
+from codemode.broker._visibility import visible_to
 from codemode.broker.gates import PrincipalGate, ToolGate
+from codemode.calls import CallDenied, CallOutcome, ToolCallRequest, ToolResult
+from codemode.config import PolicyConfig
+from codemode.testing import FakeTools, fake_broker, open_test_run
 from tests.broker._gate_calls import SCHEMA, Catalog, Pins, context, policy, principal_facts, spec
 
 pytestmark = pytest.mark.anyio
@@ -38,11 +42,11 @@ async def test_principal_gate_refuses_cross_tenant_access() -> None:
     assert isinstance(decision, Deny) and "cross-tenant" in decision.reason
 
 
-async def test_principal_gate_refuses_a_missing_identity_and_an_expired_context() -> None:
+async def test_principal_gate_refuses_a_missing_identity() -> None:
+    # An expired context: tests/broker/test_broker_clock.py, on the broker's clock.
     gate = PrincipalGate(policy())
     assert isinstance(await gate.check(context(principal=""), Facts()), Deny)
-    expired = await gate.check(context(expires_at=time.time() - 1), Facts())
-    assert isinstance(expired, Deny) and "expired" in expired.reason
+    assert isinstance(await gate.check(context(tenant=""), Facts()), Deny)
 
 
 # -- tool identity ------------------------------------------------------------------------------
@@ -149,3 +153,50 @@ def test_facts_with_copies_and_changes_only_what_it_is_given() -> None:
 def test_facts_with_refuses_a_name_that_is_not_a_field() -> None:
     with pytest.raises(TypeError, match="no field"):
         Facts().with_(principle=None)
+
+
+# -- deny mode: only what is listed ---------------------------------------------------------------
+
+SERVERS = ("crm", "tickets", "fs")
+TOOLS = ("get", "delete")
+
+
+def fake_servers() -> FakeTools:
+    tools = FakeTools(trusted=frozenset(SERVERS))  # read-only by their hints: no consent in the way
+    for server in SERVERS:
+        for name in TOOLS:
+            tools.add(server, name, lambda _: "done", annotations={"readOnlyHint": True})
+    return tools
+
+
+async def call_every_tool(mode: str) -> tuple[list[CallOutcome], FakeTools, PolicyConfig]:
+    tools = fake_servers()
+    rules = PolicyConfig.model_validate({"mode": mode, "principals": {"alice": {"tenants": ["acme"]}}})
+    broker = fake_broker(tools, policy=rules)
+    binding, _ = open_test_run(broker, principal="alice", tenant="acme")
+    outcomes: list[CallOutcome] = []
+    for seq, (server, name) in enumerate((s, t) for s in SERVERS for t in TOOLS):
+        live = tools.live_tool(server, name)
+        assert live is not None
+        request = ToolCallRequest(
+            seq=seq, server=server, tool=name, schema_hash=live.schema_hash, arguments={}
+        )
+        outcomes.append(await broker.call_tool(binding, request))
+    return outcomes, tools, rules
+
+
+async def test_in_deny_mode_a_principal_with_tenants_but_no_tools_may_call_none() -> None:
+    outcomes, tools, rules = await call_every_tool("deny")
+    assert all(isinstance(o, CallDenied) and o.gate == "tool" for o in outcomes), outcomes
+    assert "principal 'alice' may not use crm/get" in str(outcomes[0])
+    assert tools.calls == [], "no call reached a server"
+    visible = visible_to(rules, "alice")
+    assert not any(visible(spec) for catalog in tools.catalogs() for spec in catalog.tools)
+
+
+async def test_in_allow_mode_the_same_table_still_grants_every_tool() -> None:
+    outcomes, tools, rules = await call_every_tool("allow")
+    assert all(isinstance(o, ToolResult) for o in outcomes), outcomes
+    assert len(tools.calls) == len(SERVERS) * len(TOOLS)
+    visible = visible_to(rules, "alice")
+    assert all(visible(spec) for catalog in tools.catalogs() for spec in catalog.tools)

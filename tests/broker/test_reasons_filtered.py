@@ -66,7 +66,7 @@ async def test_a_schema_denial_quotes_the_placeholder_not_the_value_behind_it() 
 
 async def test_a_scope_denial_quotes_the_placeholder_not_the_value_behind_it() -> None:
     scope = {"tools": ["crm/open"], "argument": "repo", "allow": ["acme/*"]}
-    policy = {"mode": "deny", "principals": {"local": {"scopes": [scope]}}}
+    policy = {"mode": "deny", "principals": {"local": {"tools": ["crm/*"], "scopes": [scope]}}}
     broker, binding, tools, token = await placeholder_and_broker(policy)
     denied = await broker.call_tool(binding, request(tools, "open", 2, repo=token))
     assert isinstance(denied, CallDenied) and denied.gate == "resource"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.config import load_config
+from codemode.config import PolicyConfig, PrincipalPolicy, load_config
 from codemode.errors import ConfigError
 
 
@@ -35,6 +35,56 @@ calls_per_tool = { "crm/add_note" = 2 }
     assert alice is not None and alice.scopes[0].access == "read"
     assert config.policy.principal("mallory") is None, "deny mode: unknown principals get nothing"
     assert config.policy.budget.calls_per_tool == {"crm/add_note": 2}
+
+
+@pytest.mark.parametrize(("mode", "tools"), [("deny", []), ("allow", ["*"])])
+def test_a_principal_without_tools_gets_none_in_deny_mode_and_all_in_allow_mode(
+    tmp_path: Path, mode: str, tools: list[str]
+) -> None:
+    text = f'[policy]\nmode = "{mode}"\n[policy.principals.alice]\ntenants = ["acme"]\n'
+    alice = load_config(write(tmp_path / "codemode.toml", text)).policy.principal("alice")
+    assert alice is not None and alice.tools == tools
+
+
+def test_a_principal_built_in_code_without_tools_gets_none_in_deny_mode() -> None:
+    policy = PolicyConfig(
+        mode="deny",
+        principals={"alice": PrincipalPolicy(tenants=["acme"]), "bob": PrincipalPolicy(tools=["crm/*"])},
+    )
+    alice, bob = policy.principal("alice"), policy.principal("bob")
+    assert alice is not None and alice.tools == [] and alice.tenants == ["acme"]
+    assert bob is not None and bob.tools == ["crm/*"], "a listed grant stays as written"
+
+
+def test_resource_and_prompt_grants_load(tmp_path: Path) -> None:
+    text = (
+        '[policy]\nmode = "deny"\n[policy.principals.alice]\ntools = ["crm/get_customer"]\n'
+        'resources = ["crm/crm://customers/*", "docs/*"]\nprompts = ["crm/summarise_*"]\n'
+    )
+    alice = load_config(write(tmp_path / "codemode.toml", text)).policy.principal("alice")
+    assert alice is not None
+    assert alice.resources == ["crm/crm://customers/*", "docs/*"] and alice.prompts == ["crm/summarise_*"]
+
+
+@pytest.mark.parametrize(
+    ("key", "selector", "message"),
+    [
+        ("resources", "crm://customers/*", "not a resource selector: write SERVER/URI-GLOB"),
+        ("resources", "crm", "not a resource selector"),
+        ("resources", "crm/", "not a resource selector"),
+        ("resources", "", "not a resource selector"),
+        ("prompts", "crm", "not a prompt selector: write SERVER/PROMPT"),
+        ("prompts", "a/b/c", "not a prompt selector"),
+    ],
+)
+def test_a_malformed_resource_or_prompt_selector_is_an_error(
+    tmp_path: Path, key: str, selector: str, message: str
+) -> None:
+    text = f'[policy.principals.alice]\n{key} = ["{selector}"]\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path / "codemode.toml", text))
+    assert f"policy.principals.alice.{key}.0" in str(info.value)
+    assert message in str(info.value)
 
 
 def test_deny_mode_without_principals_is_an_error(tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from codemode.broker._decisions import Allow, Decision, Deny
 from codemode.broker._facts import Call, Facts
-from codemode.broker._selectors import server_denied, server_granted
+from codemode.broker._selectors import any_match
+from codemode.broker._visibility import server_reads
+from codemode.broker.gates._scope import check_glob
 from codemode.config import PolicyConfig
 
 
@@ -37,26 +39,52 @@ class PrincipalGate:
 
 
 class ServerGate:
-    """Resources and prompts: the principal may use some tool of the server (a server grant),
-    is not denied all of its tools, and is not limited by scope rules on it.
+    """Resources and prompts: the principal is granted this one (see
+    :func:`codemode.broker._visibility.server_reads` for the rules).
 
-    A resource URI or a prompt's arguments name no tool argument, so scope rules cannot be
-    checked against them: on a server the principal may only use within scopes, a resource
-    (``crm://customers/CUST-9999``) or a prompt could reach what the scoped tools may not.
-    So they are refused there, failing closed.
+    An explicit ``resources`` grant is matched against the URI with the scope rules' glob rules
+    (a ``..`` segment, a backslash or a control character never matches); ``SERVER/*`` grants
+    every resource of the server. Without one, a server's resources and prompts follow its tools,
+    but never on a server the principal may use only within scope rules: a resource URI
+    (``crm://customers/CUST-9999``) or a prompt's arguments name no tool argument, so those rules
+    cannot be checked against them, and they could reach what the scoped tools may not.
     """
 
     name = "principal"
 
+    def __init__(self, policy: PolicyConfig) -> None:
+        self.policy = policy
+
     async def check(self, call: Call, facts: Facts) -> Decision:
         assert facts.principal is not None, "the principal gate runs first"
-        principal, who, server = facts.principal, call.binding.principal, call.server
-        if not server_granted(principal.tools, server) or server_denied(principal.deny_tools, server):
-            return Deny(self.name, f"principal {who!r} may not use server {server!r}")
-        if any(server_granted(rule.tools, server) for rule in principal.scopes):
-            return Deny(
-                "resource",  # the scope gate's name: the same rules refuse it
-                f"principal {who!r} may use server {server!r} only within scope rules, which its "
-                f"{call.kind}s cannot be checked against; call its tools instead",
-            )
-        return Allow(facts)
+        assert call.kind != "tool", "tools pass the tool gate"
+        who, server = call.binding.principal, call.server
+        reads = server_reads(self.policy, facts.principal, who, server, call.kind)
+        if reads.refusal is not None:
+            return Deny(*reads.refusal)
+        if reads.selectors is None or _granted(reads.selectors, call):
+            return Allow(facts)
+        key = "resources" if call.kind == "resource" else "prompts"
+        return Deny(
+            self.name,
+            f"principal {who!r} may not use {call.kind} {call.name!r} of server {server!r}: "
+            f"outside its {key} grant {list(reads.selectors)}",
+        )
+
+
+_FILE = "file://"
+
+
+def _granted(selectors: tuple[str, ...], call: Call) -> bool:
+    if call.kind == "prompt":
+        return any_match(selectors, call.server, call.name)
+    globs = [selector.partition("/")[2] for selector in selectors if selector != "*"]
+    if "*" in selectors or "*" in globs:  # every resource of the server
+        return True
+    uri = call.name
+    # check_glob matches a scheme://host/... glob as a URL, which needs a host; a file:///path
+    # URI has none, so such URIs are matched by their path against file:/// globs' paths.
+    files = [glob.removeprefix(_FILE) for glob in globs if glob.startswith(_FILE + "/")]
+    if uri.startswith(_FILE + "/"):
+        return bool(files) and check_glob(uri.removeprefix(_FILE), files) is None
+    return check_glob(uri, [glob for glob in globs if not glob.startswith(_FILE + "/")]) is None
