@@ -37,13 +37,13 @@ from codemode._tracing import run_span
 from codemode.broker import Approver, Broker, Elicitor
 from codemode.broker._inputs import Sampler
 from codemode.broker._run import RunLimits, RunState
-from codemode.broker._visibility import visible_to
+from codemode.broker._visibility import reads_visible_to, visible_to
 from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.errors import SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
-from codemode.ledger import Ledger, open_ledger
+from codemode.ledger import Clock, Ledger, open_ledger, system_clock
 from codemode.sandbox import RunOutcome, SandboxManager, Session
 from codemode.sandbox._backend import BackendFactory
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
@@ -65,6 +65,7 @@ class CodeMode:
         approver: Approver | None = None,
         auth: HostAuth | None = None,
         backend: BackendChoice | None = None,
+        clock: Clock | None = None,
         elicitor: Elicitor | None = None,
         environ: Mapping[str, str] | None = None,
         ledger: Ledger | None = None,
@@ -88,6 +89,9 @@ class CodeMode:
         self._environ = os.environ if environ is None else environ
         self._ledger = ledger
         self._owns_ledger = ledger is None
+        self._clock = clock or system_clock
+        """Wall time for the ledger it opens, the broker and run expiry; a test seam
+        (``codemode.testing.FakeClock``) that moves time without sleeping."""
         self.measure_tokens = measure_tokens
         """Count tokens of every tool result and of the final result (costs some CPU per call)."""
         self._auth = auth
@@ -123,6 +127,7 @@ class CodeMode:
                         open_ledger,
                         config.ledger_location(self._environ),
                         store_arguments=config.ledger.store_arguments,
+                        clock=self._clock,
                     )
                 )
             if self._owns_ledger:
@@ -144,6 +149,7 @@ class CodeMode:
                 lease_s=max((s.call_timeout for s in config.servers.values()), default=60.0) + 60.0,
                 durable_outcomes=config.ledger.durability == "full",
                 count_tokens=count_tokens if self.measure_tokens else None,
+                clock=self._clock,
             )
             self._sandboxes = await stack.enter_async_context(
                 SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend)
@@ -246,8 +252,9 @@ class CodeMode:
         self._require()
         self._current_pins()  # may re-render the tree
         assert self._tree is not None
+        who = principal or self.config.policy.default_principal
         return self._tree.restrict(
-            visible_to(self.config.policy, principal or self.config.policy.default_principal)
+            visible_to(self.config.policy, who), reads_visible_to(self.config.policy, who)
         )
 
     @property
@@ -310,7 +317,7 @@ class CodeMode:
             tenant=where,
             trace_id=trace_id or secrets.token_hex(16),
             session_id=session_id,
-            expires_at=time.time() + policy.budget.wall_time_s + 60,
+            expires_at=self._clock().timestamp() + policy.budget.wall_time_s + 60,
             idempotency_scope=idempotency_scope,
             read_only=read_only,
         )

@@ -8,6 +8,8 @@ HTTP servers, a real sandbox, a ledger file) is what the integration tests and u
   can tell what the gates let through.
 * :func:`approved_pins` - a lock in which every tool of the given catalogs is approved.
 * :func:`memory_ledger` - a SQLite ledger in memory, with the same rules as a file.
+* :class:`FakeClock` - a wall clock that moves only when told, for the ledger, the broker and
+  :class:`~codemode.CodeMode` (``clock=``): approvals, runs and leases expire without sleeping.
 * :func:`fake_broker` - a :class:`~codemode.broker.Broker` wired to the above, and
   :func:`open_test_run` to open a run on it.
 * :func:`in_memory_transports` - for :class:`~codemode.CodeMode` and :class:`~codemode.host.McpHost`
@@ -25,6 +27,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
@@ -39,12 +42,13 @@ from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe
 from codemode.config import PolicyConfig
 from codemode.errors import ServerUnavailableError
 from codemode.host import InputHandler, TransportFactory
-from codemode.ledger import Ledger, open_ledger
+from codemode.ledger import Clock, Ledger, open_ledger, system_clock
 from codemode.sandbox._backend import BackendFactory
 from codemode.sandbox._inprocess import InProcessBackend
 
 __all__ = [
     "FakeCall",
+    "FakeClock",
     "FakeTools",
     "ToolFailure",
     "approved_pins",
@@ -205,9 +209,31 @@ def approved_pins(catalogs: Iterable[ServerCatalog]) -> _Pins:
     return _Pins(lock)
 
 
-def memory_ledger(*, store_arguments: bool = True) -> Ledger:
+class FakeClock:
+    """A wall clock (:data:`codemode.ledger.Clock`) that stands still until :meth:`advance` moves it.
+
+    Give the same one to the ledger, the broker (or :class:`~codemode.CodeMode`) and a
+    :class:`~codemode.broker.TerminalApprover`, and they agree on what time it is. It starts at
+    ``start`` (default: the real time now, so records stamped with the real time elsewhere stay
+    in order). NOT REAL TIME: only what takes this clock follows it; the sandbox's wall-time
+    limit, server call timeouts and the ledger's waits for a call in flight still take real time.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        if start is not None and start.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware start, e.g. datetime(2026, 1, 1, tzinfo=UTC)")
+        self.now = start if start is not None else datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def memory_ledger(*, store_arguments: bool = True, clock: Clock | None = None) -> Ledger:
     """A ledger in memory: the real rules (state machine, idempotency, hash chain) and no file."""
-    return open_ledger(":memory:", store_arguments=store_arguments)
+    return open_ledger(":memory:", store_arguments=store_arguments, clock=clock)
 
 
 def fake_broker(
@@ -216,11 +242,14 @@ def fake_broker(
     policy: PolicyConfig | Mapping[str, Any] | None = None,
     approver: Approver | None = None,
     ledger: Ledger | None = None,
+    clock: Clock = system_clock,
 ) -> Broker:
-    """A broker over ``tools`` (all approved in the lock) and a memory ledger, with every gate."""
+    """A broker over ``tools`` (all approved in the lock) and a memory ledger, with every gate.
+
+    ``clock`` is the broker's, and the memory ledger's when none is given."""
     if not isinstance(policy, PolicyConfig):
         policy = PolicyConfig.model_validate(dict(policy or {}))
-    ledger = ledger if ledger is not None else memory_ledger()
+    ledger = ledger if ledger is not None else memory_ledger(clock=clock)
     return Broker(
         policy=policy,
         catalog=tools,
@@ -229,6 +258,7 @@ def fake_broker(
         ledger=ledger,
         approvals=LedgerApprovals(ledger),
         approver=approver,
+        clock=clock,
     )
 
 

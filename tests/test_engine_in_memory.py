@@ -5,6 +5,7 @@ The real SDK client and server speak MCP in memory; the host, pins, gates and le
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from codemode import CodeMode, config_from_mapping
+from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.calls import CallDenied, ToolResult
 from codemode.catalog import approve, load_lock, observe, save_lock
-from codemode.config import Config
+from codemode.config import Config, PolicyConfig
 from codemode.errors import SandboxError
 from codemode.host import ConnectionState, McpHost, TransportFactory
 from codemode.ledger import open_ledger
-from codemode.testing import in_memory_transports
+from codemode.testing import FakeClock, in_memory_transports
 
 pytestmark = pytest.mark.anyio
 
@@ -160,3 +162,66 @@ async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) 
             with pytest.raises(SandboxError, match="running programs"):
                 await engine.open_session()  # at max_sessions, and closing either would kill a run
         assert [(o.status, o.result) for o in outcomes] == [("ok", "finished")] * 2
+
+
+# -- one clock for the engine: ledger, broker and run expiry --------------------------------------
+
+
+async def test_an_approval_given_too_late_on_the_engines_clock_is_void_and_the_ledger_keeps_that_time(
+    tmp_path: Path,
+) -> None:
+    config, transports = await approved_in_memory_crm(tmp_path)
+    ttl = config.policy.consent.approval_ttl_s
+    # A day behind the real time: only a clock that reached the broker and the ledger explains
+    # what they decide and record.
+    start = datetime.now(UTC) - timedelta(days=1)
+    clock = FakeClock(start)
+
+    async def late(_request: ApprovalRequest) -> ApprovalAnswer:
+        clock.advance(ttl + 1)
+        return ApprovalAnswer(True, "operator")
+
+    async with CodeMode(config, transports=transports, clock=clock) as engine:
+        outcome = await engine.call_tool(
+            "crm", "delete_customer", {"customer_id": "C1"}, purpose="test", approver=CallbackApprover(late)
+        )
+    assert isinstance(outcome, CallDenied) and outcome.gate == "consent", outcome
+    assert "after it expired" in outcome.reason
+    ledger = open_ledger(config.ledger_path, create=False)
+    try:
+        [run] = ledger.list_runs()
+    finally:
+        ledger.close()
+    assert (run.started_at, run.finished_at) == (start, start + timedelta(seconds=ttl + 1))
+
+
+def clock_crm(clock: FakeClock, seconds: float) -> MCPServer:
+    app = crm_server()
+
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def wait_a_while() -> str:
+        """Takes its time (on the test's clock)."""
+        clock.advance(seconds)
+        return "done"
+
+    return app
+
+
+async def test_a_programs_run_context_expires_on_the_engines_clock(tmp_path: Path) -> None:
+    start = datetime.now(UTC) - timedelta(days=1)  # by the real time, the run would be long over
+    clock = FakeClock(start)
+    lifetime = PolicyConfig().budget.wall_time_s + 60  # a run's context outlives its budget by a minute
+    config, transports = await approved_in_memory_crm(tmp_path, clock_crm(clock, lifetime + 1))
+    program = (
+        "from servers.crm import get_customer, wait_a_while\n"
+        "wait_a_while()\n"
+        "try:\n"
+        "    outcome = get_customer(customer_id='C1')\n"
+        "except Exception as exc:\n"
+        "    outcome = str(exc)\n"
+        "outcome\n"
+    )
+    async with CodeMode(config, transports=transports, clock=clock) as engine:
+        result = await engine.run(program)
+    assert result.status == "ok", result.error
+    assert "context has expired" in str(result.result), result.result

@@ -16,6 +16,7 @@ import anyio
 
 from codemode.broker._terminal import ask_on_terminal
 from codemode.config import Risk
+from codemode.ledger import Clock, system_clock
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,15 @@ class TerminalApprover:
 
     It shows the tool, the risk, why, the arguments (secrets redacted) and the expiry, and takes
     one key: ``y`` approves this one call; anything else, Ctrl-C, Ctrl-D or no answer before
-    ``timeout_s`` (at most the approval's expiry) denies it.
+    ``timeout_s`` (at most the approval's expiry, on ``clock``: the broker's) denies it.
     """
 
-    def __init__(self, tty_path: str = "/dev/tty", timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, tty_path: str = "/dev/tty", timeout_s: float = 120.0, *, clock: Clock = system_clock
+    ) -> None:
         self.tty_path = tty_path
         self.timeout_s = timeout_s
+        self.clock = clock
         self._lock = anyio.Lock()
 
     def _question(self, request: ApprovalRequest) -> str:
@@ -81,7 +85,7 @@ class TerminalApprover:
         )
 
     def _prompt(self, request: ApprovalRequest) -> ApprovalAnswer:
-        timeout = max(0.0, min(self.timeout_s, request.expires_at - time.time()))
+        timeout = max(0.0, min(self.timeout_s, request.expires_at - self.clock().timestamp()))
         answer = ask_on_terminal(self.tty_path, self._question(request), timeout)
         return ApprovalAnswer(answer.approved, "terminal", answer.reason)
 

@@ -36,7 +36,7 @@ from codemode.broker._derived_keys import with_derived_key
 from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
-from codemode.broker._pii import map_strings
+from codemode.broker._pii import arguments_for_tool
 from codemode.broker._results import ResultFilter
 from codemode.broker._run import RunLimits, RunState, RunSummary
 from codemode.broker.gates import (
@@ -75,6 +75,7 @@ from codemode.errors import (
 )
 from codemode.ledger import (
     CallIntent,
+    Clock,
     Completion,
     Conflict,
     Fresh,
@@ -85,6 +86,7 @@ from codemode.ledger import (
     StoreError,
     Unresolved,
     reserve_waiting,
+    system_clock,
 )
 
 log = logging.getLogger("codemode.broker")
@@ -119,6 +121,7 @@ class Broker:
         lease_s: float = 600.0,
         count_tokens: Callable[[str], int] | None = None,
         durable_outcomes: bool = True,
+        clock: Clock = system_clock,
     ) -> None:
         self.policy = policy
         self.catalog = catalog
@@ -132,9 +135,11 @@ class Broker:
         (``[ledger] durability``); else it is queued. Its record before the request always is."""
         self.outcomes = Outcomes(policy.results, count_tokens)
         """What each answer becomes for the ledger and for the run (filters, budgets, tokens)."""
-        self.consent = ConsentGate(policy, approvals)
+        self.clock = clock
+        """Wall time for run expiry, approval expiry and the run's wall-time budget (tests move it)."""
+        self.consent = ConsentGate(policy, approvals, clock)
         self._pinned = pinned = ToolGate(policy, catalog, pins)
-        self.approvals = ApprovalFlow(policy, approvals, approver, recheck=PinRecheck(pinned))
+        self.approvals = ApprovalFlow(policy, approvals, approver, recheck=PinRecheck(pinned), clock=clock)
         self.budget = BudgetGate(policy)
         principal = PrincipalGate(policy)
         # Identity and what is being asked first; then cost, so that nobody is asked to approve a
@@ -147,7 +152,7 @@ class Broker:
             ScopeGate(),
             self.budget,
         )
-        self._read_gates: tuple[Gate, ...] = (principal, ServerGate(), self.budget)
+        self._read_gates: tuple[Gate, ...] = (principal, ServerGate(policy), self.budget)
         self._runs: dict[str, RunState] = {}
         self._ledger_lane = anyio.CapacityLimiter(1)
         """The ledger serialises its operations anyway (one connection, one lock): queue them here,
@@ -178,6 +183,7 @@ class Broker:
             sampler=sampler,
             on_call_progress=on_call_progress,
             limits=limits or RunLimits(),
+            clock=self.clock,
         )
         self._runs[binding.run_id] = state
         return state
@@ -186,22 +192,7 @@ class Broker:
         return self._runs.get(run_id)
 
     def close_run(self, run_id: str) -> RunSummary:
-        state = self._runs.pop(run_id)
-        flags = set(state.flags)
-        for kind, count in state.denials_unrecorded.items():
-            gate, _, label = kind.partition(":")
-            flags.add(f"{count} more denials of {label} by the {gate} gate were counted, not recorded singly")
-        return RunSummary(
-            run_id=run_id,
-            calls=state.calls_allowed,
-            denials=state.denials,
-            peak_concurrency=state.peak_in_flight,
-            result_bytes=state.result_bytes,
-            result_tokens=state.result_tokens,
-            money_spent=state.money_spent,
-            flags=tuple(sorted(flags)),
-            unknown_outcomes=state.unknown_outcomes,
-        )
+        return self._runs.pop(run_id).summary()
 
     def final_filter(self, run_id: str) -> ResultFilter:
         state = self._runs[run_id]
@@ -247,8 +238,8 @@ class Broker:
             run=run,
             server=request.server,
             name=request.tool,
-            arguments=map_strings(dict(request.arguments), run.vault.reveal),
-            now=time.time(),
+            arguments=arguments_for_tool(self.policy.results, run.vault, request),
+            now=self.clock().timestamp(),
             request=request,
         )
         decision = await self._decide(call, self._tool_gates, Facts())
@@ -571,7 +562,13 @@ class Broker:
         if run is None:
             return CallDenied(gate="principal", reason="no open run is bound to this call")
         call = Call(
-            binding=binding, run=run, server=server, name=name, arguments={}, now=time.time(), kind=kind
+            binding=binding,
+            run=run,
+            server=server,
+            name=name,
+            arguments={},
+            now=self.clock().timestamp(),
+            kind=kind,
         )
         decision = await self._decide(call, self._read_gates, Facts())
         if isinstance(decision, Allow):

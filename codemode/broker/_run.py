@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import anyio
 
@@ -13,6 +13,7 @@ from codemode.broker._approvals import Approver
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._pii import PiiVault
 from codemode.calls import ProgressListener, RunBinding
+from codemode.ledger import Clock, system_clock
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,9 @@ class RunLimits:
 @dataclass
 class RunState:
     binding: RunBinding
-    started: float = field(default_factory=time.monotonic)
+    clock: Clock = system_clock
+    """The broker's wall clock: the run's wall-time budget is counted on it (tests move it)."""
+    started: datetime = field(init=False)
     calls_allowed: int = 0
     denials: int = 0
     calls_per_tool: Counter[str] = field(default_factory=lambda: Counter[str]())
@@ -63,8 +66,28 @@ class RunState:
     limits: RunLimits = field(default_factory=RunLimits)
     """How often each (tool, arguments) pair was called, for derived idempotency keys."""
 
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return (self.clock() - self.started).total_seconds()
+
+    def summary(self) -> RunSummary:
+        flags = set(self.flags)
+        for kind, count in self.denials_unrecorded.items():
+            gate, _, label = kind.partition(":")
+            flags.add(f"{count} more denials of {label} by the {gate} gate were counted, not recorded singly")
+        return RunSummary(
+            run_id=self.binding.run_id,
+            calls=self.calls_allowed,
+            denials=self.denials,
+            peak_concurrency=self.peak_in_flight,
+            result_bytes=self.result_bytes,
+            result_tokens=self.result_tokens,
+            money_spent=self.money_spent,
+            flags=tuple(sorted(flags)),
+            unknown_outcomes=self.unknown_outcomes,
+        )
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,7 @@ from codemode.cli._common import config_option, fail, handle_errors, json_option
 if TYPE_CHECKING:
     from codemode.catalog import ServerCatalog
     from codemode.config import Config, SemanticChoice
-    from codemode.search._catalog_cache import CachedSearch
-    from codemode.search._semantic import Embedder
+    from codemode.search import CachedSearch, Embedder
     from codemode.stubs import VirtualTree
 
 # ``codemode search`` from a cached index imports none of the catalog, stub, config or broker modules
@@ -85,16 +84,18 @@ def load_tree(config: Config, live: bool = False, semantic: SemanticChoice | Non
 
 
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
-    from codemode.broker._visibility import visible_to
+    from codemode.broker._visibility import reads_visible_to, visible_to
 
-    return tree if principal is None else tree.restrict(visible_to(config.policy, principal))
+    if principal is None:
+        return tree
+    return tree.restrict(visible_to(config.policy, principal), reads_visible_to(config.policy, principal))
 
 
 def build_search(
     config: Config, principal: str | None, setting: SemanticChoice, embedder: Embedder | None
 ) -> CachedSearch:
     """The index of what ``principal`` may use and the rows it returns, built from the lock."""
-    from codemode.search._catalog_cache import CachedRow, CachedSearch
+    from codemode.search import CachedRow, CachedSearch
 
     # "off" when the model is missing: the warning is printed already, once.
     semantic: SemanticChoice = setting if embedder is not None else "off"
@@ -124,7 +125,7 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
 
     Only approved tools appear (see 'codemode pin'); read from codemode.lock unless --live.
     """
-    from codemode.search._semantic import semantic_setting
+    from codemode.search import semantic_setting
     from codemode.stubs import TreePathError
 
     config = load(config_path)
@@ -200,7 +201,7 @@ def search(
     else:
         from codemode.cli._search_cache import cached_search
 
-        found = cached_search(config_path, principal)
+        found = cached_search(config_path, principal, build_search)
         ranker = found.ranker
         results = [
             {

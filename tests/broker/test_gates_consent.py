@@ -223,10 +223,10 @@ async def test_the_server_gate_lets_resources_through_only_for_granted_servers()
         now=0.0,
         kind="resource",
     )
-    granted = principal_facts(policy(principals={"local": {"tools": ["crm/get_*"]}}))
-    assert isinstance(await ServerGate().check(call, granted), Allow)
-    other = principal_facts(policy(principals={"local": {"tools": ["docs/*"]}}))
-    decision = await ServerGate().check(call, other)
+    rules = policy(principals={"local": {"tools": ["crm/get_*"]}})
+    assert isinstance(await ServerGate(rules).check(call, principal_facts(rules)), Allow)
+    rules = policy(principals={"local": {"tools": ["docs/*"]}})
+    decision = await ServerGate(rules).check(call, principal_facts(rules))
     assert isinstance(decision, Deny) and "may not use server 'crm'" in decision.reason
 
 

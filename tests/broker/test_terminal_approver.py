@@ -14,11 +14,15 @@ import termios
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 
+from codemode.broker import ApprovalRequest, TerminalApprover
 from codemode.broker._terminal import ask_on_terminal, terminal_available
+from codemode.testing import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
 CRM = REPO / "examples" / "servers" / "crm_server.py"
@@ -120,6 +124,47 @@ def test_without_a_terminal_it_denies_and_says_what_to_do(tmp_path: Path) -> Non
     assert not terminal_available(str(tmp_path / "missing"))
     answer = ask_on_terminal(str(plain), "approve? ", 1)
     assert not answer.approved and "codemode approve" in answer.reason
+
+
+# -- how long the approver asks: no longer than the approval lives, on the broker's clock ----------
+
+
+def approval_request(expires_at: float) -> ApprovalRequest:
+    return ApprovalRequest(
+        call_id="run-1/0",
+        principal="local",
+        tenant="default",
+        server="crm",
+        tool="add_note",
+        risk="high",
+        why="crm/add_note is high risk",
+        arguments_summary="{}",
+        args_digest="sha256:" + "0" * 64,
+        expires_at=expires_at,
+    )
+
+
+@pytest.mark.parametrize("past_s", [1.0, 86_400.0], ids=["a-second-ago", "a-day-ago"])
+def test_an_approval_already_expired_on_the_clock_is_not_asked_for(pty_pair: Pty, past_s: float) -> None:
+    """By the real time it has a minute left: a 'y' would approve it if the real time counted."""
+    clock = FakeClock()
+    request = approval_request(clock().timestamp() + 60)
+    clock.advance(60 + past_s)
+    thread = pty_pair.answer_when_asked(b"y")
+    answer = anyio.run(TerminalApprover(pty_pair.path, clock=clock).ask, request)
+    thread.join(5)
+    assert not answer.approved and "no answer within 0 s" in answer.reason, answer
+
+
+@pytest.mark.parametrize("behind_s", [3_600.0, 30 * 86_400.0], ids=["an-hour", "a-month"])
+def test_an_approval_still_valid_on_the_clock_is_asked_for(pty_pair: Pty, behind_s: float) -> None:
+    """By the real time it expired long ago: only the approver's clock says it has a minute left."""
+    clock = FakeClock(datetime.now(UTC) - timedelta(seconds=behind_s))
+    request = approval_request(clock().timestamp() + 60)
+    thread = pty_pair.answer_when_asked(b"y")
+    answer = anyio.run(TerminalApprover(pty_pair.path, clock=clock).ask, request)
+    thread.join(5)
+    assert answer.approved, answer
 
 
 # -- codemode run under a real terminal ------------------------------------------------------------

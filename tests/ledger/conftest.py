@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +12,11 @@ import pytest
 
 from codemode.calls import RunBinding
 from codemode.ledger import CallIntent, SqliteLedger, open_ledger
+from codemode.testing import FakeClock
 
 BINDING = RunBinding(run_id="run-1", principal="alice", tenant="acme", trace_id="trace-1")
 DEAD_OWNER = f"{socket.gethostname()}:4194999:0.00:deadbeef"
 """An owner on this host whose process cannot exist (pid above pid_max, wrong start time)."""
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def make_intent(seq: int = 0, *, key: str | None = "k1", **changes: Any) -> CallIntent:
@@ -48,7 +38,7 @@ def make_intent(seq: int = 0, *, key: str | None = "k1", **changes: Any) -> Call
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))
 
 
 @pytest.fixture

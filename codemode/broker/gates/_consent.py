@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
@@ -24,7 +23,7 @@ from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
 from codemode.catalog import definition_hash
 from codemode.config import RISK_ORDER, PolicyConfig
-from codemode.ledger import approval_digest, arguments_digest
+from codemode.ledger import Clock, approval_digest, arguments_digest, system_clock
 from codemode.stubs._sanitize import escape_invisible
 
 
@@ -94,9 +93,11 @@ class ConsentGate:
 
     name = "consent"
 
-    def __init__(self, policy: PolicyConfig, store: ApprovalStore) -> None:
+    def __init__(self, policy: PolicyConfig, store: ApprovalStore, clock: Clock = system_clock) -> None:
         self.policy = policy
         self.store = store
+        self.clock = clock
+        """Decides which pre-issued approvals have expired (the broker's clock)."""
 
     def reason_for_consent(self, call: Call, facts: Facts) -> str | None:
         consent = self.policy.consent
@@ -126,7 +127,7 @@ class ConsentGate:
             tool=call.name,
             args_digest=consent_digest(dict(call.arguments), facts.pinned),
             call_id=call.call_id,
-            now=time.time(),
+            now=self.clock().timestamp(),
         )
         approval_id = await anyio.to_thread.run_sync(consume)
         if approval_id is not None:
@@ -143,12 +144,19 @@ class ApprovalFlow:
     """
 
     def __init__(
-        self, policy: PolicyConfig, store: ApprovalStore, approver: Approver | None, recheck: Gate
+        self,
+        policy: PolicyConfig,
+        store: ApprovalStore,
+        approver: Approver | None,
+        recheck: Gate,
+        clock: Clock = system_clock,
     ) -> None:
         self.policy = policy
         self.store = store
         self.approver = approver
         self.recheck = recheck
+        self.clock = clock
+        """Stamps each request's expiry and checks the answer came before it (the broker's clock)."""
 
     async def obtain(self, call: Call, needs: NeedsApproval) -> Allow | Deny:
         approver = call.run.approver or self.approver
@@ -169,13 +177,13 @@ class ApprovalFlow:
             why=needs.why,
             arguments_summary=summarize_arguments(dict(call.as_passed)),
             args_digest=consent_digest(dict(call.arguments), facts.pinned),
-            expires_at=time.time() + self.policy.consent.approval_ttl_s,
+            expires_at=self.clock().timestamp() + self.policy.consent.approval_ttl_s,
         )
         answer = await approver.ask(request)
         if not answer.approved:
             detail = f": {answer.reason}" if answer.reason else ""
             return Deny(needs.gate, f"approval for {call.label} was not given by {answer.approver}{detail}")
-        if time.time() > request.expires_at:
+        if self.clock().timestamp() > request.expires_at:
             return Deny(needs.gate, "the approval arrived after it expired")
         still = await self.recheck.check(call, facts)
         if isinstance(still, Deny | NeedsApproval):
