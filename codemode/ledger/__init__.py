@@ -32,13 +32,24 @@ See :mod:`codemode.ledger._retry` for which failures may be retried.
 Layout: the rules are backend-neutral (:mod:`._states` is the one table of call states;
 :mod:`._reservations`, :mod:`._calls`, :mod:`._leases`, :mod:`._approvals`, :mod:`._runs`,
 :mod:`._sessions`, :mod:`._queries`, :mod:`._events`, :mod:`._verify` implement them) and talk
-to storage only through :class:`LedgerStore` (:mod:`._store_protocol`). :class:`SqliteStore` is the embedded
-store; another backend implements the Protocol and passes ``tests/ledger/contract``.
+to storage only through :class:`LedgerStore`. The stores live in :mod:`.stores`:
+:class:`SqliteStore` is the embedded one, ``PostgresStore`` the shared one; another backend
+implements the Protocol and passes ``tests/ledger/contract``. :func:`open_ledger` (:mod:`._open`)
+picks the store from the path.
 """
 
+from codemode.ledger._api import Ledger
 from codemode.ledger._async import ReadBack, ReadBackVerdict, reserve_waiting, resolve_with_read_back
-from codemode.ledger._digest import approval_digest, arguments_digest, scoped_key
+from codemode.ledger._digest import approval_digest, arguments_digest, escape_part, scoped_key
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
+from codemode.ledger._evidence import (
+    CallEvidence,
+    EvidenceLink,
+    RunEvidence,
+    filter_summary,
+    run_evidence,
+    single_call_evidence,
+)
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._models import (
     CALL_STATES,
@@ -68,23 +79,23 @@ from codemode.ledger._models import (
     VerifyProblem,
     VerifyReport,
 )
+from codemode.ledger._open import open_ledger
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
-from codemode.ledger._sqlite import SqliteLedger, open_ledger
-from codemode.ledger._sqlite_store import SqliteStore
+from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
-from codemode.ledger._store import Ledger
-from codemode.ledger._store_protocol import (
+from codemode.ledger._time import Clock, system_clock
+from codemode.ledger.stores import (
     ApprovalQuery,
     CallQuery,
     EventRow,
     LedgerStore,
     RunFacet,
     RunQuery,
+    SqliteStore,
     StoreError,
     StoreTransaction,
 )
-from codemode.ledger._time import Clock, system_clock
 
 __all__ = [
     "CALL_EVENTS",
@@ -101,6 +112,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalRefused",
     "ApprovalUse",
+    "CallEvidence",
     "CallIntent",
     "CallQuery",
     "CallRecord",
@@ -109,6 +121,7 @@ __all__ = [
     "Completion",
     "Conflict",
     "EventRow",
+    "EvidenceLink",
     "Fresh",
     "InFlight",
     "LeaseLostError",
@@ -124,6 +137,7 @@ __all__ = [
     "Reservation",
     "Resolution",
     "RetryClass",
+    "RunEvidence",
     "RunFacet",
     "RunQuery",
     "RunRecord",
@@ -139,9 +153,13 @@ __all__ = [
     "approval_digest",
     "arguments_digest",
     "classify_failure",
+    "escape_part",
+    "filter_summary",
     "open_ledger",
     "reserve_waiting",
     "resolve_with_read_back",
+    "run_evidence",
     "scoped_key",
+    "single_call_evidence",
     "system_clock",
 ]

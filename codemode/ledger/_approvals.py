@@ -12,8 +12,8 @@ from codemode.ledger._events import emit
 from codemode.ledger._models import ApprovalConsumed, ApprovalRecord, ApprovalRefused, ApprovalUse
 from codemode.ledger._records import approval_record
 from codemode.ledger._reduce import Row
-from codemode.ledger._store_protocol import ApprovalQuery
 from codemode.ledger._time import to_text
+from codemode.ledger.stores import ApprovalQuery
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,10 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
+from codemode.ledger._api import Ledger
 from codemode.ledger._errors import LedgerStateError
 from codemode.ledger._models import IN_FLIGHT, CallIntent, CallRecord, InFlight, Reservation, Resolution
 from codemode.ledger._owner import owner_alive
-from codemode.ledger._store import Ledger
 
 
 async def reserve_waiting(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from codemode.calls import CallFailed, ToolError, ToolResult
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 from codemode.ledger._context import LedgerContext, stored_text
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
 from codemode.ledger._events import emit
@@ -22,9 +22,9 @@ from codemode.ledger._models import CallRecord, Completion, Resolution
 from codemode.ledger._records import call_record
 from codemode.ledger._reduce import Row
 from codemode.ledger._states import IN_FLIGHT, sources
-from codemode.ledger._store_protocol import StoreTransaction
 from codemode.ledger._stored import stored_outcome
 from codemode.ledger._time import later, to_text
+from codemode.ledger.stores import StoreTransaction
 
 
 def in_state(row: Row | None, call_id: str, kind: str, action: str) -> Row:

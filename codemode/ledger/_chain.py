@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 
 _GENESIS_PREFIX = b"codemode-ledger-v1\x00"
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from codemode._redaction import redact_secrets
-from codemode.ledger._store_protocol import LedgerStore, StoreTransaction
 from codemode.ledger._time import Clock
+from codemode.ledger.stores import LedgerStore, StoreTransaction
 
 MAX_REASON_CHARS = 2000
 

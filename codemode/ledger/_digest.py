@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from codemode.catalog._hashing import HASH_PREFIX, canonical_json
+from codemode.catalog import HASH_PREFIX, canonical_json
 from codemode.errors import LedgerError
 
 MAX_KEY_CHARS = 1024

@@ -15,8 +15,8 @@ from codemode.ledger._chain import event_hash, payload_text
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._errors import LedgerStateError
 from codemode.ledger._reduce import EVENT_KINDS, ReduceError, Row, reduce
-from codemode.ledger._store_protocol import EventRow, StoreTransaction
 from codemode.ledger._time import to_text
+from codemode.ledger.stores import EventRow, StoreTransaction
 
 
 def emit(

@@ -29,9 +29,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from codemode._redaction import redact_secrets
+from codemode.ledger._api import Ledger
 from codemode.ledger._digest import approval_digest
 from codemode.ledger._models import ApprovalRecord, CallRecord, RunRecord
-from codemode.ledger._store import Ledger
 
 LinkStatus = Literal["ok", "none", "n/a", "pending", "missing", "unverified", "mismatch"]
 LinkName = Literal[

@@ -19,8 +19,8 @@ from codemode.ledger._models import RecoveryReport
 from codemode.ledger._owner import owner_alive
 from codemode.ledger._reduce import Row
 from codemode.ledger._states import IN_FLIGHT
-from codemode.ledger._store_protocol import CallQuery, RunQuery, StoreTransaction
 from codemode.ledger._time import to_text
+from codemode.ledger.stores import CallQuery, RunQuery, StoreTransaction
 
 
 def unknown_fields(reason: str, stamp: str) -> dict[str, Any]:

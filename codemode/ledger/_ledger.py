@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from codemode.calls import RunBinding, ToolError, ToolResult
 from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs, _sessions
+from codemode.ledger._api import Ledger
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._deferred import DeferredCompletion, DeferredRecords, write_deferred
@@ -34,10 +35,9 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._reads import ReadRecord
-from codemode.ledger._store import Ledger
-from codemode.ledger._store_protocol import ApprovalQuery, LedgerStore, RunFacet, RunQuery
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
+from codemode.ledger.stores import ApprovalQuery, LedgerStore, RunFacet, RunQuery
 
 DEFAULT_LEASE_S = 120.0
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024

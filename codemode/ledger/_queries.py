@@ -8,8 +8,8 @@ from codemode.errors import LedgerError
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._models import CallRecord, CallState, LedgerEvent
 from codemode.ledger._records import call_record
-from codemode.ledger._store_protocol import CallQuery
 from codemode.ledger._time import from_text
+from codemode.ledger.stores import CallQuery
 
 
 def get_call(ctx: LedgerContext, call_id: str) -> CallRecord | None:

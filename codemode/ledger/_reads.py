@@ -19,14 +19,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from codemode.calls import ToolResult
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 from codemode.ledger._context import LedgerContext, stored_text
 from codemode.ledger._models import CallIntent, Completion
 from codemode.ledger._reduce import Row
 from codemode.ledger._reservations import intent_fields, new_call
-from codemode.ledger._store_protocol import StoreTransaction
 from codemode.ledger._stored import stored_outcome
 from codemode.ledger._time import later, to_text
+from codemode.ledger.stores import StoreTransaction
 
 
 @dataclass(frozen=True)

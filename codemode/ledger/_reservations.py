@@ -29,9 +29,9 @@ from codemode.ledger._models import (
 from codemode.ledger._records import call_record, opt_time
 from codemode.ledger._reduce import Row
 from codemode.ledger._states import IN_FLIGHT, REPLAYABLE
-from codemode.ledger._store_protocol import StoreTransaction
 from codemode.ledger._stored import stored_arguments
 from codemode.ledger._time import later, to_text
+from codemode.ledger.stores import StoreTransaction
 
 
 def _scoped(intent: CallIntent) -> str | None:

@@ -11,9 +11,9 @@ from codemode.ledger._errors import LedgerStateError
 from codemode.ledger._events import emit
 from codemode.ledger._models import RunRecord
 from codemode.ledger._records import run_record
-from codemode.ledger._store_protocol import RunFacet, RunQuery
 from codemode.ledger._stored import stored_summary
 from codemode.ledger._time import to_text
+from codemode.ledger.stores import RunFacet, RunQuery
 
 
 def begin_run(ctx: LedgerContext, binding: RunBinding, code_digest: str) -> RunRecord:

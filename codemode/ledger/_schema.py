@@ -1,7 +1,7 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
 derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``).
 
-Column lists are defined once here; each store's DDL (:mod:`._sqlite_ddl` for SQLite), the
+Column lists are defined once here; each store's DDL (:mod:`.stores._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
 apart. The SQL types are SQLite's spelling; another store maps ``TEXT``/``INTEGER`` to its own.
 

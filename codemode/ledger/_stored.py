@@ -14,7 +14,7 @@ from typing import Any
 
 from codemode._redaction import might_hold_secrets, redact_value
 from codemode.calls import CallFailed, ContentBlock, ToolError, ToolResult
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 from codemode.ledger._context import stored_text
 from codemode.ledger._digest import canonical_arguments, sha256_text
 from codemode.ledger._models import Completion

@@ -15,7 +15,7 @@ What it detects, and how:
 What it cannot detect: a consistent rewrite of the whole file by someone who has this code
 and write access (recompute all hashes, the head and the tables). See :mod:`._chain`.
 
-It reads the store only through :class:`._store_protocol.StoreTransaction`, so every store is
+It reads the store only through :class:`.stores.StoreTransaction`, so every store is
 checked by the same code.
 """
 
@@ -28,7 +28,7 @@ from codemode.ledger._chain import event_hash, genesis_hash
 from codemode.ledger._models import VerifyProblem, VerifyReport
 from codemode.ledger._reduce import EVENT_KINDS, ReduceError, Row, reduce
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
-from codemode.ledger._store_protocol import StoreError, StoreTransaction
+from codemode.ledger.stores import StoreError, StoreTransaction
 
 _MAX_PROBLEMS = 1000
 

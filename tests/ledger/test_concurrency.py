@@ -96,6 +96,7 @@ def _process_main(db: str, n: int, log: str, barrier: Any, queue: Any, intent_js
         queue.put(("error", repr(exc)))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("callers", [2, 4])
 def test_concurrent_processes_with_one_key_make_exactly_one_server_call(
     tmp_path: Path, intent: Intent, callers: int
@@ -139,6 +140,7 @@ def _hold_key(db: str, intent_json: str, reserved: Any, release: Any, queue: Any
     ledger.close()
 
 
+@pytest.mark.integration
 def test_a_key_held_by_another_live_process_is_in_flight_until_it_completes(
     tmp_path: Path, intent: Intent
 ) -> None:

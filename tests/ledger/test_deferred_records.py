@@ -106,6 +106,7 @@ def _write_then_die_reading(db: str, write_json: str, ready: Any, second_batch: 
     signal.pause()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "second_batch", [False, True], ids=["killed-in-the-only-batch", "killed-in-the-second-batch"]
 )
@@ -164,6 +165,7 @@ def _queue_the_outcome_then_die(db: str, write_json: str, ready: Any) -> None:
     signal.pause()
 
 
+@pytest.mark.integration
 def test_a_process_killed_before_a_queued_outcome_commits_leaves_the_write_unknown_never_lost(
     tmp_path: Path,
 ) -> None:

@@ -29,7 +29,7 @@ from codemode.ledger import (
     open_ledger,
 )
 from codemode.ledger._owner import new_owner
-from codemode.ledger._postgres_store import PostgresStore
+from codemode.ledger.stores import PostgresStore
 from tests.ledger._pg import ROLE, PostgresServer
 from tests.ledger._rows import call_row, event
 
@@ -307,7 +307,7 @@ def test_open_ledger_takes_a_postgres_url(
 
 def test_without_psycopg_a_postgres_url_asks_for_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # makes `import psycopg` fail
-    monkeypatch.delitem(sys.modules, "codemode.ledger._postgres_store")
+    monkeypatch.delitem(sys.modules, "codemode.ledger.stores._postgres")
     with pytest.raises(LedgerError, match=r"pip install 'codemode\[postgres\]'"):
         open_ledger("postgresql://nobody@127.0.0.1:1/none")
 

@@ -153,6 +153,7 @@ def _send_then_hang(db: str, intent_json: str, sent: Any) -> None:
     signal.pause()  # the "server" never answers; the parent kills us here
 
 
+@pytest.mark.integration
 def test_a_broker_killed_between_send_and_commit_leaves_an_unknown_call_that_is_not_retried(
     tmp_path: Path, intent: Intent
 ) -> None:

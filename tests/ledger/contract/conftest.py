@@ -39,7 +39,7 @@ def _sqlite(tmp: Path, request: pytest.FixtureRequest) -> OpenClient:
 
 def _postgres(tmp: Path, request: pytest.FixtureRequest) -> OpenClient:
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    from codemode.ledger._postgres_store import PostgresStore  # psycopg: only for this maker
+    from codemode.ledger.stores import PostgresStore  # psycopg: only for this maker
 
     name = server.new_database()
     # Runs after the clients are closed: the `connect` fixture's own teardown is registered later.

@@ -1,7 +1,8 @@
-"""The embedded ledger: :class:`StoreLedger` on one SQLite file (see :mod:`._sqlite_store`).
+"""Opening a ledger: :func:`open_ledger` on a SQLite file, or on PostgreSQL given a URL.
 
-:func:`open_ledger` also opens a ledger shared by several brokers on PostgreSQL, given a
-``postgresql://`` URL (:mod:`._postgres_store`, which needs the ``postgres`` extra).
+A path opens the embedded ledger, a :class:`SqliteLedger` on one file (:mod:`.stores`). A
+``postgresql://`` URL opens a ledger shared by several brokers in that database; its store needs
+the ``postgres`` extra (psycopg), which is imported only then.
 """
 
 from __future__ import annotations
@@ -13,57 +14,12 @@ from typing import cast
 from codemode.errors import LedgerError
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._owner import new_owner
-from codemode.ledger._sqlite_store import SqliteStore, Synchronous
-from codemode.ledger._store_protocol import LedgerStore
+from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._time import Clock, system_clock, to_text
+from codemode.ledger.stores import LedgerStore, SqliteStore, Synchronous
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-__all__ = [
-    "DEFAULT_BUSY_TIMEOUT_S",
-    "DEFAULT_LEASE_S",
-    "DEFAULT_MAX_RESULT_BYTES",
-    "SqliteLedger",
-    "open_ledger",
-]
-
-
-class SqliteLedger(StoreLedger):
-    """The operation ledger on one SQLite file. Thread-safe; safe across processes.
-
-    Create it with :func:`open_ledger`. All methods block (file I/O and, under contention,
-    waiting for SQLite's write lock); call them from a worker thread in async code.
-    """
-
-    _sqlite: SqliteStore
-
-    def __init__(
-        self,
-        store: SqliteStore,
-        *,
-        clock: Clock,
-        owner: str,
-        lease_s: float = DEFAULT_LEASE_S,
-        store_arguments: bool = True,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-    ) -> None:
-        super().__init__(
-            store,
-            clock=clock,
-            owner=owner,
-            lease_s=lease_s,
-            store_arguments=store_arguments,
-            max_result_bytes=max_result_bytes,
-        )
-        self._sqlite = store
-
-    @property
-    def store(self) -> SqliteStore:
-        return self._sqlite
-
-    def __enter__(self) -> SqliteLedger:
-        return self
 
 
 def is_postgres_url(path: Path | str) -> bool:
@@ -151,7 +107,9 @@ def _open_postgres_store(
 ) -> LedgerStore:
     try:
         # Imported here: psycopg is an optional dependency, needed only for this kind of ledger.
-        from codemode.ledger._postgres_store import PostgresStore
+        # From the module rather than the package's lazy export (cached once loaded), so that
+        # whether psycopg is there is decided by this import, on every open.
+        from codemode.ledger.stores._postgres import PostgresStore
     except ImportError as exc:
         raise LedgerError(
             f"a PostgreSQL ledger needs psycopg 3, which cannot be imported ({exc}): "

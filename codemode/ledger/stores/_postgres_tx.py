@@ -1,7 +1,7 @@
-"""The storage primitives of :mod:`._postgres_store`: one transaction's reads and writes.
+"""The storage primitives of :mod:`._postgres`: one transaction's reads and writes.
 
-Every statement is literal SQL with quoted identifiers from :mod:`._schema` and bound values;
-every psycopg error becomes a :class:`StoreError`.
+Every statement is literal SQL with quoted identifiers from :mod:`codemode.ledger._schema` and
+bound values; every psycopg error becomes a :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from psycopg import sql
 from psycopg.abc import Params
 from psycopg.rows import dict_row
 
-from codemode.ledger._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
-from codemode.ledger._store_protocol import (
+from codemode.ledger.stores._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
+from codemode.ledger.stores._protocol import (
     RUN_FACETS,
     ApprovalQuery,
     CallQuery,
@@ -77,7 +77,7 @@ def _where(statement: Statement, query: RunQuery) -> tuple[Statement, list[Any]]
 
 
 class PostgresTransaction:
-    """:class:`._store_protocol.StoreTransaction` on one PostgreSQL connection."""
+    """:class:`._protocol.StoreTransaction` on one PostgreSQL connection."""
 
     def __init__(self, conn: Connection, location: str) -> None:
         self._conn = conn

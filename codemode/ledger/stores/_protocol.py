@@ -2,7 +2,7 @@
 
 The ledger's rules (the call state machine, idempotency decisions, leases, the hash chain,
 verify and recovery) live in backend-neutral modules that talk only to these two Protocols.
-A store keeps bytes and keeps them consistent; it decides nothing. :mod:`._sqlite_store` is
+A store keeps bytes and keeps them consistent; it decides nothing. :mod:`._sqlite` is
 the embedded implementation; ``tests/ledger/contract`` is the suite any store must pass.
 
 What a store must guarantee:
@@ -19,9 +19,9 @@ What a store must guarantee:
 * **Exact values.** Columns hold text, integers or null and give back exactly what was stored.
 * **Its own failures as :class:`StoreError`** (a :class:`codemode.errors.LedgerError`), never
   a driver exception.
-* **The schema and its guard rails**: the tables of :mod:`._schema` plus ``events`` and the
-  head; a unique ``(idem_key, attempt)`` and at most one row per ``idem_key`` in a
-  ``KEY_HOLDING`` state, so a bug above fails loudly instead of executing twice.
+* **The schema and its guard rails**: the tables of :mod:`codemode.ledger._schema` plus
+  ``events`` and the head; a unique ``(idem_key, attempt)`` and at most one row per
+  ``idem_key`` in a ``KEY_HOLDING`` state, so a bug above fails loudly instead of executing twice.
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ class RunQuery:
         return [(column, operator, value) for column, operator, value in wanted if value is not None]
 
 
+Synchronous = Literal["full", "normal"]
+"""How a store's commits reach stable storage: every one flushed (``full``), or a crash of the
+machine (SQLite) or the server (PostgreSQL) may lose the last few (``normal``); see
+:func:`codemode.ledger.open_ledger`."""
+
 RunFacet = Literal["principal", "tenant", "status"]
 RUN_FACETS: tuple[RunFacet, ...] = ("principal", "tenant", "status")
 """The run columns :meth:`StoreTransaction.run_values` lists (the only ones it accepts)."""
@@ -118,7 +123,8 @@ class ApprovalQuery:
 
 class StoreTransaction(Protocol):
     """The primitives available inside one transaction. Table and column names come only from
-    :mod:`._schema` (the reducer has checked every field name before a write reaches here)."""
+    :mod:`codemode.ledger._schema` (the reducer has checked every field name before a write
+    reaches here)."""
 
     appended: tuple[int, str] | None
     """``(seq, hash)`` of the last event this transaction appended, which is then also the head's
@@ -151,7 +157,8 @@ class StoreTransaction(Protocol):
 
     # ── the derived tables ──
     def row(self, table: Table, key: str) -> Row | None:
-        """The row with this primary key, every column of :data:`._schema.COLUMNS`, or None."""
+        """The row with this primary key, every column of
+        :data:`codemode.ledger._schema.COLUMNS`, or None."""
         ...
 
     def insert(self, table: Table, row: Row) -> None:

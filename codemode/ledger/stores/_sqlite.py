@@ -5,7 +5,7 @@ Concurrency model:
 * Every write is one ``BEGIN IMMEDIATE`` transaction. SQLite lets one writer at a time hold
   that lock across *all* processes using the file, so "read the key's rows, decide, write"
   is atomic across threads and processes alike; the busy timeout makes the others wait.
-  Writers queue on an ``flock`` first (:mod:`._gate`) for a better tail latency.
+  Writers queue on an ``flock`` first (:mod:`._sqlite_gate`) for a better tail latency.
 * One connection per store object, guarded by a lock. Writes serialise in SQLite anyway,
   and the calls are short; the broker runs them in worker threads (``anyio.to_thread``).
 * ``synchronous=FULL``: a commit is on disk before the transaction ends, so a request is never
@@ -28,16 +28,14 @@ import threading
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
-from codemode.ledger._commit_signal import CommitSignal
-from codemode.ledger._gate import WriterGate
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
-from codemode.ledger._sqlite_ddl import DDL, added_columns, added_tables
-from codemode.ledger._store_protocol import (
+from codemode.ledger.stores._commit_signal import CommitSignal
+from codemode.ledger.stores._protocol import (
     RUN_FACETS,
     ApprovalQuery,
     CallQuery,
@@ -45,9 +43,11 @@ from codemode.ledger._store_protocol import (
     RunFacet,
     RunQuery,
     StoreError,
+    Synchronous,
 )
+from codemode.ledger.stores._sqlite_ddl import DDL, added_columns, added_tables
+from codemode.ledger.stores._sqlite_gate import WriterGate
 
-Synchronous = Literal["full", "normal"]
 MEMORY = ":memory:"
 _PRIVATE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", ".lock")
@@ -127,7 +127,7 @@ def _connect(location: str, busy_timeout_s: float, synchronous: Synchronous) -> 
 
 
 class SqliteTransaction:
-    """:class:`._store_protocol.StoreTransaction` on one SQLite connection."""
+    """:class:`._protocol.StoreTransaction` on one SQLite connection."""
 
     def __init__(self, conn: sqlite3.Connection, location: str) -> None:
         self._conn = conn
@@ -292,7 +292,7 @@ class SqliteTransaction:
 
 
 class SqliteStore:
-    """:class:`._store_protocol.LedgerStore` on one SQLite file (or ``:memory:``).
+    """:class:`._protocol.LedgerStore` on one SQLite file (or ``:memory:``).
 
     Open it with :meth:`open`. Thread-safe; safe across processes sharing the file.
     """

@@ -1,9 +1,9 @@
 """What the broker and the CLI need from a ledger.
 
 :class:`codemode.ledger.StoreLedger` implements it on any :class:`codemode.ledger.LedgerStore`
-(:mod:`._store_protocol`), and :class:`codemode.ledger.SqliteLedger` is that on SQLite. A new
-backend (PostgreSQL, say) implements the small store Protocol, not this one: the rules (state
-machine, idempotency, leases, hash chain, verify, recovery) stay in one place.
+(:mod:`.stores`), and :class:`codemode.ledger.SqliteLedger` is that on SQLite. A backend
+(SQLite, PostgreSQL, a new one) implements the small store Protocol, not this one: the rules
+(state machine, idempotency, leases, hash chain, verify, recovery) stay in one place.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._reads import ReadRecord
-from codemode.ledger._store_protocol import RunFacet
+from codemode.ledger.stores import RunFacet
 
 
 class Ledger(Protocol):

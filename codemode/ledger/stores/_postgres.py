@@ -48,12 +48,11 @@ from psycopg.pq import TransactionStatus
 
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
-from codemode.ledger._commit_signal import CommitSignal
-from codemode.ledger._postgres_ddl import DDL, added_columns, added_tables
-from codemode.ledger._postgres_tx import Connection, PostgresTransaction
 from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
-from codemode.ledger._sqlite_store import Synchronous
-from codemode.ledger._store_protocol import StoreError
+from codemode.ledger.stores._commit_signal import CommitSignal
+from codemode.ledger.stores._postgres_ddl import DDL, added_columns, added_tables
+from codemode.ledger.stores._postgres_tx import Connection, PostgresTransaction
+from codemode.ledger.stores._protocol import StoreError, Synchronous
 
 
 def public_location(conninfo: str) -> str:
@@ -83,7 +82,7 @@ def _lock_key(schema: str) -> int:
 
 
 class PostgresStore:
-    """:class:`._store_protocol.LedgerStore` on a PostgreSQL database.
+    """:class:`._protocol.LedgerStore` on a PostgreSQL database.
 
     Open it with :meth:`open`. Thread-safe; safe across processes and hosts sharing the database.
     """

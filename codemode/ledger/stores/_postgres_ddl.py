@@ -1,9 +1,9 @@
-"""The PostgreSQL DDL of the ledger, built from the column lists in :mod:`._schema`.
+"""The PostgreSQL DDL of the ledger, built from the column lists in :mod:`codemode.ledger._schema`.
 
 Identifiers are quoted by psycopg (:class:`psycopg.sql.Identifier`) and every piece of SQL text
-is a literal here, so nothing from outside can reach the statements. :mod:`._schema` spells
-types the SQLite way; :data:`_TYPES` maps them and refuses any it does not know, so a new column
-type cannot slip into PostgreSQL with a different meaning.
+is a literal here, so nothing from outside can reach the statements.
+:mod:`codemode.ledger._schema` spells types the SQLite way; :data:`_TYPES` maps them and refuses
+any it does not know, so a new column type cannot slip into PostgreSQL with a different meaning.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ _TYPES: dict[str, LiteralString] = {"TEXT": 'TEXT COLLATE "C"', "INTEGER": "BIGI
 _CONSTRAINTS: dict[str, LiteralString] = {"": "", "NOT NULL": " NOT NULL", "PRIMARY KEY": " PRIMARY KEY"}
 
 INSERT_ORDER = "insert_order"
-"""A column of ``calls`` and ``approvals`` outside :mod:`._schema`: SQLite's ``rowid``, the
-tie-breaker of "in insertion order". Writers are serialised, so its order is commit order."""
+"""A column of ``calls`` and ``approvals`` outside :mod:`codemode.ledger._schema`: SQLite's
+``rowid``, the tie-breaker of "in insertion order". Writers are serialised, so its order is
+commit order."""
 
 APPEND_ONLY_TRIGGERS = ("events_append_only", "events_no_truncate")
 GUARD_INDEXES = ("calls_key_attempt", "calls_key_holder")

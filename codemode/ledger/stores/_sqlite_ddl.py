@@ -1,4 +1,4 @@
-"""The SQLite DDL of the ledger, built from the column lists in :mod:`._schema`."""
+"""The SQLite DDL of the ledger, built from the column lists in :mod:`codemode.ledger._schema`."""
 
 from __future__ import annotations
 
