@@ -51,8 +51,8 @@ from benchmarks.broker_bench import (  # noqa: E402
     settle,
     write_config,
 )
-from codemode._engine import CodeMode  # noqa: E402
 from codemode.config import load_config  # noqa: E402
+from codemode.engine._engine import CodeMode  # noqa: E402
 
 
 def _drop_deferred_records(engine: CodeMode) -> None:

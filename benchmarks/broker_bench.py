@@ -61,9 +61,9 @@ import mcp  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from benchmarks._stages import STAGES, timing  # noqa: E402
-from codemode._engine import CodeMode  # noqa: E402
 from codemode.catalog import approve, load_lock, observe, save_lock  # noqa: E402
 from codemode.config import BackendChoice, load_config  # noqa: E402
+from codemode.engine._engine import CodeMode  # noqa: E402
 from codemode.host import McpHost  # noqa: E402
 
 CRM = ROOT / "examples" / "servers" / "crm_server.py"

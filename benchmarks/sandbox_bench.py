@@ -55,7 +55,7 @@ from codemode.calls import (  # noqa: E402
 )
 from codemode.config import BackendChoice, SandboxConfig  # noqa: E402
 from codemode.errors import SandboxUnavailableError  # noqa: E402
-from codemode.sandbox import SandboxManager  # noqa: E402
+from codemode.sandbox import Program, SandboxManager  # noqa: E402
 from codemode.sandbox._bwrap import probe_bwrap  # noqa: E402
 from codemode.sandbox._docker_api import docker_api  # noqa: E402
 
@@ -136,7 +136,9 @@ async def _through_manager(config: SandboxConfig, iterations: int) -> list[float
         for _ in range(iterations):
             await manager.settle()  # the pool full (when warm), the sandbox used before gone
             started = time.perf_counter()
-            outcome = await manager.run(PROGRAM, binding=_binding(), modules=NoModules(), handler=NoCalls())
+            outcome = await manager.run(
+                Program(PROGRAM), binding=_binding(), modules=NoModules(), handler=NoCalls()
+            )
             samples.append((time.perf_counter() - started) * 1000)
             if outcome.status != "ok" or outcome.stdout != "45\n":
                 raise RuntimeError(f"unexpected outcome: {outcome}")

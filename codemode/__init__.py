@@ -21,36 +21,36 @@ from typing import TYPE_CHECKING
 from codemode._lazy import lazy_exports
 
 _EXPORTS = {
-    "ApprovalAnswer": "codemode.broker._approvals",
-    "ApprovalRequest": "codemode.broker._approvals",
+    "ApprovalAnswer": "codemode.broker",
+    "ApprovalRequest": "codemode.broker",
     "AuthError": "codemode.errors",
     "AuthRequiredError": "codemode.errors",
-    "Approver": "codemode.broker._approvals",
+    "Approver": "codemode.broker",
     "BatchOptions": "codemode.batch",
-    "CallbackApprover": "codemode.broker._approvals",
-    "CallbackElicitor": "codemode.broker._inputs",
-    "CallbackSampler": "codemode.broker._inputs",
+    "CallbackApprover": "codemode.broker",
+    "CallbackElicitor": "codemode.broker",
+    "CallbackSampler": "codemode.broker",
     "CallProgress": "codemode.calls",
     "CatalogError": "codemode.errors",
     "ChannelError": "codemode.errors",
-    "CodeMode": "codemode._engine",
+    "CodeMode": "codemode._api",
     "CodemodeError": "codemode.errors",
     "Config": "codemode.config",
     "ConfigError": "codemode.errors",
-    "ElicitationAnswer": "codemode.broker._inputs",
-    "ElicitationRequest": "codemode.broker._inputs",
-    "Elicitor": "codemode.broker._inputs",
+    "ElicitationAnswer": "codemode.broker",
+    "ElicitationRequest": "codemode.broker",
+    "Elicitor": "codemode.broker",
     "ItemResult": "codemode.batch",
     "LedgerError": "codemode.errors",
     "MissingSecretError": "codemode.errors",
     "NameCollisionError": "codemode.errors",
     "OutcomeUnknownError": "codemode.errors",
     "PolicyError": "codemode.errors",
-    "RunErrorInfo": "codemode._run_result",
-    "RunResult": "codemode._run_result",
-    "Sampler": "codemode.broker._inputs",
-    "SamplingAnswer": "codemode.broker._inputs",
-    "SamplingRequest": "codemode.broker._inputs",
+    "RunErrorInfo": "codemode.engine",
+    "RunResult": "codemode.engine",
+    "Sampler": "codemode.broker",
+    "SamplingAnswer": "codemode.broker",
+    "SamplingRequest": "codemode.broker",
     "SandboxError": "codemode.errors",
     "SandboxUnavailableError": "codemode.errors",
     "SearchResult": "codemode.stubs",
@@ -60,10 +60,10 @@ _EXPORTS = {
     "ServerStatus": "codemode.host",
     "ServerUnavailableError": "codemode.errors",
     "StubRenderError": "codemode.errors",
-    "TerminalApprover": "codemode.broker._approvals",
-    "TerminalElicitor": "codemode.broker._terminal_form",
-    "ToolFormat": "codemode._tools",
-    "ToolReply": "codemode._tools",
+    "TerminalApprover": "codemode.broker",
+    "TerminalElicitor": "codemode.broker",
+    "ToolFormat": "codemode.engine",
+    "ToolReply": "codemode.engine",
     "UnsafeURLError": "codemode.errors",
     "VirtualTree": "codemode.stubs",
     "config_from_mapping": "codemode.config",
@@ -74,31 +74,31 @@ _EXPORTS = {
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load lazily
-    from codemode._engine import CodeMode as CodeMode
-    from codemode._run_result import RunErrorInfo as RunErrorInfo
-    from codemode._run_result import RunResult as RunResult
-    from codemode._tools import ToolFormat as ToolFormat
-    from codemode._tools import ToolReply as ToolReply
+    from codemode._api import CodeMode as CodeMode
     from codemode.batch import BatchOptions as BatchOptions
     from codemode.batch import ItemResult as ItemResult
-    from codemode.broker._approvals import ApprovalAnswer as ApprovalAnswer
-    from codemode.broker._approvals import ApprovalRequest as ApprovalRequest
-    from codemode.broker._approvals import Approver as Approver
-    from codemode.broker._approvals import CallbackApprover as CallbackApprover
-    from codemode.broker._approvals import TerminalApprover as TerminalApprover
-    from codemode.broker._inputs import CallbackElicitor as CallbackElicitor
-    from codemode.broker._inputs import CallbackSampler as CallbackSampler
-    from codemode.broker._inputs import ElicitationAnswer as ElicitationAnswer
-    from codemode.broker._inputs import ElicitationRequest as ElicitationRequest
-    from codemode.broker._inputs import Elicitor as Elicitor
-    from codemode.broker._inputs import Sampler as Sampler
-    from codemode.broker._inputs import SamplingAnswer as SamplingAnswer
-    from codemode.broker._inputs import SamplingRequest as SamplingRequest
-    from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
+    from codemode.broker import ApprovalAnswer as ApprovalAnswer
+    from codemode.broker import ApprovalRequest as ApprovalRequest
+    from codemode.broker import Approver as Approver
+    from codemode.broker import CallbackApprover as CallbackApprover
+    from codemode.broker import CallbackElicitor as CallbackElicitor
+    from codemode.broker import CallbackSampler as CallbackSampler
+    from codemode.broker import ElicitationAnswer as ElicitationAnswer
+    from codemode.broker import ElicitationRequest as ElicitationRequest
+    from codemode.broker import Elicitor as Elicitor
+    from codemode.broker import Sampler as Sampler
+    from codemode.broker import SamplingAnswer as SamplingAnswer
+    from codemode.broker import SamplingRequest as SamplingRequest
+    from codemode.broker import TerminalApprover as TerminalApprover
+    from codemode.broker import TerminalElicitor as TerminalElicitor
     from codemode.calls import CallProgress as CallProgress
     from codemode.config import Config as Config
     from codemode.config import config_from_mapping as config_from_mapping
     from codemode.config import load_config as load_config
+    from codemode.engine import RunErrorInfo as RunErrorInfo
+    from codemode.engine import RunResult as RunResult
+    from codemode.engine import ToolFormat as ToolFormat
+    from codemode.engine import ToolReply as ToolReply
     from codemode.errors import AuthError as AuthError
     from codemode.errors import AuthRequiredError as AuthRequiredError
     from codemode.errors import CatalogError as CatalogError

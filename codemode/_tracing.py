@@ -25,14 +25,13 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable, Generator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, Status, StatusCode, format_trace_id
 
 from codemode._redaction import redact_secrets
 from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
-from codemode.ledger import CallIntent, arguments_digest
 
 TRACER_NAME = "codemode"
 _run_spans: dict[str, Span] = {}
@@ -127,13 +126,26 @@ def note(**attributes: str | None) -> None:
             span.set_attribute(f"codemode.{key}", redact_secrets(value)[0])
 
 
-def note_intent(intent: CallIntent) -> None:
+class IntentView(Protocol):
+    """What a call span shows of the ledger's intent record. Tracing sits below the ledger, so
+    it names only the fields it reads; the ledger's ``CallIntent`` has them."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def approval_id(self) -> str | None: ...
+    @property
+    def tool_version(self) -> str | None: ...
+
+
+def note_intent(intent: IntentView, args_digest: Callable[[], str]) -> None:
     """The ledger's view of the call on its span. The argument digest costs a canonical dump
-    and a hash, so it is computed only when the span is recorded (an SDK is installed)."""
+    and a hash, so the caller passes how to make it, and it is made only when the span is
+    recorded (an SDK is installed)."""
     if trace.get_current_span().is_recording():
         note(
             call_id=intent.call_id,
-            args_digest=arguments_digest(intent.arguments),
+            args_digest=args_digest(),
             approval_id=intent.approval_id,
             tool_version=intent.tool_version,
         )

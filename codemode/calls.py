@@ -7,29 +7,42 @@ them to the run (see :class:`RunBinding`).
 
 Outcomes are a discriminated union on ``kind``; the runtime inside the sandbox turns each
 kind into a return value or a typed exception.
+
+The broker, once its gates let a call through, hands it to whoever sends MCP requests (the
+host) with one :class:`SendOptions`: the per-call choices that are neither the tool nor its
+arguments. Its :class:`InputHandler` is how the host reaches back to the broker when the server
+asks for input during the call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+if TYPE_CHECKING:
+    # Only named in annotations: the sandbox side imports this module and needs no MCP types.
+    import mcp_types
+
 __all__ = [
+    "PLAIN_CALL",
     "CallDenied",
     "CallFailed",
     "CallHandler",
     "CallOutcome",
     "CallProgress",
     "ContentBlock",
+    "InputHandler",
     "ModuleProvider",
     "ModuleSource",
     "ProgressListener",
     "PromptGetRequest",
     "ResourceReadRequest",
     "RunBinding",
+    "SamplingHandler",
+    "SendOptions",
     "ToolCallRequest",
     "ToolError",
     "ToolResult",
@@ -155,6 +168,45 @@ class CallProgress:
 
 ProgressListener = Callable[[CallProgress], Awaitable[None]]
 """Receives the progress of calls in flight (it must not fail: a failure is logged, never raised)."""
+
+
+class InputHandler(Protocol):
+    """Answers the server's requests for input during one tool call (the broker makes one per call)."""
+
+    async def elicit(
+        self, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData: ...
+
+
+@runtime_checkable
+class SamplingHandler(Protocol):
+    """An :class:`InputHandler` that also answers requests for model completions (the broker's)."""
+
+    async def sample(
+        self, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData: ...
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """How one tool call is sent, besides its server, tool and arguments.
+
+    The default is a plain call: no extra ``_meta``, every request for input refused, the
+    server's ``call_timeout``, and nobody listening to progress.
+    """
+
+    meta: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """Sent as the request's ``_meta`` (the trace context); the host adds its own keys."""
+    inputs: InputHandler | None = None
+    """Answers the server's requests for input during this call; without it they are refused."""
+    time_limit_s: float | None = None
+    """Bounds a long-running (task) call; other calls keep the server's ``call_timeout``."""
+    on_progress: ProgressListener | None = None
+    """Hears what the call reports while it is in flight (progress, a task's status)."""
+
+
+PLAIN_CALL = SendOptions()
+"""The options of a plain call, for senders whose ``options`` may be left out."""
 
 
 class ModuleSource(_Value):

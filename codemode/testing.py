@@ -34,17 +34,15 @@ from typing import Any, cast
 import mcp_types
 from mcp.server.mcpserver import MCPServer
 
-from codemode._adapters import LedgerApprovals
-from codemode.broker import Approver, Broker
-from codemode.broker._run import RunLimits, RunState
-from codemode.calls import ProgressListener, RunBinding
+from codemode.broker import Approver, Broker, RunLimits, RunState
+from codemode.calls import PLAIN_CALL, RunBinding, SendOptions
 from codemode.catalog import LockFile, ServerCatalog, ToolSpec, approve, observe, tool_hash
 from codemode.config import PolicyConfig
+from codemode.engine import LedgerApprovals
 from codemode.errors import ServerUnavailableError
-from codemode.host import InputHandler, TransportFactory
+from codemode.host import TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
-from codemode.sandbox._backend import BackendFactory
-from codemode.sandbox._inprocess import InProcessBackend
+from codemode.sandbox import BackendFactory, InProcessBackend
 
 __all__ = [
     "FakeCall",
@@ -144,15 +142,7 @@ class FakeTools:
     # -- ToolBackend ---------------------------------------------------------------------------
 
     async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        inputs: InputHandler | None = None,
-        time_limit_s: float | None = None,
-        on_progress: ProgressListener | None = None,
+        self, server: str, tool: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
     ) -> mcp_types.CallToolResult:
         """A fake tool answers at once; it never asks for input nor reports progress."""
         found = self._tools.get((server, tool))

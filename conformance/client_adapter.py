@@ -272,7 +272,7 @@ async def main(url: str) -> int:
     try:
         from codemode import CodeMode
     except ImportError:  # before the Python API exported it
-        from codemode._engine import CodeMode
+        from codemode.engine._engine import CodeMode
     from codemode.config import load_config
 
     with tempfile.TemporaryDirectory(prefix="codemode-conformance-") as tmp:

@@ -32,6 +32,7 @@ LONGEST_FILES = ("tests/conformance/test_conformance_auth.py", "tests/batch/test
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_integration(items)
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
 
     def rank(item: pytest.Item) -> int:
@@ -41,6 +42,62 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return len(LONGEST_FILES) + (item.path not in slow_files)
 
     items.sort(key=rank)  # stable: the order within a rank is kept
+
+
+# -- the two tiers: quick and integration ---------------------------------------------------
+# A test that starts a process, a container, a server or a database is an integration test.
+# The markers and fixtures below imply it; any other such test says so itself
+# (``pytestmark = pytest.mark.integration``). ``./dev quick`` runs ``-m "not integration"``
+# with CODEMODE_TEST_TIER=quick, and then a test that starts a process or opens a network
+# listener fails, naming the marker it lacks: the quick tier cannot rot into a slow one.
+
+INTEGRATION_MARKERS = ("docker", "bwrap", "postgres", "ray", "browser", "slow")
+INTEGRATION_FIXTURES = frozenset(
+    {"docker_image", "example_stdio", "fixture_stdio", "http_servers", "postgres_server"}
+)
+QUICK_TIER = os.environ.get("CODEMODE_TEST_TIER", "") == "quick"
+
+
+def mark_integration(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            continue
+        implied = any(item.get_closest_marker(name) is not None for name in INTEGRATION_MARKERS)
+        fixtures = set(cast(list[str], getattr(item, "fixturenames", [])))
+        if implied or fixtures & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+
+
+class StartsSomething(Exception):
+    """Raised in the quick tier by a test that starts a process or a network server."""
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise StartsSomething(
+            f"this test {what}: mark it integration (pytestmark = pytest.mark.integration), "
+            "or run it with ./dev test"
+        )
+
+    return refuse
+
+
+@pytest.fixture(autouse=QUICK_TIER)
+def quick_tier_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    original_bind = socket.socket.bind
+
+    def bind(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            _refuse(f"opens a network listener on {address!r}")()
+        original_bind(self, address)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse("starts a process"))
+    monkeypatch.setattr(os, "fork", _refuse("forks a process"))
+    monkeypatch.setattr(os, "posix_spawn", _refuse("starts a process"))
+    monkeypatch.setattr(os, "posix_spawnp", _refuse("starts a process"))
+    monkeypatch.setattr(socket.socket, "bind", bind)
 
 
 # -- "duplicate side effects: N" at the end of a run ------------------------------------------

@@ -13,7 +13,7 @@ from codemode import CodeMode, config_from_mapping
 from codemode.catalog import approve, load_lock, observe, save_lock
 from codemode.host import McpHost
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "servers"
 

@@ -65,6 +65,7 @@ async def approved_in_memory_crm(
     return config, transports
 
 
+@pytest.mark.integration
 async def test_a_call_through_an_in_memory_server_is_gated_and_recorded(tmp_path: Path) -> None:
     config, transports = await approved_in_memory_crm(tmp_path)
     async with CodeMode(config, transports=transports) as engine:
@@ -89,6 +90,7 @@ def test_a_transport_for_a_server_that_is_not_configured_is_an_error(tmp_path: P
         McpHost(config, transports=in_memory_transports({"crm": crm_server()}))
 
 
+@pytest.mark.integration
 async def test_a_program_calls_an_in_memory_server_through_the_sandbox(tmp_path: Path) -> None:
     """The program still runs in a real sandbox (process backend); only the server is in memory."""
     config, transports = await approved_in_memory_crm(tmp_path)
@@ -102,6 +104,7 @@ async def test_a_program_calls_an_in_memory_server_through_the_sandbox(tmp_path:
     assert result.calls == 3
 
 
+@pytest.mark.integration
 async def test_sessions_keep_state_and_the_least_recently_used_goes_past_max_sessions(tmp_path: Path) -> None:
     config, transports = await approved_in_memory_crm(tmp_path, serve={"max_sessions": 2})
     async with CodeMode(config, transports=transports) as engine:
@@ -134,6 +137,7 @@ async def _until_busy(engine: CodeMode, count: int) -> None:
             await anyio.sleep(0.01)
 
 
+@pytest.mark.integration
 async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) -> None:
     # Idle time runs from a run's end: a run longer than session_idle_s is not idle. Last uses are
     # moved back by hand, and the runs outlast the steps between them by seconds, even under load.
@@ -167,6 +171,7 @@ async def test_a_running_session_is_neither_evicted_nor_expired(tmp_path: Path) 
 # -- one clock for the engine: ledger, broker and run expiry --------------------------------------
 
 
+@pytest.mark.integration
 async def test_an_approval_given_too_late_on_the_engines_clock_is_void_and_the_ledger_keeps_that_time(
     tmp_path: Path,
 ) -> None:
@@ -207,6 +212,7 @@ def clock_crm(clock: FakeClock, seconds: float) -> MCPServer:
     return app
 
 
+@pytest.mark.integration
 async def test_a_programs_run_context_expires_on_the_engines_clock(tmp_path: Path) -> None:
     start = datetime.now(UTC) - timedelta(days=1)  # by the real time, the run would be long over
     clock = FakeClock(start)

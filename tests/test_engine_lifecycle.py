@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
-import codemode._engine as engine_module
+import codemode.engine._engine as engine_module
 from codemode import CodeMode, config_from_mapping
 from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import SandboxManager

@@ -21,7 +21,7 @@ from codemode.ledger import open_ledger
 from codemode.testing import in_process_sandbox
 from tests._fixture_server import FixtureServer, deploy_fixture_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 SERVER = Path(__file__).resolve().parent / "fixtures" / "servers" / "tasks_server.py"
 TRY = "try:\n    out = {call}\nexcept Exception as exc:\n    out = f'{{type(exc).__name__}}: {{exc}}'\nout\n"

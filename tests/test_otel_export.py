@@ -43,6 +43,7 @@ def collector() -> Iterator[str]:
         server.shutdown()
 
 
+@pytest.mark.integration
 def test_a_run_exports_its_spans_to_the_configured_collector(collector: str) -> None:
     """A real OTLP/HTTP export from a codemode process to a collector listening on 127.0.0.1."""
     Collector.received.clear()

@@ -16,9 +16,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from codemode import CodeMode, config_from_mapping
-from codemode._run_result import RunErrorInfo, RunResult, section_boundary
-from codemode._tools import dispatch
 from codemode.catalog import save_lock
+from codemode.engine._run_result import RunErrorInfo, RunResult, section_boundary
+from codemode.engine._tools import dispatch
 from codemode.host import McpHost
 from codemode.testing import approved_pins, in_memory_transports, in_process_sandbox
 from tests._framing import FORGERIES, PAYLOAD, framed_sections
@@ -65,7 +65,7 @@ def test_a_boundary_the_output_happens_to_hold_is_drawn_again(monkeypatch: pytes
     def token_hex(size: int) -> str:
         return next(drawn)
 
-    monkeypatch.setattr("codemode._run_result.secrets.token_hex", token_hex)
+    monkeypatch.setattr("codemode.engine._run_result.secrets.token_hex", token_hex)
     assert section_boundary("x\n--- stderr c0ffee ---", "") == "5eed5eed"
 
 

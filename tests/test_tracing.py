@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode, config_from_mapping
-from codemode._tracing import run_span
+from codemode._tracing import note_intent, run_span
 from codemode.calls import RunBinding
 from codemode.catalog import save_lock
 from codemode.config import Config
 from codemode.host import McpHost, TransportFactory
-from codemode.ledger import open_ledger
+from codemode.ledger import CallIntent, arguments_digest, open_ledger
 from codemode.serve._app import CodemodeServer, Identity
 from codemode.testing import approved_pins, in_memory_transports
 
@@ -75,6 +75,7 @@ async def approved_crm(tmp_path: Path, seen: list[str | None]) -> tuple[Config, 
     return config, transports
 
 
+@pytest.mark.integration
 async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tmp_path: Path) -> None:
     seen: list[str | None] = []
     config, transports = await approved_crm(tmp_path, seen)
@@ -152,10 +153,46 @@ def test_with_no_sdk_the_trace_id_is_the_callers_or_a_fresh_one(monkeypatch: pyt
     assert len(fresh) == 2 and all(len(t) == 32 and int(t, 16) for t in fresh)
 
 
+def test_the_ledgers_intent_is_on_the_span_and_its_digest_is_made_only_when_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    intent = CallIntent(
+        call_id="run_t/1",
+        run_id="run_t",
+        trace_id=TRACE_ID,
+        principal="agent",
+        tenant="default",
+        server="crm",
+        tool="get_customer",
+        schema_hash="sha256:schema",
+        tool_version="1.2.0",
+        arguments={"customer_id": SECRET_ARGUMENT},
+    )
+    digests: list[str] = []
+
+    def digest() -> str:
+        digests.append(arguments_digest(intent.arguments))
+        return digests[-1]
+
+    EXPORTER.clear()
+    with run_span(_binding):
+        note_intent(intent, digest)
+    [run] = EXPORTER.get_finished_spans()
+    attributes = dict(run.attributes or {})
+    assert attributes["codemode.call_id"] == "run_t/1" and attributes["codemode.tool_version"] == "1.2.0"
+    assert attributes["codemode.args_digest"] == digests[0] and "codemode.approval_id" not in attributes
+    assert SECRET_ARGUMENT not in repr(attributes)
+    monkeypatch.setattr("codemode._tracing.tracer", trace.NoOpTracer)
+    with run_span(_binding):
+        note_intent(intent, digest)
+    assert len(digests) == 1, "no digest is made for a span that records nothing"
+
+
 def _binding(trace_id: str) -> RunBinding:
     return RunBinding(run_id="run_t", principal="agent", tenant="default", trace_id=trace_id, expires_at=0)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_run_code_through_serve_is_one_trace_under_the_callers_traceparent(
     tmp_path: Path, mode: str

@@ -5,7 +5,8 @@ never enter the sandbox, the stub tree, logs, the ledger or error messages.
 """
 
 from codemode.auth._host_auth import HostAuth
-from codemode.auth._provider import StoreTokenStorage, oauth_client
+from codemode.auth._provider import StoreTokenStorage, oauth_client, preregistered_client
+from codemode.auth._revoke import Revocation, revoke_tokens
 from codemode.auth._sign_in import BrowserSignIn, HeadlessSignIn, NoSignIn, SignIn
 from codemode.auth._store import (
     CREDENTIALS_ENV_VAR,
@@ -23,9 +24,12 @@ __all__ = [
     "HeadlessSignIn",
     "HostAuth",
     "NoSignIn",
+    "Revocation",
     "SignIn",
     "StoreTokenStorage",
     "StoredCredentials",
     "default_credentials_path",
     "oauth_client",
+    "preregistered_client",
+    "revoke_tokens",
 ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from codemode.ledger._digest import escape_part
+from codemode.ledger import escape_part
 
 MAX_KEY_CHARS = 512
 """The longest item key, counted as the ledger sees it inside each derived idempotency key (with

@@ -397,3 +397,12 @@ class SqliteJobStore:
                 "SELECT status, COUNT(*) FROM items WHERE job_id = ? GROUP BY status", (job_id,)
             ).fetchall()
         return {str(status): int(count) for status, count in rows}
+
+
+def open_job_store(ledger_path: Path) -> SqliteJobStore:
+    """The job store beside a ledger: ``codemode.db`` → ``codemode-jobs.db``."""
+    return SqliteJobStore(ledger_path.with_name(f"{ledger_path.stem}-jobs.db"))
+
+
+def is_bad(status: str) -> bool:
+    return status in FINAL_BAD

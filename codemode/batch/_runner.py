@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import secrets
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -29,24 +28,22 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from codemode.batch._inputs import BadLine, InputDigest, Item, json_problem, keyed, read_items
 from codemode.batch._jobs import (
-    FINAL_BAD,
     DuplicateKeyError,
     ItemStatus,
     JobBusyError,
     JobRecord,
     JobStore,
-    SqliteJobStore,
     StoredItem,
 )
 from codemode.batch._naming import LEGACY_MARK, default_job_id, item_scope
-from codemode.broker._run import RunLimits
+from codemode.broker import RunLimits
 from codemode.errors import CodemodeError, ConfigError, LedgerError, PolicyError, SandboxError
 from codemode.host import ConnectionState
 from codemode.ledger import StoreError
 
 if TYPE_CHECKING:
-    from codemode._engine import CodeMode, RunResult
     from codemode.config import PolicyConfig
+    from codemode.engine import CodeMode, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -293,48 +290,9 @@ class WorkerLost(CodemodeError):
     """
 
 
-class EngineWorker:
-    """A worker slot of this process: one sandbox session of ``engine``, reused item after item
-    with a fresh namespace each time (a cold sandbox per item would cost more than the item)."""
-
-    def __init__(self, engine: CodeMode, program: str, job_id: str, options: BatchOptions) -> None:
-        self._engine, self._program, self._job_id, self._options = engine, program, job_id, options
-        self._session: str | None = None
-
-    async def run(self, item: StoredItem, attempt: int) -> ItemResult:
-        if self._session is None:
-            options = self._options
-            self._session = await self._engine.open_session(
-                principal=options.principal, tenant=options.tenant, hold_pool_slot=True
-            )
-        return await run_item(
-            self._engine, self._program, self._job_id, item, attempt, self._options, self._session
-        )
-
-
-async def run_job(
-    engine: CodeMode, program: str, job: BatchJob, options: BatchOptions
-) -> AsyncIterator[ItemResult]:
-    """Run the job's runnable items with ``options.concurrency`` at a time; yield each result."""
-    if options.concurrency > engine.config.serve.max_sessions:
-        raise BatchError(
-            f"concurrency {options.concurrency} needs as many sandbox sessions; "
-            f"raise [serve] max_sessions (now {engine.config.serve.max_sessions})"
-        )
-    identity = engine.config.policy.identity(options.principal, options.tenant)
-    if job.identity != identity:  # not checked when it was prepared
-        await anyio.to_thread.run_sync(
-            partial(check_identity, job.store, job.job_id, identity, resumed=job.resumed)
-        )
-        job = replace(job, identity=identity)
-    workers = [EngineWorker(engine, program, job.job_id, options) for _ in range(options.concurrency)]
-    async for result in run_on_workers(workers, job, options):
-        yield result
-
-
 async def run_on_workers(
     workers: Sequence[ItemWorker], job: BatchJob, options: BatchOptions
-) -> AsyncIterator[ItemResult]:
+) -> AsyncGenerator[ItemResult]:
     """Feed the job's runnable items to ``workers``, one item per worker at a time; yield results.
 
     The job store is touched only here, by the driver: workers run items and return results.
@@ -357,6 +315,10 @@ async def run_on_workers(
     except* BatchError as group:
         # A worker that refuses (its node's tools drifted) stops the job with its own message.
         raise group.exceptions[0] from None
+    except* GeneratorExit:
+        # The reader stopped early (aclose): the task group cancelled the items in progress
+        # (they stay 'running', and a resume runs them again) and wrapped the exit in a group.
+        raise GeneratorExit from None
 
 
 def _check_runs_as_prepared(job: BatchJob, options: BatchOptions) -> None:
@@ -583,18 +545,3 @@ def _error_text(result: RunResult) -> str:
     if result.error is None:
         return "the run failed"
     return f"{result.error.type}: {result.error.message}"
-
-
-def open_job_store(ledger_path: Path) -> SqliteJobStore:
-    """The job store beside a ledger: ``codemode.db`` → ``codemode-jobs.db``."""
-    return SqliteJobStore(ledger_path.with_name(f"{ledger_path.stem}-jobs.db"))
-
-
-def is_bad(status: str) -> bool:
-    return status in FINAL_BAD
-
-
-def eta_seconds(done: int, total: int, elapsed: float) -> float:
-    if done == 0 or elapsed <= 0:
-        return math.inf
-    return (total - done) * elapsed / done

@@ -31,7 +31,7 @@ from codemode.errors import CodemodeError
 from codemode.host import ConnectionState
 
 if TYPE_CHECKING:
-    from codemode._engine import CodeMode
+    from codemode.engine import CodeMode
 
 LOCK_NAME = "codemode.lock"
 
@@ -89,7 +89,7 @@ class RemoteWorker:
         return self.where
 
     async def _start(self) -> None:
-        from codemode._engine import CodeMode
+        from codemode.engine import CodeMode
 
         spec = self.spec
         workdir, base_dir = await anyio.to_thread.run_sync(self._workdir)

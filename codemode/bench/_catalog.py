@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from codemode._tools import definitions, render_definition
 from codemode.bench._accounting import Tokenizer
 from codemode.bench._runner import TaskRun
+from codemode.engine import definitions, render_definition
 from codemode.search import SearchDocument, ToolIndex
 
 KS = (1, 3, 5)

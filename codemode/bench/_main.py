@@ -20,7 +20,7 @@ from codemode.bench._model import Message, Mode, Reply
 from codemode.bench._report import Prices, build_results, markdown
 from codemode.bench._suite import MODES, AgentFactory, SuiteResult, run_suite, write_demo_config
 from codemode.bench._tasks import Task, load_tasks
-from codemode.config import BackendChoice
+from codemode.config import BackendChoice, demo_servers
 
 
 def _model_agents(spec: ModelSpec, key: str) -> AgentFactory:
@@ -57,8 +57,6 @@ def run_bench(
     trials = trials or (3 if model else 1)
     sync = config_path is None
     if config_path is None:
-        from codemode.cli._init_cmd import demo_servers
-
         config_path = write_demo_config(workspace, dict(demo_servers()))
     total = len(tasks) * len(MODES) * trials
     console = Console(stderr=True)

@@ -17,12 +17,11 @@ from typing import Any
 
 import anyio
 
-from codemode._engine import CodeMode
-from codemode._tools import render_definition
 from codemode.bench._accounting import Accountant, Tokenizer, TurnCost
 from codemode.bench._model import Final, Message, Mode, Reply, ToolCall
 from codemode.bench._sampler import SandboxSampler
 from codemode.calls import CallDenied, CallFailed, ToolError, ToolResult
+from codemode.engine import CodeMode, render_definition
 
 SYSTEM = (
     "You are an assistant that completes the user's request with the tools provided. "

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemode._engine import CodeMode
 from codemode.bench._accounting import Tokenizer
 from codemode.bench._model import Message, Mode, Reply
 from codemode.bench._runner import TaskRun, direct_definitions, run_task
 from codemode.bench._tasks import Task
-from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover
+from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.catalog import Pins
 from codemode.config import BackendChoice, Config, StdioServerConfig, load_config, starter_config
+from codemode.engine import CodeMode
 from codemode.host import ConnectionState, McpHost
 
 MODES: tuple[Mode, ...] = ("direct", "codemode")

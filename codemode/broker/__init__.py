@@ -35,13 +35,21 @@ _EXPORTS = {
     "NeedsApproval": "codemode.broker._decisions",
     "PiiVault": "codemode.broker._pii",
     "ResultFilter": "codemode.broker._results",
+    "RunEnd": "codemode.broker._run",
+    "RunLimits": "codemode.broker._run",
+    "RunOutput": "codemode.broker._run",
+    "RunScope": "codemode.broker._run",
+    "RunState": "codemode.broker._run",
     "RunSummary": "codemode.broker._run",
     "TerminalApprover": "codemode.broker._approvals",
     "TerminalElicitor": "codemode.broker._terminal_form",
     "ToolBackend": "codemode.broker._backend",
+    "consent_digest": "codemode.broker.gates",
+    "reads_visible_to": "codemode.broker._visibility",
     "redact_secrets": "codemode._redaction",
     "terminal_available": "codemode.broker._terminal",
     "tool_risk": "codemode.broker._risk",
+    "visible_to": "codemode.broker._visibility",
 }
 
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
@@ -72,8 +80,16 @@ if TYPE_CHECKING:
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
     from codemode.broker._risk import tool_risk as tool_risk
+    from codemode.broker._run import RunEnd as RunEnd
+    from codemode.broker._run import RunLimits as RunLimits
+    from codemode.broker._run import RunOutput as RunOutput
+    from codemode.broker._run import RunScope as RunScope
+    from codemode.broker._run import RunState as RunState
     from codemode.broker._run import RunSummary as RunSummary
     from codemode.broker._terminal import terminal_available as terminal_available
     from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
+    from codemode.broker._visibility import reads_visible_to as reads_visible_to
+    from codemode.broker._visibility import visible_to as visible_to
     from codemode.broker.gates import ApprovalStore as ApprovalStore
     from codemode.broker.gates import CatalogView as CatalogView
+    from codemode.broker.gates import consent_digest as consent_digest

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import mcp_types
@@ -34,11 +34,9 @@ from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._derived_keys import with_derived_key
 from codemode.broker._facts import Call, CallKind, Facts
-from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import arguments_for_tool
-from codemode.broker._results import ResultFilter
-from codemode.broker._run import RunLimits, RunState, RunSummary
+from codemode.broker._run import RunLimits, RunOptions, RunScope, RunState, RunSummary
 from codemode.broker.gates import (
     ApprovalFlow,
     ArgumentGate,
@@ -57,10 +55,10 @@ from codemode.calls import (
     CallDenied,
     CallFailed,
     CallOutcome,
-    ProgressListener,
     PromptGetRequest,
     ResourceReadRequest,
     RunBinding,
+    SendOptions,
     ToolCallRequest,
     ToolError,
     ToolResult,
@@ -85,6 +83,7 @@ from codemode.ledger import (
     Replay,
     StoreError,
     Unresolved,
+    arguments_digest,
     reserve_waiting,
     system_clock,
 )
@@ -160,43 +159,48 @@ class Broker:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def open_run(
+    def run(
         self,
         binding: RunBinding,
+        code_digest: str,
         *,
-        approver: Approver | None = None,
-        limits: RunLimits | None = None,
-        elicitor: Elicitor | None = None,
-        sampler: Sampler | None = None,
-        on_call_progress: ProgressListener | None = None,
-    ) -> RunState:
-        """Start tracking a run; ``approver`` overrides the broker's approver for this run only;
-        ``elicitor`` is the person who answers its servers' requests for input (none: refused);
-        ``sampler`` the model that answers their requests for completions (none: refused);
-        ``on_call_progress`` hears what calls in flight report (progress, a task's status)."""
+        record: Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunScope:
+        """A run's life, the way every entry point has one: ``async with broker.run(...) as
+        scope`` begins and opens it, ``scope.finish(status, output)`` filters what leaves it and
+        closes it, leaving records its end (see :class:`RunScope`). ``record`` adds fields to the
+        run's ledger record (why codemode itself made the run)."""
+        return RunScope(
+            binding,
+            code_digest,
+            ledger=self.ledger,
+            results=self.policy.results,
+            open_run=partial(self.open_run, binding, **options),
+            close_run=self.close_run,
+            record=record,
+        )
+
+    def open_run(self, binding: RunBinding, **options: Unpack[RunOptions]) -> RunState:
+        """Start taking a run's calls, with no record of the run in the ledger: a step of
+        :meth:`run`, and for test doubles (``codemode.testing.open_test_run``)."""
         state = RunState(
             binding=binding,
             # A free slot is taken without yielding: the call yields soon enough, on its request.
             concurrency=anyio.Semaphore(self.policy.budget.concurrent_calls, fast_acquire=True),
-            approver=approver,
-            elicitor=elicitor,
-            sampler=sampler,
-            on_call_progress=on_call_progress,
-            limits=limits or RunLimits(),
+            approver=options.get("approver"),
+            elicitor=options.get("elicitor"),
+            sampler=options.get("sampler"),
+            on_call_progress=options.get("on_call_progress"),
+            limits=options.get("limits") or RunLimits(),
             clock=self.clock,
         )
         self._runs[binding.run_id] = state
         return state
 
-    def run_state(self, run_id: str) -> RunState | None:
-        return self._runs.get(run_id)
-
     def close_run(self, run_id: str) -> RunSummary:
+        """Stop taking the run's calls; its counts."""
         return self._runs.pop(run_id).summary()
-
-    def final_filter(self, run_id: str) -> ResultFilter:
-        state = self._runs[run_id]
-        return ResultFilter(self.policy.results, state.vault)
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -322,7 +326,7 @@ class Broker:
 
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:
         intent = self._intent(call, facts)
-        note_intent(intent)
+        note_intent(intent, partial(arguments_digest, intent.arguments))
         read = self._is_read(call, facts)
         for attempt in range(1, REFUSED_RETRIES + 1):
             sent = await (self._send_read(call, intent) if read else self._send_write(call, intent))
@@ -375,15 +379,13 @@ class Broker:
                     run=run,
                     policy=self.policy,
                 )
-                result = await self.backend.call_tool(
-                    call.server,
-                    call.name,
-                    dict(call.arguments),
+                options = SendOptions(
                     meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
                     inputs=inputs,
                     time_limit_s=time_limit_s,
                     on_progress=run.on_call_progress,
                 )
+                result = await self.backend.call_tool(call.server, call.name, dict(call.arguments), options)
                 metrics = active_metrics()
                 if metrics is not None:
                     metrics.mcp_seconds.labels(call.server).observe(time.perf_counter() - sent_at)

@@ -24,7 +24,7 @@ from codemode.broker._inputs import ElicitationRequest, Elicitor, FormError, Sam
 from codemode.broker._run import RunState
 from codemode.broker._sampling import NO_SAMPLER, SamplingRelay
 from codemode.calls import RunBinding
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 from codemode.config import PolicyConfig
 
 log = logging.getLogger(__name__)

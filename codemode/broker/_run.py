@@ -1,19 +1,29 @@
-"""Per-run state the broker keeps: counters for budgets and the PII vault."""
+"""A run's life in the broker: its state (counters for budgets, the PII vault) and its scope.
+
+:class:`RunScope` owns the order of a run's life - begun in the ledger, opened, what leaves it
+filtered, closed, its end recorded - so every entry point that runs something gets it right.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
+from types import TracebackType
+from typing import Any, Self, TypedDict
 
 import anyio
 
 from codemode.broker._approvals import Approver
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._pii import PiiVault
+from codemode.broker._results import FilterReport, ResultFilter
 from codemode.calls import ProgressListener, RunBinding
-from codemode.ledger import Clock, system_clock
+from codemode.config import ResultPolicy
+from codemode.ledger import Clock, Ledger, system_clock
 
 
 @dataclass(frozen=True)
@@ -101,3 +111,158 @@ class RunSummary:
     money_spent: float
     flags: tuple[str, ...]
     unknown_outcomes: int = 0
+
+
+class RunOptions(TypedDict, total=False):
+    """Who answers for a run besides the policy, and its own caps (each optional)."""
+
+    approver: Approver | None
+    """Approves this run's risky calls instead of the broker's approver."""
+    limits: RunLimits | None
+    """Tightens the policy's budgets for this run (a batch item's limits)."""
+    elicitor: Elicitor | None
+    """The person who answers this run's servers' requests for input (none: refused)."""
+    sampler: Sampler | None
+    """The model that answers this run's servers' requests for completions (none: refused)."""
+    on_call_progress: ProgressListener | None
+    """Hears what this run's calls in flight report (progress, a task's status)."""
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What a run hands its caller, as plain values: its final value and the texts it left.
+
+    :meth:`RunScope.finish` takes it as the run left it and returns it through the final filter."""
+
+    value: Any = None
+    stdout: str = ""
+    stderr: str = ""
+    error_message: str | None = None
+    error_traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """A finished run: its output through the final filter, its counts, what the filter did."""
+
+    output: RunOutput
+    summary: RunSummary
+    report: FilterReport
+    flags: tuple[str, ...]
+    """The summary's flags, and the final filter's (instruction-like text in the output)."""
+
+
+INJECTION_FLAG = "instruction-like text in the final result"
+
+
+class RunScope:
+    """One run's life, in the one order that keeps the ledger and the broker true.
+
+    ``async with broker.run(binding, code_digest) as scope``: entering records the run's start in
+    the ledger, then opens the run in the broker (its calls are accepted from then on).
+    ``scope.finish(status, output)`` passes ``output`` through the run's final filter - with the
+    run's PII vault, so what a tool result tokenised stays tokenised - then closes the run (no
+    call is accepted after). Leaving records the end in the ledger with the run's counts,
+    shielded from cancellation: ``status``, or ``interrupted`` when the block raised or was
+    cancelled (its caller never got the result). A run cancelled before it began leaves no
+    record. A scope is entered once and finished once.
+    """
+
+    def __init__(
+        self,
+        binding: RunBinding,
+        code_digest: str,
+        *,
+        ledger: Ledger,
+        results: ResultPolicy,
+        open_run: Callable[[], RunState],
+        close_run: Callable[[str], RunSummary],
+        record: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.binding = binding
+        self._code_digest = code_digest
+        self._ledger = ledger
+        self._results = results
+        self._open_run = open_run
+        self._close_run = close_run
+        self._record = dict(record or {})
+        """Fields of the run's ledger record however it ends (why codemode itself made the run)."""
+        self._entered = False
+        self._state: RunState | None = None
+        self._summary: RunSummary | None = None
+        self._status: str | None = None
+        """What :meth:`finish` said; None until it has."""
+        self._left = False
+
+    @property
+    def state(self) -> RunState:
+        """The run's state in the broker (counters, vault), from entering on."""
+        if self._state is None:
+            raise RuntimeError(f"run {self.binding.run_id} is not open: enter it with `async with`")
+        return self._state
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError(f"run {self.binding.run_id} was entered before: a RunScope is used once")
+        self._entered = True
+        # Recorded before it is opened: no call of the run can reach a server before the ledger
+        # knows the run (a crash then leaves a "running" run that recovery marks interrupted).
+        await anyio.to_thread.run_sync(partial(self._ledger.begin_run, self.binding, self._code_digest))
+        self._state = self._open_run()
+        return self
+
+    def finish(
+        self, status: str, output: RunOutput = RunOutput(), *, record: Mapping[str, Any] | None = None
+    ) -> RunEnd:
+        """End the run with ``status``: ``output`` through the final filter, then the run closed.
+
+        ``record`` adds fields known only now (the duration) to the run's ledger record, which is
+        written when the ``async with`` block is left."""
+        state = self.state
+        if self._status is not None or self._left:
+            raise RuntimeError(f"run {self.binding.run_id} has finished already: finish() is called once")
+        if not status or status in ("running", "interrupted"):
+            # Checked now, not when the end is recorded: the ledger would refuse "running", and
+            # "interrupted" is what leaving the block unfinished records, not a caller's status.
+            raise ValueError(f"a run finishes with its final status ('ok', 'error', ...), not {status!r}")
+        final = ResultFilter(self._results, state.vault)
+        report = FilterReport()
+        filtered = RunOutput(  # in this order: the vault numbers placeholders as it meets them
+            value=final.value(output.value, report),
+            stdout=final.text(output.stdout, report),
+            stderr=final.text(output.stderr, report),
+            error_message=None if output.error_message is None else final.text(output.error_message, report),
+            error_traceback=None
+            if output.error_traceback is None
+            else final.text(output.error_traceback, report),
+        )
+        summary = self._close()
+        self._status = status
+        self._record.update(record or {})
+        flags = summary.flags + ((INJECTION_FLAG,) if report.injection_suspected else ())
+        return RunEnd(output=filtered, summary=summary, report=report, flags=flags)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._state is None:
+            return
+        self._left = True
+        summary = self._close()
+        unfinished = exc is None and self._status is None
+        status = self._status if exc is None and self._status is not None else "interrupted"
+        record = {"calls": summary.calls, "denials": summary.denials, **self._record}
+        finish = partial(self._ledger.finish_run, self.binding.run_id, status, record)
+        with anyio.CancelScope(shield=True):  # a cancelled run is recorded as such, not left "running"
+            await anyio.to_thread.run_sync(finish)
+        if unfinished:
+            raise RuntimeError(
+                f"run {self.binding.run_id} was left without finish(): it is recorded as interrupted; "
+                "call scope.finish(status, output) before leaving the `async with` block"
+            )
+
+    def _close(self) -> RunSummary:
+        """Close the run in the broker once; later calls return the same summary."""
+        if self._summary is None:
+            self._summary = self._close_run(self.binding.run_id)
+        return self._summary

@@ -42,7 +42,7 @@ from codemode.broker._inputs import SamplingAnswer, SamplingRequest
 from codemode.broker._media import media_problem
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.broker._run import RunState
-from codemode.catalog._hashing import canonical_json
+from codemode.catalog import canonical_json
 from codemode.config import PolicyConfig
 
 log = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from codemode._lazy import lazy_exports
 
 _EXPORTS = {
     "ExcludedTool": "codemode.catalog._model",
+    "HASH_PREFIX": "codemode.catalog._hashing",
     "LockEntry": "codemode.catalog._lock",
     "LockFile": "codemode.catalog._lock",
     "MAX_DEFINITION_BYTES": "codemode.catalog._convert",
@@ -25,6 +26,7 @@ _EXPORTS = {
     "approve": "codemode.catalog._lock",
     "canonical_json": "codemode.catalog._hashing",
     "definition_hash": "codemode.catalog._hashing",
+    "file_identity": "codemode.catalog._pins",
     "is_valid_tool_name": "codemode.catalog._convert",
     "load_lock": "codemode.catalog._lock",
     "locked": "codemode.catalog._lock",
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from codemode.catalog._convert import resource_from_mcp as resource_from_mcp
     from codemode.catalog._convert import resource_template_from_mcp as resource_template_from_mcp
     from codemode.catalog._convert import tool_from_mcp as tool_from_mcp
+    from codemode.catalog._hashing import HASH_PREFIX as HASH_PREFIX
     from codemode.catalog._hashing import canonical_json as canonical_json
     from codemode.catalog._hashing import definition_hash as definition_hash
     from codemode.catalog._hashing import tool_hash as tool_hash
@@ -76,3 +79,4 @@ if TYPE_CHECKING:
     from codemode.catalog._model import ToolSpec as ToolSpec
     from codemode.catalog._model import ToolStatus as ToolStatus
     from codemode.catalog._pins import Pins as Pins
+    from codemode.catalog._pins import file_identity as file_identity

@@ -17,11 +17,12 @@ from codemode.auth import (
     FileCredentialStore,
     HeadlessSignIn,
     HostAuth,
+    Revocation,
     SignIn,
     StoredCredentials,
+    preregistered_client,
+    revoke_tokens,
 )
-from codemode.auth._provider import preregistered_client
-from codemode.auth._revoke import Revocation, revoke_tokens
 from codemode.cli._common import (
     config_option,
     fail,

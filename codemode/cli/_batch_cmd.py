@@ -9,7 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import click
@@ -29,6 +29,9 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
+
+if TYPE_CHECKING:
+    from codemode.batch import Workers
 
 STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 
@@ -121,17 +124,8 @@ def batch(
     Exit status: 0 when every item is done; 1 when any is failed, unknown or unverified; 2 for
     usage errors. --json prints one summary document on stdout.
     """
-    from codemode._engine import CodeMode
-    from codemode.batch import (
-        BatchError,
-        BatchOptions,
-        is_bad,
-        open_job_store,
-        prepare_job,
-        run_job,
-        run_on_workers,
-    )
-    from codemode.broker._run import RunLimits
+    from codemode.batch import BatchError, BatchOptions, is_bad, run_batch
+    from codemode.broker import RunLimits
 
     if resume and not job_id:
         fail("--resume needs --job-id (the job to resume)", code=EXIT_USAGE)
@@ -157,85 +151,61 @@ def batch(
         tenant=tenant,
     )
     code = program.read_text(encoding="utf-8")
-    on_ray = (engine or settings.engine) == "ray"
-    # One sandbox session per concurrent worker, started warm.
-    config = config.model_copy(
-        update={
-            "sandbox": config.sandbox.model_copy(
-                update={"pool_size": max(config.sandbox.pool_size, options.concurrency)}
-            ),
-            "serve": config.serve.model_copy(
-                update={"max_sessions": max(config.serve.max_sessions, options.concurrency)}
-            ),
-        }
-    ).with_origin(config.source, config.base_dir)
     quiet = as_json or not sys.stderr.isatty()
-    store = open_job_store(config.ledger_path)
-    try:
-        try:
-            job = prepare_job(store, code, inputs, options, config.policy)
-        except (BatchError, ValueError) as exc:
-            fail(str(exc), code=EXIT_USAGE)
-        for bad in job.bad_lines[:20]:
-            reason = escape(str(bad["reason"]))  # it may quote the input (a CSV header's names)
-            stderr.print(f"[yellow]skipped input line {bad['line']}:[/] {reason}", highlight=False)
-        # Before any item runs, on stderr (--json keeps stdout one document): a run killed from
-        # here on is resumed by this command, never started over under another id.
-        again = _resume_command(
-            program, inputs, key_field, verify_program, config_path, principal, tenant, job.job_id
-        )
-        stderr.print(
-            f"job {job.job_id} ({'resumed' if job.resumed else 'new'}); to resume it: {again}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        counts_before = store.counts(job.job_id)
-        todo = sum(counts_before.get(s, 0) for s in ("pending", "running", "failed"))
-        if retry_unknown:
-            todo += counts_before.get("unknown", 0)
-        if job.resumed and todo == 0:
+    workers = cast("Workers | None", engine)  # one of click.Choice(["local", "ray"]), or unset
+
+    async def main() -> dict[str, Any]:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                run = await stack.enter_async_context(
+                    run_batch(config, code, inputs, options, workers=workers, ray_address=ray_address)
+                )
+            except (BatchError, ValueError) as exc:
+                fail(str(exc), code=EXIT_USAGE)
+            job = run.job
+            for bad in job.bad_lines[:20]:
+                reason = escape(str(bad["reason"]))  # it may quote the input (a CSV header's names)
+                stderr.print(f"[yellow]skipped input line {bad['line']}:[/] {reason}", highlight=False)
+            # Before any item runs, on stderr (--json keeps stdout one document): a run killed from
+            # here on is resumed by this command, never started over under another id.
+            again = _resume_command(
+                program, inputs, key_field, verify_program, config_path, principal, tenant, job.job_id
+            )
             stderr.print(
-                f"job {job.job_id} has no item left to run, so nothing runs; to run the items again "
-                "as a new job, give it another --job-id",
+                f"job {job.job_id} ({'resumed' if job.resumed else 'new'}); to resume it: {again}",
                 markup=False,
                 highlight=False,
+                soft_wrap=True,
             )
-
-        async def main() -> tuple[Counter[str], int, float]:
+            counts_before = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
+            todo = sum(counts_before.get(s, 0) for s in ("pending", "running", "failed"))
+            if retry_unknown:
+                todo += counts_before.get("unknown", 0)
+            if job.resumed and todo == 0:
+                stderr.print(
+                    f"job {job.job_id} has no item left to run, so nothing runs; to run the items again "
+                    "as a new job, give it another --job-id",
+                    markup=False,
+                    highlight=False,
+                )
             seen: Counter[str] = Counter()
             calls = 0
             started = time.monotonic()
             with _progress(quiet) as bar:
                 task = bar.add_task("items", total=todo, stats="")
-                async with contextlib.AsyncExitStack() as stack:
-                    if on_ray:
-                        from codemode.batch._ray import ray_workers
-
-                        address = ray_address or settings.ray_address
-                        workers = await stack.enter_async_context(
-                            ray_workers(config, code, job.job_id, options, address=address)
-                        )
-                        results = run_on_workers(workers, job, options)
-                    else:
-                        results = run_job(
-                            await stack.enter_async_context(CodeMode(config)), code, job, options
-                        )
-                    async for result in results:
-                        seen[result.status] += 1
-                        calls += result.calls
-                        elapsed = max(time.monotonic() - started, 1e-9)
-                        stats = " ".join(
-                            f"{s} {seen[s]}" for s in ("done", "failed", "unknown", "unverified") if seen[s]
-                        )
-                        bar.update(task, advance=1, stats=f"{stats} · {calls / elapsed:.1f} calls/s")
-            return seen, calls, time.monotonic() - started
-
-        seen, calls, elapsed = anyio.run(main)
-        counts = store.counts(job.job_id)
-        if out is not None:
-            _write_out(store, job.job_id, out)
-        summary = {
+                async for result in run.results():
+                    seen[result.status] += 1
+                    calls += result.calls
+                    elapsed = max(time.monotonic() - started, 1e-9)
+                    stats = " ".join(
+                        f"{s} {seen[s]}" for s in ("done", "failed", "unknown", "unverified") if seen[s]
+                    )
+                    bar.update(task, advance=1, stats=f"{stats} · {calls / elapsed:.1f} calls/s")
+            elapsed = time.monotonic() - started
+            counts = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
+            if out is not None:
+                await anyio.to_thread.run_sync(_write_out, job.store, job.job_id, out)
+        return {
             "job_id": job.job_id,
             "resumed": job.resumed,
             "items": sum(counts.values()),
@@ -247,13 +217,13 @@ def batch(
             "skipped_lines": job.bad_lines,
             "out": str(out) if out else None,
         }
-    finally:
-        store.close()
+
+    summary = anyio.run(main)
     if as_json:
         print_json(summary)
     else:
         _print_summary(summary)
-    sys.exit(1 if any(is_bad(s) and n for s, n in counts.items()) else 0)
+    sys.exit(1 if any(is_bad(s) and n for s, n in summary["counts"].items()) else 0)
 
 
 def _progress(quiet: bool) -> Progress:

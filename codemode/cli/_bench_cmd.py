@@ -134,10 +134,7 @@ def tokens(
     A task file defines PROMPT, direct_agent(history), codemode_agent(history) and
     check(answer): see the README, "Token-cost experiments".
     """
-    from codemode.bench._llm import ModelError
-    from codemode.bench._main import run_bench
-    from codemode.bench._suite import ServerStartError
-    from codemode.bench._tasks import TaskError
+    from codemode.bench import ModelError, ServerStartError, TaskError, run_bench
 
     with tempfile.TemporaryDirectory(prefix="codemode-bench-") as scratch:
         try:
@@ -161,7 +158,7 @@ def tokens(
     if as_json:
         print_json(results)
         return
-    from codemode.bench._report import terminal_table
+    from codemode.bench import terminal_table
 
     stdout.print(terminal_table(results))
     missing = "" if results.get("charts") else " (no charts: install the 'bench' extra for matplotlib)"

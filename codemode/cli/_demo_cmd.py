@@ -10,15 +10,13 @@ from typing import Any, cast
 import click
 from rich.table import Table
 
-from codemode._engine import CodeMode, RunResult
 from codemode._resources import resource_dir
 from codemode._tokens import count_json_tokens
-from codemode._tools import definitions
 from codemode.catalog import Pins, ServerCatalog
 from codemode.cli._common import BACKEND_CHOICE, handle_errors, json_option, print_json, stderr, stdout
-from codemode.cli._init_cmd import demo_servers
 from codemode.cli._signals import run_until_signalled
-from codemode.config import BackendChoice, load_config, starter_config
+from codemode.config import BackendChoice, demo_servers, load_config, starter_config
+from codemode.engine import CodeMode, RunResult, definitions
 from codemode.host import ConnectionState, McpHost
 
 DEMO_PROGRAM = "renewal_risk.py"

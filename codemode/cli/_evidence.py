@@ -9,7 +9,7 @@ from rich.table import Table
 
 from codemode._redaction import redact_value
 from codemode.cli._common import print_json, stdout
-from codemode.ledger._evidence import CallEvidence, EvidenceLink, RunEvidence
+from codemode.ledger import CallEvidence, EvidenceLink, RunEvidence
 
 # Gaps are written in capitals so that they stand out without colour too (pipes, CI logs).
 _STATUS: dict[str, str] = {

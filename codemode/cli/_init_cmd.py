@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from codemode._resources import resource_dir
 from codemode.cli._common import config_option, fail, handle_errors, stderr, stdout
-from codemode.config import default_config_path, import_mcp_servers, starter_config
-from codemode.config._starter import ServerEntry
-
-
-def demo_servers() -> dict[str, ServerEntry]:
-    """The bundled example servers, run with this Python over stdio."""
-    directory = resource_dir("example_servers")
-    return {
-        name: {"command": sys.executable, "args": [str(directory / f"{name}_server.py")], "trusted": True}
-        for name in ("docs", "crm", "tickets")
-    }
+from codemode.config import ServerEntry, default_config_path, demo_servers, import_mcp_servers, starter_config
 
 
 @click.command()
@@ -54,7 +42,10 @@ def init(config_path: Path | None, from_file: Path | None, demo: bool, force: bo
     servers: dict[str, ServerEntry] = {}
     comments: dict[str, str] = {}
     if from_file is not None:
-        imported = import_mcp_servers(from_file)
+        # Imported here, not at the top: the network guard is needed only by --from.
+        from codemode.net import needs_loopback
+
+        imported = import_mcp_servers(from_file, needs_loopback=needs_loopback)
         servers, comments = imported.servers, imported.comments
         for warning in imported.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)

@@ -36,9 +36,11 @@ from codemode.ledger import (
     RunRecord,
     SqliteLedger,
     VerifyReport,
+    filter_summary,
     open_ledger,
+    run_evidence,
+    single_call_evidence,
 )
-from codemode.ledger._evidence import filter_summary, run_evidence, single_call_evidence
 
 _STATE_STYLE: dict[str, str] = {
     "reserved": "cyan",
@@ -501,7 +503,7 @@ async def _read_back(
     config_path: Path | None, call_id: str, tool: str, read_args: str, expect: str, failed_if_missing: bool
 ) -> CallRecord:
     """Reconcile from the server's own view, through an approved read-only tool."""
-    from codemode.broker._risk import tool_risk
+    from codemode.broker import tool_risk
     from codemode.catalog import load_lock, parse_selector
     from codemode.ledger import ReadBackVerdict, resolve_with_read_back
 
@@ -523,8 +525,8 @@ async def _read_back(
     if risk != "low":
         fail(f"{tool} is not marked read-only: reconciling must not risk repeating a side effect")
 
-    from codemode._engine import CodeMode
     from codemode.calls import CallDenied, ToolError, ToolResult
+    from codemode.engine import CodeMode
 
     # Only the read tool's server, and no warm sandboxes: the call is made by codemode itself,
     # through the broker (gated, recorded in the ledger as a run of its own).

@@ -13,12 +13,16 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from codemode._engine import CodeMode, RunResult
-from codemode._run_result import section_boundary, section_marker
-from codemode.broker import Approver, Elicitor, TerminalApprover, TerminalElicitor, terminal_available
-from codemode.broker._inputs import RefusingSampler
-from codemode.broker._risk import tool_risk
-from codemode.broker.gates._consent import consent_digest
+from codemode.broker import (
+    Approver,
+    Elicitor,
+    RefusingSampler,
+    TerminalApprover,
+    TerminalElicitor,
+    consent_digest,
+    terminal_available,
+    tool_risk,
+)
 from codemode.catalog import load_lock, parse_selector
 from codemode.cli._common import (
     BACKEND_CHOICE,
@@ -34,6 +38,7 @@ from codemode.cli._common import (
 )
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
+from codemode.engine import CodeMode, RunResult, section_boundary, section_marker
 from codemode.ledger import ApprovalRecord, open_ledger
 
 NO_MODEL = (

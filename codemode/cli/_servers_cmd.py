@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from codemode._text import escape_invisible
 from codemode.catalog import (
     Pins,
     ServerCatalog,
@@ -27,7 +28,6 @@ from codemode.cli._common import (
 from codemode.cli._signals import run_until_signalled
 from codemode.config import Config
 from codemode.host import ConnectionState, McpHost, ServerStatus
-from codemode.stubs._sanitize import escape_invisible
 
 
 def plain(text: object) -> str:

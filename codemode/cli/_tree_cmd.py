@@ -84,7 +84,7 @@ def load_tree(config: Config, live: bool = False, semantic: SemanticChoice | Non
 
 
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
-    from codemode.broker._visibility import reads_visible_to, visible_to
+    from codemode.broker import reads_visible_to, visible_to
 
     if principal is None:
         return tree
@@ -149,7 +149,7 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
         return
     from rich.markup import escape
 
-    from codemode.stubs._sanitize import escape_invisible
+    from codemode._text import escape_invisible
 
     for entry in entries:
         suffix = "/" if entry.kind == "directory" else ""

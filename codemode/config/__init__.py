@@ -25,11 +25,13 @@ from codemode.config._policy import (
 )
 from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
-from codemode.config._serve import ServeConfig, TokenGrant
-from codemode.config._starter import starter_config
+from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
+from codemode.config._starter import ServerEntry, demo_servers, starter_config
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "EVERY_TENANT",
+    "OPERATOR",
     "RISK_ORDER",
     "BackendChoice",
     "BudgetPolicy",
@@ -50,11 +52,13 @@ __all__ = [
     "SemanticChoice",
     "ServeConfig",
     "ServerConfig",
+    "ServerEntry",
     "StdioServerConfig",
     "TokenGrant",
     "check_references",
     "config_from_mapping",
     "default_config_path",
+    "demo_servers",
     "import_mcp_servers",
     "load_config",
     "resolve_references",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -121,8 +122,13 @@ def _str_map(value: Any, where: str, source: str) -> dict[str, str]:
     return {str(k): v for k, v in cast(dict[Any, str], value).items()}
 
 
-def import_mcp_servers(path: Path) -> ImportResult:
-    """Read an ``mcpServers``-style JSON file and convert each server to a codemode entry."""
+def import_mcp_servers(path: Path, *, needs_loopback: Callable[[str], bool]) -> ImportResult:
+    """Read an ``mcpServers``-style JSON file and convert each server to a codemode entry.
+
+    ``needs_loopback(url)`` says whether the network guard refuses a server's URL only because
+    it is on this machine (:func:`codemode.net.needs_loopback`); such a server is imported with
+    ``allow_loopback = true``. Configuration imports no network code, so the caller passes it.
+    """
     source = str(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -200,7 +206,7 @@ def import_mcp_servers(path: Path) -> ImportResult:
             if not isinstance(url, str) or not url:
                 raise ConfigError(source, [(where + ".url", "an HTTP server needs a 'url' string")])
             converted["url"] = converter.text(name, url)
-            if _on_this_machine(url):
+            if needs_loopback(url):
                 converted["allow_loopback"] = True
                 result.warnings.append(
                     f"{name}: allow_loopback = true, because its URL is on this machine "
@@ -226,19 +232,3 @@ def import_mcp_servers(path: Path) -> ImportResult:
         result.servers[name] = converted
         result.comments[name] = f"imported from {path.name}"
     return result
-
-
-def _on_this_machine(url: str) -> bool:
-    """A URL the SSRF guard refuses only because it is loopback (``127.0.0.1``, ``localhost``)."""
-    from codemode.errors import UnsafeURLError
-    from codemode.net import NetworkPolicy, check_url
-
-    try:
-        check_url(url, NetworkPolicy(allow_loopback=True))
-    except UnsafeURLError:
-        return False
-    try:
-        check_url(url, NetworkPolicy())
-    except UnsafeURLError:
-        return True
-    return False

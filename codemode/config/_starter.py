@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
+from codemode._resources import resource_dir
 from codemode.config import _toml
 
 ServerEntry = Mapping[str, "str | bool | float | int | Sequence[str] | Mapping[str, str]"]
+
+DEMO_SERVER_NAMES = ("docs", "crm", "tickets")
+
+
+def demo_servers() -> dict[str, ServerEntry]:
+    """The bundled example servers, run with this Python over stdio (``codemode init --demo``,
+    ``codemode demo`` and the benchmark all configure these)."""
+    directory = resource_dir("example_servers")
+    return {
+        name: {"command": sys.executable, "args": [str(directory / f"{name}_server.py")], "trusted": True}
+        for name in DEMO_SERVER_NAMES
+    }
+
 
 _HEADER = """\
 # codemode configuration. Reference: README.md ("Configuration").

@@ -32,6 +32,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from codemode.calls import PLAIN_CALL, SendOptions
 from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import HttpServerConfig, StdioServerConfig
 from codemode.errors import (
@@ -46,13 +47,13 @@ from codemode.host._command import find_executable, resolve_setting
 from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
 from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, Refusals, http_client_for, refusal_reason
-from codemode.host._inputs import InputHandler, InputRoundsExceeded, InputRouter, drive_input_rounds
+from codemode.host._inputs import InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._listing import list_catalog
 from codemode.host._output_check import OutputCheck, install_output_check
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
-from codemode.host._tasks import ProgressListener, TaskCalls, unclaimed
+from codemode.host._tasks import TaskCalls, unclaimed
 from codemode.host._transport_end import TransportEnd
 
 if TYPE_CHECKING:
@@ -419,21 +420,15 @@ class ServerConnection:
         return client
 
     async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        inputs: InputHandler | None = None,
-        time_limit_s: float | None = None,
-        on_progress: ProgressListener | None = None,
+        self, name: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
     ) -> mcp_types.CallToolResult:
         """Call a tool once, and say precisely what happened when it did not work.
 
-        ``inputs`` answers the server's requests for input during this call (see
+        ``options.inputs`` answers the server's requests for input during this call (see
         :mod:`codemode.host._inputs`); without it such requests are refused. A tool that needs
-        a task is followed until done (:mod:`codemode.host._tasks`) for at most ``time_limit_s``
-        seconds (default ``call_timeout``); ``on_progress`` hears what the call reports meanwhile.
+        a task is followed until done (:mod:`codemode.host._tasks`) for at most
+        ``options.time_limit_s`` seconds (default ``call_timeout``); ``options.on_progress`` hears
+        what the call reports meanwhile.
 
         Raises:
             ServerUnavailableError: not connected; nothing was sent.
@@ -447,9 +442,9 @@ class ServerConnection:
         client = self._require_client()
         transport_end, sent_at = self._transport_end, anyio.current_time()
         marker = f"{self._marker_prefix}{next(self._markers):x}"
-        watch = self._tasks.watch(marker, name, on_progress)
+        watch = self._tasks.watch(marker, name, options.on_progress)
         token = {"progressToken": marker} if watch is not None else {}
-        call_meta = cast(mcp_types.RequestParamsMeta, {**(meta or {}), **token, CALL_MARKER: marker})
+        call_meta = cast(mcp_types.RequestParamsMeta, {**options.meta, **token, CALL_MARKER: marker})
 
         async def send(
             responses: mcp_types.InputResponses | None = None, state: str | None = None
@@ -467,14 +462,15 @@ class ServerConnection:
                 request_state=state,
             )
 
-        self.inputs.track(marker, inputs)
+        self.inputs.track(marker, options.inputs)
         try:
             if self._tasks.wants_task(client.session, name):
                 params = {"name": name, "arguments": arguments, "_meta": call_meta}
-                return await self._tasks.call(client.session, params, time_limit_s=time_limit_s, watch=watch)
+                limit = options.time_limit_s
+                return await self._tasks.call(client.session, params, time_limit_s=limit, watch=watch)
             answer = await send()
             if isinstance(answer, mcp_types.InputRequiredResult):
-                answer = await drive_input_rounds(answer, partial(self.inputs.answer, inputs), send)
+                answer = await drive_input_rounds(answer, partial(self.inputs.answer, options.inputs), send)
         except OutcomeUnknownError:
             raise  # a task's own verdict (it was created, then lost, unfinished or cancelled)
         except InputRoundsExceeded as exc:

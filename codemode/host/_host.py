@@ -2,7 +2,9 @@
 
 The host owns connection lifetimes and nothing else: it does not decide what may be called
 (the broker does) nor what is approved (the pins do). It offers the live catalog of every
-server and a way to send a request to one server by its configured name.
+server and a way to send a request to one server by its configured name. Those requests are
+the broker's ``ToolBackend`` as they stand: the Protocol is structural, so the host needs to
+import nothing of the broker to be handed to it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import anyio
 import mcp_types
 from anyio.abc import TaskGroup
 
-from codemode.calls import ProgressListener
+from codemode.calls import PLAIN_CALL, SendOptions
 from codemode.catalog import ServerCatalog
 from codemode.config import Config
 from codemode.errors import CatalogError
 from codemode.host._connection import SDK_VERSION, ServerConnection, TransportFactory
-from codemode.host._inputs import InputHandler, RootsUpdate
+from codemode.host._inputs import RootsUpdate
 from codemode.host._status import ConnectionState, ServerStatus
 
 if TYPE_CHECKING:
@@ -139,21 +141,28 @@ class McpHost:
         """
         return await self.connection(server).inputs.update_roots(roots)
 
+    # -- requests (the broker's ToolBackend) ------------------------------------------------
+
     async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        inputs: InputHandler | None = None,
-        time_limit_s: float | None = None,
-        on_progress: ProgressListener | None = None,
+        self, server: str, tool: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
     ) -> mcp_types.CallToolResult:
-        return await self.connection(server).call_tool(
-            tool, arguments, meta=meta, inputs=inputs, time_limit_s=time_limit_s, on_progress=on_progress
-        )
+        """Call ``tool`` on ``server`` once (see :meth:`ServerConnection.call_tool` for what it raises).
+
+        Raises:
+            CatalogError: no such server is configured and enabled; nothing was sent.
+        """
+        return await self.connection(server).call_tool(tool, arguments, options)
 
     def long_running(self, server: str, tool: str) -> bool:
-        """Whether calls of ``tool`` run as tasks, which may take longer than ``call_timeout``."""
-        return self.connection(server).runs_as_task(tool)
+        """Whether calls of ``tool`` run as tasks, which may take longer than ``call_timeout``.
+        False for a server that is not configured: the call itself says so."""
+        connection = self._connections.get(server)
+        return connection is not None and connection.runs_as_task(tool)
+
+    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
+        return await self.connection(server).read_resource(uri)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str]
+    ) -> mcp_types.GetPromptResult:
+        return await self.connection(server).get_prompt(name, arguments)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types
@@ -41,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
+from codemode.calls import InputHandler, SamplingHandler
 from codemode.config import ServerConfig
 
 if TYPE_CHECKING:
@@ -99,23 +100,6 @@ def _listed(roots: Sequence[str]) -> mcp_types.ListRootsResult:
 
 class InputRoundsExceeded(Exception):
     """The server kept asking for input past :data:`MAX_INPUT_ROUNDS` rounds."""
-
-
-class InputHandler(Protocol):
-    """Answers the input requests of one tool call (the broker makes one per call)."""
-
-    async def elicit(
-        self, params: mcp_types.ElicitRequestParams
-    ) -> mcp_types.ElicitResult | mcp_types.ErrorData: ...
-
-
-@runtime_checkable
-class SamplingHandler(Protocol):
-    """An :class:`InputHandler` that also answers requests for model completions (the broker's)."""
-
-    async def sample(
-        self, params: mcp_types.CreateMessageRequestParams
-    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData: ...
 
 
 class InputRouter:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from codemode.net._policy import NetworkPolicy, refusal
 from codemode.net._resolve import Resolver, SystemResolver, resolve_checked
 from codemode.net._transport import GuardedTransport
-from codemode.net._url import Target, check_url
+from codemode.net._url import Target, check_url, needs_loopback
 
 __all__ = [
     "GuardedTransport",
@@ -20,6 +20,7 @@ __all__ = [
     "SystemResolver",
     "Target",
     "check_url",
+    "needs_loopback",
     "refusal",
     "resolve_checked",
 ]

@@ -20,7 +20,7 @@ from codemode.errors import UnsafeURLError
 from codemode.net._host import HostError, parse_host
 from codemode.net._policy import NetworkPolicy, is_loopback, is_loopback_name, name_refusal, refusal
 
-__all__ = ["Target", "check_url", "parse_url", "redact_url"]
+__all__ = ["Target", "check_url", "needs_loopback", "parse_url", "redact_url"]
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):(.*)", re.ASCII | re.DOTALL)
 _PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
@@ -140,3 +140,17 @@ def check_url(url: str, policy: NetworkPolicy) -> Target:
     if reason is not None:
         raise UnsafeURLError(redact_url(url), reason)
     return target
+
+
+def needs_loopback(url: str) -> bool:
+    """Whether the guard refuses ``url`` only because it is on this machine (``127.0.0.1``,
+    ``localhost``): it passes once ``allow_loopback`` is set, and fails without it."""
+    try:
+        check_url(url, NetworkPolicy(allow_loopback=True))
+    except UnsafeURLError:
+        return False
+    try:
+        check_url(url, NetworkPolicy())
+    except UnsafeURLError:
+        return True
+    return False

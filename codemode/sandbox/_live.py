@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from codemode.sandbox._outcome import (
     parse_reply,
     parse_snapshot,
 )
+from codemode.sandbox._program import Program
 from codemode.sandbox._state import StateDir
 
 __all__ = ["LiveSandbox", "start_sandbox"]
@@ -81,20 +81,11 @@ class LiveSandbox:
             await anyio.to_thread.run_sync(StateDir.remove, self._root_dir)
 
     async def execute(
-        self,
-        code: str,
-        *,
-        binding: RunBinding,
-        modules: ModuleProvider,
-        handler: CallHandler,
-        wall_time_s: float | None = None,
-        bindings: Mapping[str, Any] | None = None,
-        fresh: bool = False,
+        self, program: Program, *, binding: RunBinding, modules: ModuleProvider, handler: CallHandler
     ) -> RunOutcome:
-        """Run ``code``; ``bindings`` are set as globals first (JSON values, e.g. a batch item's
-        ``INPUT``), and ``fresh`` starts from an empty namespace in a reused (session) sandbox."""
+        """Run ``program`` for ``binding``: its imports go to ``modules``, its calls to ``handler``."""
         config = self._config
-        wall = wall_time_s if wall_time_s is not None else config.wall_time_s
+        wall = program.wall_time_s if program.wall_time_s is not None else config.wall_time_s
         context = RunContext(binding=binding, modules=modules, handler=handler)
         started = time.perf_counter()
         reply: Any = None
@@ -115,11 +106,11 @@ class LiveSandbox:
                     try:
                         params: wire.RunParams = {
                             "run_id": binding.run_id,
-                            "code": code,
+                            "code": program.code,
                             "output_bytes": config.output_bytes,
                             "result_bytes": config.result_bytes,
-                            "bindings": dict(bindings or {}),
-                            "fresh": fresh,
+                            "bindings": dict(program.bindings),
+                            "fresh": program.fresh,
                         }
                         reply = await self.channel.request(wire.RUN, dict(params))
                     except ChannelError as exc:

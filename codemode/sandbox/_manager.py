@@ -5,10 +5,9 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -22,6 +21,7 @@ from codemode.sandbox._docker_api import DockerApi
 from codemode.sandbox._live import LiveSandbox, start_sandbox
 from codemode.sandbox._outcome import RunError, RunOutcome
 from codemode.sandbox._pool import WarmPool
+from codemode.sandbox._program import Program
 from codemode.sandbox._select import BackendInfo, open_backend
 from codemode.sandbox._state import StateDir
 
@@ -36,7 +36,7 @@ class SandboxManager:
     Use as an async context manager::
 
         async with SandboxManager(config.sandbox) as sandboxes:
-            outcome = await sandboxes.run(code, binding=binding, modules=tree, handler=broker)
+            outcome = await sandboxes.run(Program(code), binding=binding, modules=tree, handler=broker)
 
     Entering picks the backend (``auto``: Docker when its engine answers and the image exists,
     else the weaker process backend; :attr:`backend` says which and why), removes sandboxes left
@@ -177,17 +177,9 @@ class SandboxManager:
         return await start_sandbox(self._backend, self.config, self._tg)
 
     async def run(
-        self,
-        code: str,
-        *,
-        binding: RunBinding,
-        modules: ModuleProvider,
-        handler: CallHandler,
-        wall_time_s: float | None = None,
-        bindings: Mapping[str, Any] | None = None,
-        fresh: bool = False,
+        self, program: Program, *, binding: RunBinding, modules: ModuleProvider, handler: CallHandler
     ) -> RunOutcome:
-        """Run ``code`` in a fresh sandbox bound to ``binding``.
+        """Run ``program`` in a fresh sandbox bound to ``binding``.
 
         Stub imports are served by ``modules``; stub calls go to ``handler`` with ``binding``
         attached by the host. A failure of the program (exception, limit, dead sandbox) is an
@@ -195,15 +187,7 @@ class SandboxManager:
         """
         sandbox = await self._acquire()
         try:
-            return await sandbox.execute(
-                code,
-                binding=binding,
-                modules=modules,
-                handler=handler,
-                wall_time_s=wall_time_s,
-                bindings=bindings,
-                fresh=fresh,
-            )
+            return await sandbox.execute(program, binding=binding, modules=modules, handler=handler)
         finally:
             self._discard(sandbox)
             if self._pool is not None:
@@ -278,16 +262,9 @@ class Session:
         return self._lock.locked()
 
     async def run(
-        self,
-        code: str,
-        *,
-        binding: RunBinding,
-        modules: ModuleProvider,
-        handler: CallHandler,
-        wall_time_s: float | None = None,
-        bindings: Mapping[str, Any] | None = None,
-        fresh: bool = False,
+        self, program: Program, *, binding: RunBinding, modules: ModuleProvider, handler: CallHandler
     ) -> RunOutcome:
+        """Run ``program`` in this session's sandbox, after the runs before it (one at a time)."""
         if self._closed:
             raise SandboxError("this sandbox session is closed")
         if (binding.principal, binding.tenant) != (self.principal, self.tenant):
@@ -311,15 +288,7 @@ class Session:
                             "open a new session",
                         ),
                     )
-                return await sandbox.execute(
-                    code,
-                    binding=binding,
-                    modules=modules,
-                    handler=handler,
-                    wall_time_s=wall_time_s,
-                    bindings=bindings,
-                    fresh=fresh,
-                )
+                return await sandbox.execute(program, binding=binding, modules=modules, handler=handler)
             finally:
                 self.last_used = time.monotonic()  # idle time counts from a run's end, not its start
 
@@ -340,7 +309,7 @@ class Session:
 
 
 async def run_once(
-    code: str,
+    program: Program,
     *,
     config: SandboxConfig,
     binding: RunBinding,
@@ -349,4 +318,4 @@ async def run_once(
 ) -> RunOutcome:
     """Run one program without a warm pool (what ``codemode run`` needs): start, run, clean up."""
     async with SandboxManager(config.model_copy(update={"pool_size": 0})) as manager:
-        return await manager.run(code, binding=binding, modules=modules, handler=handler)
+        return await manager.run(program, binding=binding, modules=modules, handler=handler)

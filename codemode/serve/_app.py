@@ -23,21 +23,22 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from codemode._engine import CodeMode, ProgressCallback, RunResult
-from codemode._tools import (
+from codemode._version import codemode_version
+from codemode.broker import Approver, Elicitor, Sampler
+from codemode.calls import CallProgress, ProgressListener
+from codemode.config import OPERATOR
+from codemode.engine import (
     LIST_DESCRIPTION,
     READ_DESCRIPTION,
     RUN_CODE_DESCRIPTION,
     SEARCH_DESCRIPTION,
+    CodeMode,
+    ProgressCallback,
+    RunResult,
     dispatch,
     run_summary,
     server_index_line,
 )
-from codemode._version import codemode_version
-from codemode.broker import Approver, Elicitor
-from codemode.broker._inputs import Sampler
-from codemode.calls import CallProgress, ProgressListener
-from codemode.config._serve import OPERATOR
 from codemode.serve._consent import (
     CLIENT,
     Asker,

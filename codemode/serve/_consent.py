@@ -37,9 +37,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.mcpserver import Context
 from mcp.shared.message import ServerMessageMetadata
 
-from codemode._engine import RunResult
-from codemode.broker import ApprovalAnswer, ApprovalRequest, ElicitationAnswer, ElicitationRequest
-from codemode.broker._inputs import SamplingAnswer, SamplingRequest
+from codemode.broker import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    ElicitationAnswer,
+    ElicitationRequest,
+    SamplingAnswer,
+    SamplingRequest,
+)
+from codemode.engine import RunResult
 
 log = logging.getLogger("codemode.serve")
 

@@ -17,13 +17,12 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from codemode._engine import CodeMode
 from codemode._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from codemode._metrics import Metrics
 from codemode._metrics import enable as enable_metrics
 from codemode.broker import Approver
-from codemode.config import Config, MissingSecretError, TokenGrant, resolve_references
-from codemode.config._serve import EVERY_TENANT, OPERATOR
+from codemode.config import EVERY_TENANT, OPERATOR, Config, MissingSecretError, TokenGrant, resolve_references
+from codemode.engine import CodeMode
 from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
 from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from codemode.catalog._pins import file_identity
+from codemode.catalog import file_identity
 from codemode.config import Config, load_config
 from codemode.errors import ConfigError
 
 if TYPE_CHECKING:
-    from codemode._engine import CodeMode
+    from codemode.engine import CodeMode
 
 log = logging.getLogger("codemode.serve")
 

@@ -133,6 +133,7 @@ async def _raw(redirect_uri: str, request: bytes) -> bytes:
         return await stream.receive()
 
 
+@pytest.mark.integration
 async def test_the_browser_listener_ignores_strays_and_takes_the_redirect(redirect_uri: str) -> None:
     opened: list[str] = []
     pages: list[str] = []
@@ -162,6 +163,7 @@ async def test_the_browser_listener_ignores_strays_and_takes_the_redirect(redire
         again.bind(("127.0.0.1", int(redirect_uri.split(":")[2].split("/")[0])))
 
 
+@pytest.mark.integration
 async def test_a_refusal_arriving_in_the_browser_is_an_error(redirect_uri: str) -> None:
     async def browse() -> None:
         await _browser(redirect_uri, "/callback?error=access_denied&state=s")
@@ -173,12 +175,14 @@ async def test_a_refusal_arriving_in_the_browser_is_an_error(redirect_uri: str) 
             await sign_in.authorize("https://as.example.test/authorize?state=s", redirect_uri)
 
 
+@pytest.mark.integration
 async def test_a_browser_that_never_comes_back_times_out(redirect_uri: str) -> None:
     sign_in = BrowserSignIn(open_url=lambda _url: None, announce=lambda _text: None, timeout=0.3)
     with pytest.raises(AuthError, match=r"no sign-in arrived within 0\.3 s"):
         await sign_in.authorize("https://as.example.test/authorize", redirect_uri)
 
 
+@pytest.mark.integration
 async def test_a_busy_redirect_port_says_which_setting_to_change(redirect_uri: str) -> None:
     port = int(redirect_uri.split(":")[2].split("/")[0])
     with socket.socket() as busy:

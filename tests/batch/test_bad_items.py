@@ -130,6 +130,7 @@ async def test_an_item_that_cannot_run_fails_alone_but_a_ledger_failure_stops_th
     assert states == {"a": "done", "b": "failed", "c": "done", "d": "running", "e": "pending"}
 
 
+@pytest.mark.integration
 async def test_a_stored_nan_item_fails_and_the_rest_of_the_job_runs(tmp_path: Path) -> None:
     config, transports = await approved_in_memory_crm(tmp_path)
     program = 'INPUT["id"]'

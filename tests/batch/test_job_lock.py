@@ -30,6 +30,7 @@ def test_a_second_store_cannot_start_a_job_another_one_is_running(tmp_path: Path
     second.close()
 
 
+@pytest.mark.integration
 def test_a_killed_holder_leaves_no_lock_behind(tmp_path: Path) -> None:
     holder = (
         "import sys, time\n"

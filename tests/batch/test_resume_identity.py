@@ -150,6 +150,7 @@ def test_the_default_principal_is_recorded_too(tmp_path: Path) -> None:
         prepare_job(store, "INPUT", ITEMS, BatchOptions(job_id="j", key="id"), moved)
 
 
+@pytest.mark.integration
 async def test_engine_batch_refuses_a_resume_as_another_principal_and_sends_no_write_twice(
     tmp_path: Path,
 ) -> None:
@@ -197,6 +198,7 @@ def test_a_job_store_of_an_older_version_opens_and_its_jobs_are_bound_on_their_f
         prepare_job(store, "INPUT", ITEMS, BatchOptions(job_id="old", key="id", principal="bob"), policy)
 
 
+@pytest.mark.integration
 def test_the_cli_refuses_a_resume_as_another_principal(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace()
     args = ["batch", str(ws.program()), "--inputs", str(ws.items(1)), "--key", "id", "--job-id", "who"]

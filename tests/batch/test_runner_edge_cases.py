@@ -18,13 +18,13 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from codemode import CodeMode
-from codemode._run_result import RunErrorInfo, RunResult
 from codemode.batch import BatchError, BatchOptions, SqliteJobStore, StoredItem, prepare_job
 from codemode.batch import _runner as runner
 from codemode.batch._inputs import InputDigest, read_items
 from codemode.batch._naming import item_scope
 from codemode.cli._batch_cmd import _write_out  # pyright: ignore[reportPrivateUsage]
 from codemode.config import PolicyConfig
+from codemode.engine._run_result import RunErrorInfo, RunResult
 from codemode.host import ConnectionState, ServerStatus
 from tests.test_engine_in_memory import approved_in_memory_crm
 
@@ -92,6 +92,7 @@ def test_an_old_job_whose_id_holds_the_scope_separator_is_not_resumed_under_new_
     assert prepare_job(store, "INPUT", path, BatchOptions(job_id="plain", key="id", resume=True)).resumed
 
 
+@pytest.mark.integration
 async def test_two_jobs_whose_scopes_used_to_collide_both_write(tmp_path: Path) -> None:
     writes: list[str] = []
     config, transports = await approved_in_memory_crm(
@@ -114,6 +115,7 @@ async def test_two_jobs_whose_scopes_used_to_collide_both_write(tmp_path: Path) 
     assert writes == ["the same note", "the same note"], "the second job's write was not swallowed"
 
 
+@pytest.mark.integration
 async def test_a_job_begun_with_the_old_scope_resumes_without_sending_a_write_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,6 +172,7 @@ def wait_for_text(path: Path, text: str, timeout: float) -> str:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
+@pytest.mark.integration
 def test_the_cli_prints_the_resume_command_first_and_running_it_sends_no_write_twice(
     make_workspace: MakeWorkspace,
 ) -> None:
@@ -225,6 +228,7 @@ def test_the_cli_prints_the_resume_command_first_and_running_it_sends_no_write_t
 # -- 3. results over the cap ---------------------------------------------------------------
 
 
+@pytest.mark.integration
 async def test_a_result_over_result_bytes_fails_instead_of_being_stored_cut(tmp_path: Path) -> None:
     config, transports = await approved_in_memory_crm(
         tmp_path, sandbox={"backend": "process", "pool_size": 0, "result_bytes": 1024}
@@ -333,6 +337,7 @@ def test_a_resume_with_another_key_or_strict_over_skipped_lines_is_refused(tmp_p
     assert prepare_job(store, "INPUT", path, BatchOptions(job_id="k", key="id", resume=True)).resumed
 
 
+@pytest.mark.integration
 def test_the_cli_fails_when_a_wrong_key_skips_every_line(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace()
     items = ws.items(3)
@@ -452,6 +457,7 @@ async def _no_sleep(seconds: float) -> None:
     return None
 
 
+@pytest.mark.integration
 def test_items_that_run_while_a_crashed_server_restarts_do_not_fail(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace(crm_fault="crash_after_write")  # every write is committed, then the server exits
     args = ["batch", str(ws.program()), "--inputs", str(ws.items(3)), "--key", "id", "--json"]

@@ -117,6 +117,7 @@ def spec_for(ws: Workspace, program: str = "INPUT['id']") -> WorkerSpec:
     return WorkerSpec.build(load_config(ws.config), program, "job-1", BatchOptions(key="id"))
 
 
+@pytest.mark.integration
 async def test_a_remote_worker_runs_items_through_its_own_engine(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace()
     worker = RemoteWorker(spec_for(ws, ws.program().read_text(encoding="utf-8")), where="node-a")
@@ -132,6 +133,7 @@ async def test_a_remote_worker_runs_items_through_its_own_engine(make_workspace:
     assert ws.crm_writes() == ["batch note i1"], "one write for two runs of the item"
 
 
+@pytest.mark.integration
 async def test_a_worker_whose_live_tools_differ_from_the_pins_refuses(
     make_workspace: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,6 +146,7 @@ async def test_a_worker_whose_live_tools_differ_from_the_pins_refuses(
     assert ws.crm_writes() == []
 
 
+@pytest.mark.integration
 async def test_a_secret_missing_on_the_node_is_an_error_that_names_it_and_the_node(
     make_workspace: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +158,7 @@ async def test_a_secret_missing_on_the_node_is_an_error_that_names_it_and_the_no
     assert "ONLY_ON_THE_DRIVER" in str(raised.value)
 
 
+@pytest.mark.integration
 def test_what_travels_to_workers_holds_references_never_secret_values(
     make_workspace: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,6 +174,7 @@ def test_what_travels_to_workers_holds_references_never_secret_values(
     assert spec.lock_text == ws.config.with_name("codemode.lock").read_text(encoding="utf-8")
 
 
+@pytest.mark.integration
 def test_a_job_without_a_lock_file_is_refused_before_any_worker_starts(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace()
     ws.config.with_name("codemode.lock").unlink()
@@ -177,6 +182,7 @@ def test_a_job_without_a_lock_file_is_refused_before_any_worker_starts(make_work
         spec_for(ws)
 
 
+@pytest.mark.integration
 async def test_the_ray_engine_needs_a_ledger_that_every_node_reaches(make_workspace: MakeWorkspace) -> None:
     config = load_config(make_workspace().config)
     with pytest.raises(BatchError, match=r"\[ledger\] url"):
@@ -190,6 +196,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch: pyt
         import_ray()
 
 
+@pytest.mark.integration
 def test_the_cli_refuses_the_ray_engine_on_a_sqlite_ledger(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace()
     run = ws.cli("batch", str(ws.program()), "--inputs", str(ws.items(3)), "--engine", "ray")

@@ -15,9 +15,8 @@ from codemode.bench._accounting import MESSAGE_OVERHEAD, TiktokenTokenizer
 from codemode.bench._runner import SYSTEM
 from codemode.bench._suite import run_suite, sync_and_approve, write_demo_config
 from codemode.bench._tasks import load_tasks
-from codemode.cli._init_cmd import demo_servers
 from codemode.cli._main import cli
-from codemode.config import load_config
+from codemode.config import demo_servers, load_config
 from codemode.ledger import open_ledger
 
 TASKS = ("branching", "small_lookup")
@@ -111,6 +110,7 @@ def test_numbers_add_up_across_turns(bench_out: Path) -> None:
         assert set(point["quality"]) == {"recall@1", "recall@3", "recall@5", "mrr"}
 
 
+@pytest.mark.integration
 def test_calls_are_in_the_ledger(tmp_path: Path) -> None:
     """Both modes' tool calls are real MCP calls recorded by the broker in codemode's ledger."""
     config = write_demo_config(tmp_path, dict(demo_servers()))
@@ -125,6 +125,7 @@ def test_calls_are_in_the_ledger(tmp_path: Path) -> None:
     assert sorted(c.tool for c in calls) == ["add_note", "add_note", "get_ticket", "get_ticket"]
 
 
+@pytest.mark.integration
 def test_a_failed_check_is_reported_not_dropped(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
@@ -147,6 +148,7 @@ def test_a_failed_check_is_reported_not_dropped(tmp_path: Path) -> None:
     assert "- wrong [codemode]: check failed; answer: `1`" in report
 
 
+@pytest.mark.integration
 def test_personal_data_moves_only_inside_a_program(tmp_path: Path) -> None:
     """Both modes see placeholders, never the email. Inside one program the broker maps the
     placeholder back, so the ticket gets the real email; a direct call is a run of its own, the
@@ -162,6 +164,7 @@ def test_personal_data_moves_only_inside_a_program(tmp_path: Path) -> None:
     assert "<pii:email:" in answer["stored"]
 
 
+@pytest.mark.integration
 def test_own_tasks_against_own_config(tmp_path: Path) -> None:
     """--tasks + --config: the user's task files against the user's servers and approved pins."""
     config = write_demo_config(tmp_path, dict(demo_servers()))

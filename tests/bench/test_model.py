@@ -16,7 +16,7 @@ from codemode.bench._llm import ENDPOINTS, ModelAgent, ModelError, ModelSpec, pa
 from codemode.bench._model import Message, Mode
 from codemode.bench._suite import run_suite, write_demo_config
 from codemode.bench._tasks import Task, load_tasks
-from codemode.cli._init_cmd import demo_servers
+from codemode.config import demo_servers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -39,6 +39,7 @@ class Replay:
         return httpx.Response(200, json=self.replies.pop(0))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_recorded_model_solves_both_modes(provider: str, tmp_path: Path) -> None:
     recorded = json.loads((FIXTURES / f"{provider}_small_lookup.json").read_text(encoding="utf-8"))

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode._adapters import LedgerApprovals
 from codemode.broker import ApprovalAnswer, ApprovalRequest, Broker
 from codemode.broker._approvals import CallbackApprover
-from codemode.calls import CallDenied, CallFailed, ToolCallRequest, ToolResult
+from codemode.calls import PLAIN_CALL, CallDenied, CallFailed, SendOptions, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, revoke, save_lock
 from codemode.config import PolicyConfig
+from codemode.engine._adapters import LedgerApprovals
 from codemode.errors import ServerRefusedError, ServerUnavailableError
 from codemode.testing import FakeTools, approved_pins, fake_broker, memory_ledger, open_test_run
 
@@ -133,10 +133,12 @@ class HeldTools(FakeTools):
 
     release: anyio.Event
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
+    ) -> Any:
         if tool == "slow":
             await self.release.wait()
-        return await super().call_tool(server, tool, arguments, **kwargs)
+        return await super().call_tool(server, tool, arguments, options)
 
 
 async def test_a_tool_the_server_changed_while_the_call_waited_for_a_slot_is_not_called() -> None:
@@ -186,7 +188,9 @@ class SignInLost(FakeTools):
     def live_tool(self, server: str, tool: str) -> Any:
         return super().live_tool(server, tool) if self.listed else None
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
+    ) -> Any:
         if self.listed:
             self.listed = False
             raise ServerRefusedError(server, tool, "HTTP 403: run `codemode auth login crm`")

@@ -10,7 +10,15 @@ import mcp_types
 import pytest
 
 from codemode.broker import Broker
-from codemode.calls import CallDenied, CallFailed, RunBinding, ToolCallRequest, ToolResult
+from codemode.calls import (
+    PLAIN_CALL,
+    CallDenied,
+    CallFailed,
+    RunBinding,
+    SendOptions,
+    ToolCallRequest,
+    ToolResult,
+)
 from codemode.errors import OutcomeUnknownError, ServerRejectedError, ServerUnavailableError
 from codemode.testing import FakeTools, fake_broker, open_test_run
 
@@ -79,7 +87,7 @@ class Failing(FakeTools):
     failure: Exception = RuntimeError()
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], **_: Any
+        self, server: str, tool: str, arguments: dict[str, Any], options: SendOptions = PLAIN_CALL
     ) -> mcp_types.CallToolResult:
         raise self.failure
 

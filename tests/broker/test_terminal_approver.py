@@ -241,6 +241,7 @@ def notes_written(config: Path) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM writes").fetchone()[0])
 
 
+@pytest.mark.integration
 def test_codemode_run_asks_at_the_terminal_and_y_runs_the_write(workspace: Path) -> None:
     code, screen = run_under_pty(workspace, b"y")
     assert b"crm/add_note" in screen and b"risk" in screen and b"expires" in screen
@@ -248,6 +249,7 @@ def test_codemode_run_asks_at_the_terminal_and_y_runs_the_write(workspace: Path)
     assert notes_written(workspace) == 1
 
 
+@pytest.mark.integration
 def test_codemode_run_asks_at_the_terminal_and_n_denies_the_write(workspace: Path) -> None:
     code, screen = run_under_pty(workspace, b"n")
     assert b"not given by terminal" in screen, screen.decode(errors="replace")[-2000:]

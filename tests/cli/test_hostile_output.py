@@ -21,6 +21,8 @@ from rich.console import Console
 from codemode.cli import _common
 from codemode.cli._main import cli
 
+pytestmark = pytest.mark.integration
+
 SERVER = Path(__file__).resolve().parent / "hostile_server.py"
 MARKUP = "[/] see [link=https://evil.example]https://docs.python.org[/link]"
 # Characters a person cannot see: tag characters, zero-width space, right-to-left override.

@@ -73,6 +73,7 @@ def test_init_demo_configures_the_bundled_example_servers(tmp_path: Path) -> Non
     assert set(tomllib.loads(config.read_text())["servers"]) == {"docs", "crm", "tickets"}
 
 
+@pytest.mark.integration
 def test_servers_json_reports_each_server_with_protocol_and_tool_count(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     write_config(config)
@@ -89,6 +90,7 @@ def test_servers_json_reports_each_server_with_protocol_and_tool_count(tmp_path:
     assert "was not found" in by_name["broken"]["error"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", ["description", "property", "annotation"])
 def test_sync_reports_drift_and_the_tool_stays_blocked_until_approved(tmp_path: Path, variant: str) -> None:
     config = tmp_path / "codemode.toml"
@@ -110,6 +112,7 @@ def test_sync_reports_drift_and_the_tool_stays_blocked_until_approved(tmp_path: 
     assert pins(config)["drift/echo"] == "approved"
 
 
+@pytest.mark.integration
 def test_sync_reports_added_and_removed_tools(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     write_config(config)
@@ -127,6 +130,7 @@ def test_sync_reports_added_and_removed_tools(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.integration
 def test_a_failing_server_does_not_mark_its_pins_removed(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     write_config(config)
@@ -140,6 +144,7 @@ def test_a_failing_server_does_not_mark_its_pins_removed(tmp_path: Path) -> None
     assert set(pins(config).values()) == {"approved"}
 
 
+@pytest.mark.integration
 def test_approving_an_unknown_tool_is_an_error(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     write_config(config)
@@ -165,6 +170,7 @@ def test_a_malformed_config_gives_a_clear_error_and_exit_status_2(tmp_path: Path
     assert "servers.x.url" in result.output
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("variant", "part"),
     [("description", "description"), ("property", "inputSchema"), ("annotation", "annotations")],

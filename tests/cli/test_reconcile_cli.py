@@ -15,6 +15,8 @@ from codemode.calls import RunBinding, ToolCallRequest
 from codemode.cli._main import cli
 from codemode.ledger import CallIntent, Fresh, open_ledger
 
+pytestmark = pytest.mark.integration
+
 CRM = Path(__file__).resolve().parents[2] / "examples" / "servers" / "crm_server.py"
 
 

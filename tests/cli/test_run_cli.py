@@ -36,6 +36,7 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.integration
 def test_run_json_prints_the_documented_keys(workspace: Path) -> None:
     program = "from servers.crm import get_customer\nget_customer(customer_id='CUST-0001')['company']"
     completed = run_cli("run", "-", "--json", "--config", str(workspace), stdin=program)
@@ -48,6 +49,7 @@ def test_run_json_prints_the_documented_keys(workspace: Path) -> None:
     assert isinstance(data["result"], str)
 
 
+@pytest.mark.integration
 def test_a_failing_program_exits_1_with_the_error(workspace: Path) -> None:
     completed = run_cli("run", "-", "--json", "--config", str(workspace), stdin="1/0")
     assert completed.returncode == 1
@@ -56,6 +58,7 @@ def test_a_failing_program_exits_1_with_the_error(workspace: Path) -> None:
     assert "line 1" in data["error"]["traceback"]
 
 
+@pytest.mark.integration
 def test_a_risky_call_without_a_terminal_is_denied_and_a_preissued_approval_lets_it_through_once(
     workspace: Path,
 ) -> None:
@@ -102,6 +105,7 @@ def test_search_finds_tools_by_plain_words(workspace: Path) -> None:
     assert hits[0]["module"] == "servers.tickets.close_ticket"
 
 
+@pytest.mark.integration
 def test_wall_time_stops_a_long_program_and_limits_cannot_exceed_the_config(workspace: Path) -> None:
     slow = run_cli(
         "run",
@@ -122,6 +126,7 @@ def test_wall_time_stops_a_long_program_and_limits_cannot_exceed_the_config(work
     assert too_big.returncode == 2 and "memory_mb" in too_big.stderr
 
 
+@pytest.mark.integration
 def test_a_lower_memory_limit_applies_to_the_sandbox(workspace: Path) -> None:
     hog = "x = bytearray(200 * 1024 * 1024)\nlen(x)"
     capped = run_cli("run", "-", "--json", "--memory", "64", "--config", str(workspace), stdin=hog)
@@ -129,6 +134,7 @@ def test_a_lower_memory_limit_applies_to_the_sandbox(workspace: Path) -> None:
     assert json.loads(capped.stdout)["status"] == "error"
 
 
+@pytest.mark.integration
 def test_printed_lines_cannot_forge_the_framing_of_the_program_s_output(workspace: Path) -> None:
     """What the program prints or raises (a tool's text, often) stays inside codemode's sections
     on stderr; the summary comes after the end marker."""

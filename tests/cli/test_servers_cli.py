@@ -7,9 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
+
+pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "servers"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "servers"

@@ -124,6 +124,7 @@ def _start_body(
     return proc, release
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("signo", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_a_signal_cancels_the_body_runs_its_cleanup_and_exits_128_plus_signo(
     tmp_path: Path, signo: int
@@ -144,6 +145,7 @@ def test_a_signal_cancels_the_body_runs_its_cleanup_and_exits_128_plus_signo(
     assert out == "cleaned up\n"
 
 
+@pytest.mark.integration
 def test_a_signal_ignored_at_start_stays_ignored_like_under_nohup(tmp_path: Path) -> None:
     proc, release = _start_body(tmp_path, lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     assert proc.stderr is not None
@@ -157,6 +159,7 @@ def test_a_signal_ignored_at_start_stays_ignored_like_under_nohup(tmp_path: Path
     assert out == "cleaned up\n"
 
 
+@pytest.mark.integration
 def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     proc, _ = _start_body(tmp_path)
     assert proc.stderr is not None

@@ -74,6 +74,7 @@ def test_the_public_api_is_exactly_what_all_lists_and_every_name_resolves() -> N
 
 TESTING_API = [
     "FakeCall",
+    "FakeClock",
     "FakeTools",
     "ToolFailure",
     "approved_pins",
@@ -108,6 +109,7 @@ def imported_after(*argv: str, cwd: Path | None = None) -> set[str]:
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv", [("--version",), ("--help",)])
 def test_version_and_help_import_nothing_heavy(argv: tuple[str, ...]) -> None:
     loaded = imported_after(*argv)
@@ -127,6 +129,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return config
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "argv", [("tree",), ("tree", "servers/crm"), ("search", "customer"), ("pin",), ("ledger", "list")]
 )
@@ -137,6 +140,7 @@ def test_local_state_commands_start_no_server_and_import_no_sdk_or_docker(
     assert not loaded & {"mcp", "docker"}, loaded & {"mcp", "docker"}
 
 
+@pytest.mark.integration
 def test_tree_reads_the_lock_and_live_asks_the_servers(workspace: Path) -> None:
     def tree(*extra: str) -> str:
         done = subprocess.run(

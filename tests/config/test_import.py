@@ -12,6 +12,7 @@ import pytest
 from codemode.config import config_from_mapping, import_mcp_servers, starter_config
 from codemode.config._starter import ServerEntry
 from codemode.errors import ConfigError
+from codemode.net import needs_loopback
 
 
 def write_json(path: Path, data: object) -> Path:
@@ -42,7 +43,7 @@ def test_claude_desktop_config_imports_with_secrets_turned_into_references(tmp_p
             }
         },
     )
-    result = import_mcp_servers(source)
+    result = import_mcp_servers(source, needs_loopback=needs_loopback)
     servers = roundtrip(result.servers)
     github = servers["github"]
     assert isinstance(github, dict)
@@ -72,7 +73,7 @@ def test_vscode_mcp_json_maps_variables_and_transports(tmp_path: Path) -> None:
             },
         },
     )
-    result = import_mcp_servers(source)
+    result = import_mcp_servers(source, needs_loopback=needs_loopback)
     servers = roundtrip(result.servers)
     assert servers["fs"] == {"command": "fs-server", "args": [f"{(tmp_path / 'proj').resolve()}/data"]}
     assert servers["remote"] == {
@@ -99,7 +100,7 @@ def test_literal_bearer_header_becomes_a_reference(tmp_path: Path) -> None:
             }
         },
     )
-    result = import_mcp_servers(source)
+    result = import_mcp_servers(source, needs_loopback=needs_loopback)
     assert result.servers["api"]["headers"] == {"Authorization": "Bearer ${API_AUTHORIZATION}"}
 
 
@@ -107,7 +108,7 @@ def test_a_literal_dollar_sign_survives_import(tmp_path: Path) -> None:
     source = write_json(
         tmp_path / "a.json", {"mcpServers": {"a": {"command": "echo", "args": ["$HOME", "5$"]}}}
     )
-    servers = roundtrip(import_mcp_servers(source).servers)
+    servers = roundtrip(import_mcp_servers(source, needs_loopback=needs_loopback).servers)
     assert servers["a"] == {"command": "echo", "args": ["$$HOME", "5$$"]}
 
 
@@ -125,7 +126,7 @@ def test_bad_import_files_give_clear_errors(tmp_path: Path, content: str, expect
     source = tmp_path / "bad.json"
     source.write_text(content, encoding="utf-8")
     with pytest.raises(ConfigError) as info:
-        import_mcp_servers(source)
+        import_mcp_servers(source, needs_loopback=needs_loopback)
     assert expected in str(info.value)
     assert str(source) in str(info.value)
 
@@ -145,7 +146,7 @@ def test_unknown_keys_are_reported_per_server_and_strict_fails_on_them(tmp_path:
         tmp_path / "claude.json",
         {"mcpServers": {"files": {"command": "npx", "arg": ["-y", "x"]}, "ok": {"command": "uvx"}}},
     )
-    imported = import_mcp_servers(source)
+    imported = import_mcp_servers(source, needs_loopback=needs_loopback)
     assert imported.unknown_keys == {"files": ["arg"]}
     assert any("unknown key 'arg'" in w and "did you mean 'args'" in w for w in imported.warnings)
     runner = CliRunner()

@@ -34,10 +34,10 @@ import psutil
 import pytest
 from click.testing import CliRunner, Result
 
-from codemode._engine import CodeMode
 from codemode.broker import Approver
 from codemode.cli._main import cli
 from codemode.config import load_config
+from codemode.engine._engine import CodeMode
 from codemode.ledger import CallRecord, SqliteLedger, open_ledger
 
 HERE = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.catalog import load_lock
 from codemode.errors import PolicyError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 Deploy = Any  # the ``deploy`` fixture (tests/e2e/conftest.py)
 Deployment = Any

@@ -102,6 +102,7 @@ def one_note(customer: str, key: str, *, twice: bool = False) -> str:
     return program
 
 
+@pytest.mark.integration
 async def test_a_server_killed_mid_call_leaves_the_call_unknown_and_it_is_never_retried(
     deploy: Deploy, eventually: Eventually, side_effects: Report
 ) -> None:
@@ -134,6 +135,7 @@ async def test_a_server_killed_mid_call_leaves_the_call_unknown_and_it_is_never_
     report_side_effects(side_effects, deployment, "server killed mid-call", expected=1)
 
 
+@pytest.mark.integration
 async def test_a_server_killed_before_writing_is_unknown_until_reconciled_as_failed_then_runs_once(
     deploy: Deploy, eventually: Eventually, side_effects: Report
 ) -> None:
@@ -181,6 +183,7 @@ async def test_a_server_killed_before_writing_is_unknown_until_reconciled_as_fai
     report_side_effects(side_effects, deployment, "server killed before writing, then retried", expected=1)
 
 
+@pytest.mark.integration
 async def test_a_server_that_writes_and_never_answers_is_unknown_once_then_reconciled_from_a_read_back(
     deploy: Deploy, side_effects: Report
 ) -> None:
@@ -249,6 +252,7 @@ async def kill_the_broker_once_its_write_is_out(
         await victim.aclose()
 
 
+@pytest.mark.integration
 async def test_a_broker_killed_between_send_and_record_comes_back_with_the_call_unknown(
     deploy: Deploy, eventually: Eventually, side_effects: Report, tmp_path: Path
 ) -> None:
@@ -290,6 +294,7 @@ READS_THEN_ONE_NOTE = (
 )
 
 
+@pytest.mark.integration
 async def test_a_broker_killed_with_reads_unrecorded_leaves_a_ledger_that_verifies_and_one_write(
     deploy: Deploy, eventually: Eventually, side_effects: Report, tmp_path: Path
 ) -> None:
@@ -311,6 +316,7 @@ async def test_a_broker_killed_with_reads_unrecorded_leaves_a_ledger_that_verifi
     report_side_effects(side_effects, deployment, "broker killed with reads unrecorded", expected=1)
 
 
+@pytest.mark.integration
 async def test_two_concurrent_calls_with_one_key_write_once_and_share_the_receipt(
     deploy: Deploy, side_effects: Report
 ) -> None:
@@ -344,6 +350,7 @@ call = {"customer_id": "CUST-0009", "text": "exactly once", "_idempotency_key": 
     report_side_effects(side_effects, deployment, "one key, concurrent calls (2 keys)", expected=2)
 
 
+@pytest.mark.integration
 async def test_the_same_key_with_other_arguments_is_a_conflict_and_writes_nothing(
     deploy: Deploy, side_effects: Report
 ) -> None:
@@ -369,6 +376,7 @@ except rt.CallDenied as exc:
     report_side_effects(side_effects, deployment, "same key, other arguments", expected=1)
 
 
+@pytest.mark.integration
 async def test_a_failure_reported_after_the_write_is_replayed_not_retried(
     deploy: Deploy, side_effects: Report
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 Deploy = Any  # the ``deploy`` fixture (tests/e2e/conftest.py)
 

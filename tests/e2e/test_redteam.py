@@ -24,7 +24,7 @@ from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 
 from .conftest import cli_invoke, toml_document
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 Deploy = Any
 FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
@@ -121,8 +121,8 @@ for name, call in [
 outcomes["inside"] = str(read_text_file(path={str(allowed / "ok.txt")!r}))
 outcomes
 """
-    from codemode._engine import CodeMode
     from codemode.config import load_config
+    from codemode.engine._engine import CodeMode
 
     seen: list[ApprovalRequest] = []
     async with CodeMode(load_config(config), approver=_approve_all(seen)) as engine:

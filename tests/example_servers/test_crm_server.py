@@ -136,6 +136,7 @@ async def test_crm_rejects_bad_calls_without_writing(crm: Client, shared_state_d
     assert count_writes(shared_state_dir / "crm") == before
 
 
+@pytest.mark.integration
 async def test_crm_counts_every_write_durably(stdio: Any, cli: Any, tmp_path: Path) -> None:
     state = tmp_path / "crm"
     async with Client(stdio("crm", "--state-dir", str(state))) as crm:
@@ -193,12 +194,14 @@ async def test_crm_counts_every_write_durably(stdio: Any, cli: Any, tmp_path: Pa
     assert count_writes(state) == 4
 
 
+@pytest.mark.integration
 def test_crm_count_writes_cli_reports_zero_for_an_empty_state_dir(cli: Any, tmp_path: Path) -> None:
     result = cli("crm", "count-writes", "--state-dir", str(tmp_path / "never-used"))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"writes": 0}
 
 
+@pytest.mark.integration
 async def test_crm_count_is_exact_under_concurrent_calls_from_two_processes(
     stdio: Any, tmp_path: Path
 ) -> None:
@@ -229,6 +232,7 @@ async def test_crm_count_is_exact_under_concurrent_calls_from_two_processes(
     assert sorted(receipts) == [f"rcpt_{n:06d}" for n in range(1, 61)]
 
 
+@pytest.mark.integration
 async def test_crm_fail_before_write_refuses_with_503_and_writes_nothing(stdio: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "fail_before_write"}
     async with Client(stdio("crm", "--state-dir", str(tmp_path), env=env)) as crm:
@@ -240,6 +244,7 @@ async def test_crm_fail_before_write_refuses_with_503_and_writes_nothing(stdio: 
     assert count_writes(tmp_path) == 0
 
 
+@pytest.mark.integration
 async def test_crm_hang_after_write_commits_then_never_answers(stdio: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "hang_after_write"}
     answered = anyio.Event()
@@ -263,6 +268,7 @@ async def test_crm_hang_after_write_commits_then_never_answers(stdio: Any, tmp_p
     assert count_writes(tmp_path) == 1
 
 
+@pytest.mark.integration
 async def test_crm_hang_before_write_never_answers_and_writes_nothing(stdio: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "hang_before_write"}
     answered = anyio.Event()
@@ -283,6 +289,7 @@ async def test_crm_hang_before_write_never_answers_and_writes_nothing(stdio: Any
     assert count_writes(tmp_path) == 0
 
 
+@pytest.mark.integration
 async def test_crm_crash_after_write_commits_then_drops_the_connection(stdio: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "crash_after_write"}
     async with Client(stdio("crm", "--state-dir", str(tmp_path), env=env)) as crm:
@@ -291,6 +298,7 @@ async def test_crm_crash_after_write_commits_then_drops_the_connection(stdio: An
     assert count_writes(tmp_path) == 1
 
 
+@pytest.mark.integration
 async def test_crm_crash_after_write_exits_with_status_1(start_http: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "crash_after_write"}
     with start_http("crm", "--state-dir", str(tmp_path), env=env) as server:
@@ -301,6 +309,7 @@ async def test_crm_crash_after_write_exits_with_status_1(start_http: Any, tmp_pa
     assert count_writes(tmp_path) == 1
 
 
+@pytest.mark.integration
 async def test_crm_fail_after_write_reports_an_error_although_the_write_committed(
     stdio: Any, tmp_path: Path
 ) -> None:
@@ -315,6 +324,7 @@ async def test_crm_fail_after_write_reports_an_error_although_the_write_committe
     assert count_writes(tmp_path) == 1
 
 
+@pytest.mark.integration
 async def test_crm_slow_fault_delays_every_call_including_reads(stdio: Any, tmp_path: Path) -> None:
     env = {"CRM_FAULT": "slow=0.4"}
     async with Client(stdio("crm", "--state-dir", str(tmp_path), env=env)) as crm:
@@ -324,6 +334,7 @@ async def test_crm_slow_fault_delays_every_call_including_reads(stdio: Any, tmp_
         assert time.monotonic() - started >= 0.4
 
 
+@pytest.mark.integration
 def test_crm_rejects_an_unknown_fault_at_startup(cli: Any, tmp_path: Path) -> None:
     result = cli("crm", "--state-dir", str(tmp_path), env={"CRM_FAULT": "explode_randomly"})
     assert result.returncode == 2

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"

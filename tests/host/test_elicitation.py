@@ -18,7 +18,7 @@ from codemode import CallbackElicitor, ElicitationAnswer, ElicitationRequest
 from codemode.cli._ledger_cmd import ledger as ledger_group
 from tests._fixture_server import FixtureServer, deploy_fixture_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "guarded_server.py"
 DELETE = "from servers.guarded import delete_customer\ndelete_customer(customer_id='CUST-7')['result']\n"

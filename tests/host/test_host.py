@@ -14,11 +14,13 @@ import anyio
 import psutil
 import pytest
 
+from codemode.broker import ToolBackend
+from codemode.calls import SendOptions
 from codemode.config import config_from_mapping
-from codemode.errors import OutcomeUnknownError, ServerUnavailableError
+from codemode.errors import CatalogError, OutcomeUnknownError, ServerUnavailableError
 from codemode.host import ConnectionState, McpHost
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 EXAMPLES = ("docs", "crm", "tickets")
 
@@ -52,6 +54,23 @@ async def test_the_three_example_servers_connect_over_stdio(
             assert status.protocol_version == "2026-07-28"
             assert status.sdk_version
         result = await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
+        assert not result.is_error
+        assert result.structured_content is not None
+
+
+async def test_the_host_is_the_brokers_tool_backend_as_it_stands(
+    example_stdio: Callable[..., dict[str, Any]],
+) -> None:
+    """The broker is handed the host itself (no adapter): a server it does not know runs no task
+    and its call is refused by name, with nothing sent; a known one answers."""
+    async with host_for({"crm": example_stdio("crm")}) as host:
+        backend: ToolBackend = host
+        assert backend.long_running("nope", "get_customer") is False
+        assert backend.long_running("crm", "get_customer") is False
+        with pytest.raises(CatalogError, match="no server named 'nope'"):
+            await backend.call_tool("nope", "get_customer", {"customer_id": "CUST-0001"}, SendOptions())
+        options = SendOptions(meta={"io.codemode/trace": "t-1"}, time_limit_s=5.0)
+        result = await backend.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"}, options)
         assert not result.is_error
         assert result.structured_content is not None
 

@@ -22,6 +22,8 @@ import pytest
 
 from codemode.host._survivors import ServerRecords
 
+pytestmark = pytest.mark.integration
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "servers"
 STUBBORN = FIXTURES / "stubborn_server.py"
 

@@ -123,6 +123,7 @@ async def test_every_other_case_is_left_to_the_sdks_check(
     assert sdk.seen == ["count"] and check.accepted == 0
 
 
+@pytest.mark.integration
 async def test_a_reference_outside_the_schema_is_never_fetched() -> None:
     """A hostile schema points at a listener of this test's own: nothing may connect to it."""
     with socket.socket() as listener:

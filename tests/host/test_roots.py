@@ -61,6 +61,7 @@ async def declared(host: McpHost) -> Any:
     return result.structured_content["result"]
 
 
+@pytest.mark.integration
 async def test_a_2025_server_is_sent_list_changed_and_lists_the_new_roots(tmp_path: Path) -> None:
     log = tmp_path / "rooted.jsonl"
     async with rooted(log, "legacy", ["/srv/data"]) as host:
@@ -81,6 +82,7 @@ async def test_a_2025_server_is_sent_list_changed_and_lists_the_new_roots(tmp_pa
         assert await listed_roots(host) == []
 
 
+@pytest.mark.integration
 async def test_a_2026_server_gets_the_new_roots_when_it_next_asks(tmp_path: Path) -> None:
     log = tmp_path / "rooted.jsonl"
     async with rooted(log, "2026-07-28", ["/srv/data"]) as host:
@@ -93,6 +95,7 @@ async def test_a_2026_server_gets_the_new_roots_when_it_next_asks(tmp_path: Path
     assert logged(log) == [], "2026-07-28 has no roots/list_changed notification"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_roots_added_to_a_connection_made_without_them_apply_from_the_next_connection(
     tmp_path: Path, protocol: str
@@ -119,6 +122,7 @@ async def test_roots_added_to_a_connection_made_without_them_apply_from_the_next
     assert logged(log) == []
 
 
+@pytest.mark.integration
 async def test_roots_of_an_unknown_server_or_relative_roots_are_refused(tmp_path: Path) -> None:
     async with rooted(tmp_path / "rooted.jsonl", "legacy", ["/srv/data"]) as host:
         with pytest.raises(CatalogError):

@@ -23,7 +23,7 @@ from codemode.broker._run import RunLimits
 from codemode.cli._ledger_cmd import ledger as ledger_group
 from tests._fixture_server import FixtureServer, deploy_fixture_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "sampling_server.py"
 ERAS = ["legacy", "2026-07-28"]

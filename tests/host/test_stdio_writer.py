@@ -13,7 +13,7 @@ from mcp.shared.message import SessionMessage
 
 from codemode.host._stdio import stdio_transport
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 # Answers the first line, then closes its stdin and stays alive (it never exits by itself).
 HANG_UP = """

@@ -17,6 +17,7 @@ import pytest
 
 from codemode.broker._receipts import TASK_META_KEY as RECEIPT_KEY
 from codemode.broker._receipts import find_receipt
+from codemode.calls import SendOptions
 from codemode.config import config_from_mapping
 from codemode.errors import OutcomeUnknownError, ServerRejectedError
 from codemode.host import ConnectionState, McpHost
@@ -77,7 +78,9 @@ async def test_a_task_is_polled_until_done_and_its_progress_is_heard(
         heard.append(event)
 
     async with host:
-        result = await host.connection("tasks").call_tool("slow_sum", {"a": 2, "b": 3}, on_progress=listen)
+        result = await host.connection("tasks").call_tool(
+            "slow_sum", {"a": 2, "b": 3}, SendOptions(on_progress=listen)
+        )
     assert not result.is_error
     assert result.structured_content == {"sum": 5}
     task_id = result.meta[TASK_META_KEY]["taskId"] if result.meta else None
@@ -97,6 +100,7 @@ async def test_a_task_is_polled_until_done_and_its_progress_is_heard(
     assert heard[1].total == 3.0 and heard[1].message == "step 1 of 3"
 
 
+@pytest.mark.integration
 async def test_a_failed_task_is_the_tools_error_result_with_its_task_as_receipt(tmp_path: Path) -> None:
     host, _ = tasks_host(tmp_path)
     async with host:
@@ -106,6 +110,7 @@ async def test_a_failed_task_is_the_tools_error_result_with_its_task_as_receipt(
     assert find_receipt(result) == "task-1-doomed"
 
 
+@pytest.mark.integration
 async def test_an_optional_task_tool_is_called_plainly(tmp_path: Path) -> None:
     host, served = tasks_host(tmp_path)
     async with host:
@@ -117,6 +122,7 @@ async def test_an_optional_task_tool_is_called_plainly(tmp_path: Path) -> None:
     assert not result.meta
 
 
+@pytest.mark.integration
 async def test_without_the_servers_task_capability_no_task_is_asked_for(tmp_path: Path) -> None:
     host, served = tasks_host(tmp_path, "--no-task-capability")
     async with host:
@@ -132,12 +138,13 @@ async def test_the_time_limit_ends_polling_and_cancels_the_task(
     host, served = tasks_host(tmp_path, http=over)
     async with host:
         with pytest.raises(OutcomeUnknownError, match=r"task-1-forever: not finished in") as caught:
-            await host.connection("tasks").call_tool("forever", {}, time_limit_s=1.0)
+            await host.connection("tasks").call_tool("forever", {}, SendOptions(time_limit_s=1.0))
         assert "tasks/cancel was sent and acknowledged" in caught.value.reason
     assert served.methods("tasks/cancel") == ["tasks/cancel"]
     assert [r.get("taskId") for r in served.requests() if r["method"] == "tasks/cancel"] == ["task-1-forever"]
 
 
+@pytest.mark.integration
 async def test_call_timeout_is_the_default_time_limit(tmp_path: Path) -> None:
     # A limit that the first tools/call answers within even on a loaded machine: else the call
     # itself times out, which is another failure than the one tested here.
@@ -180,6 +187,7 @@ async def test_a_server_crash_mid_task_is_an_unknown_outcome_never_retried(
     assert [r.get("event") for r in served.requests() if "event" in r] == ["crashing"]
 
 
+@pytest.mark.integration
 async def test_a_task_that_asks_for_input_is_cancelled_and_refused_clearly(tmp_path: Path) -> None:
     host, served = tasks_host(tmp_path)
     async with host:
@@ -188,6 +196,7 @@ async def test_a_task_that_asks_for_input_is_cancelled_and_refused_clearly(tmp_p
     assert served.methods("tasks/cancel") == ["tasks/cancel"]
 
 
+@pytest.mark.integration
 async def test_a_failing_progress_listener_does_not_fail_the_call(tmp_path: Path) -> None:
     host, _ = tasks_host(tmp_path)
 
@@ -195,7 +204,9 @@ async def test_a_failing_progress_listener_does_not_fail_the_call(tmp_path: Path
         raise RuntimeError("listener bug")
 
     async with host:
-        result = await host.connection("tasks").call_tool("slow_sum", {"a": 1, "b": 1}, on_progress=broken)
+        result = await host.connection("tasks").call_tool(
+            "slow_sum", {"a": 1, "b": 1}, SendOptions(on_progress=broken)
+        )
     assert result.structured_content == {"sum": 2}
 
 

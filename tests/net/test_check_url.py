@@ -7,7 +7,7 @@ from ipaddress import IPv4Address, IPv6Address
 import pytest
 
 from codemode.errors import UnsafeURLError
-from codemode.net import NetworkPolicy, Target, check_url
+from codemode.net import NetworkPolicy, Target, check_url, needs_loopback
 from tests.net._hostile import HOSTILE
 
 LOOPBACK_OK = NetworkPolicy(allow_loopback=True)
@@ -118,3 +118,19 @@ def test_a_port_in_non_ascii_digits_is_refused() -> None:
     # httpx reads it as port 80 (int() accepts any digits); check_url does not guess.
     with pytest.raises(UnsafeURLError, match="port"):
         check_url("https://mcp.example.com:８０/", NetworkPolicy())
+
+
+@pytest.mark.parametrize(
+    ("url", "needed"),
+    [
+        ("http://127.0.0.1:9000/mcp", True),
+        ("http://localhost:9/", True),
+        ("https://[::1]/", True),
+        ("https://mcp.example.com/mcp", False),  # passes without it
+        ("https://10.0.0.1/", False),  # private: allow_loopback does not let it through
+        ("https://0.0.0.0/", False),  # always refused
+        ("ftp://localhost/", False),
+    ],
+)
+def test_needs_loopback_is_true_only_when_allow_loopback_is_what_is_missing(url: str, needed: bool) -> None:
+    assert needs_loopback(url) is needed

@@ -12,6 +12,8 @@ from codemode.errors import UnsafeURLError
 from codemode.net import GuardedTransport, NetworkPolicy
 from tests.net._fakes import FakeResolver, LoopbackServer
 
+pytestmark = pytest.mark.integration
+
 LOOPBACK_OK = NetworkPolicy(allow_loopback=True)
 
 

@@ -32,6 +32,7 @@ def _client(inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=transport)
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_the_pinned_connection_verifies_the_real_name(
     tls_server: tuple[LoopbackServer, httpx2.AsyncHTTPTransport],
@@ -44,6 +45,7 @@ async def test_the_pinned_connection_verifies_the_real_name(
     assert str(response.url) == f"https://{NAME}:{server.port}/mcp"
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_another_name_on_the_same_address_fails_verification(
     tls_server: tuple[LoopbackServer, httpx2.AsyncHTTPTransport],
@@ -67,6 +69,7 @@ async def test_https_carries_the_original_name_as_sni() -> None:
     assert "sni_hostname" not in plain.extensions
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_the_default_pools_never_share_a_tls_session_between_names(
     tls_server: tuple[LoopbackServer, httpx2.AsyncHTTPTransport],

@@ -215,6 +215,7 @@ class _Dialled(httpx2.AsyncBaseTransport):
         await self._real.aclose()
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_a_name_whose_first_address_refuses_is_reached_at_the_next(
     loopback_server: LoopbackServer,
@@ -231,6 +232,7 @@ async def test_a_name_whose_first_address_refuses_is_reached_at_the_next(
     assert resolver.calls == [("localhost", loopback_server.port)], "still resolved and judged once"
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_when_no_address_accepts_the_connect_error_is_raised() -> None:
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed

@@ -40,7 +40,7 @@ from codemode.calls import (
 )
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import BackendName, SandboxManager
+from codemode.sandbox import BackendName, Program, SandboxManager
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._bwrap import probe_bwrap
 from codemode.sandbox._docker import LABEL, OWNER_LABEL, POOL_ENV, POOL_LABEL
@@ -275,7 +275,7 @@ def run_program(
     async def run(code: str, *, handler_: Any = None, **overrides: Any) -> Any:
         async with SandboxManager(make_config(**overrides)) as manager:
             return await manager.run(
-                code,
+                Program(code),
                 binding=binding(),
                 modules=stub_tree,
                 handler=handler_ if handler_ is not None else handler,

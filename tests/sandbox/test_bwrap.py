@@ -19,7 +19,7 @@ import pytest
 
 from codemode.config import BackendChoice, SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._bwrap import _python_roots  # pyright: ignore[reportPrivateUsage]
 from codemode.sandbox._seccomp import DENIED, SYSCALLS, build_filter, current_arch
 
@@ -33,7 +33,7 @@ def run_in(stub_tree: Any, handler: Any, new_binding: Callable[..., Any]) -> Cal
     async def run(backend: BackendChoice, code: str) -> Any:
         config = SandboxConfig(backend=backend, pool_size=0, wall_time_s=20.0)
         async with SandboxManager(config) as manager:
-            return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+            return await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
 
     return run
 
@@ -87,6 +87,7 @@ async def test_files_under_home_and_the_working_directory_are_not_there(
     assert outcome.result == [False, False]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(os.geteuid() != 0, reason="on a user's machine the process backend runs as that user")
 async def test_the_same_probe_finds_a_world_readable_host_file_on_the_process_backend(
     run_in: Callable[..., Any],
@@ -134,6 +135,7 @@ LIST_PROCESSES = (
 )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend_name", local_backends())
 async def test_host_processes_are_invisible_under_bwrap(
     request: pytest.FixtureRequest,
@@ -231,6 +233,7 @@ async def test_the_filter_denies_escape_system_calls_and_leaves_threads_and_proc
     assert seen == dict.fromkeys([*calls.keys() - {"clone3"}, "clone(CLONE_NEWUSER)"], "EPERM")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend_name", local_backends())
 async def test_a_runtime_killed_by_a_signal_is_reported_as_killed(
     request: pytest.FixtureRequest,
@@ -290,6 +293,7 @@ def test_syscall_numbers_match_the_kernel_headers(machine: str, header: str) -> 
     assert {name: numbers.get(name) for name in table} == table
 
 
+@pytest.mark.integration
 def test_an_interpreter_installed_over_the_home_directory_is_refused(tmp_path: Path) -> None:
     # An interpreter whose prefix is the home directory (``./configure --prefix=$HOME``): binding its
     # install into the sandbox would bind the whole home, so the backend refuses instead.

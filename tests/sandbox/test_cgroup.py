@@ -93,11 +93,13 @@ def cgroup_name() -> Iterator[str]:
         host.remove_stale(name)
 
 
+@pytest.mark.integration
 def test_the_probe_leaves_nothing_behind(cgroups: CgroupHost) -> None:
     for parent in cgroups.parents:
         assert not parent.exists() or not [p for p in parent.iterdir() if p.name.startswith("probe-")]
 
 
+@pytest.mark.integration
 def test_a_process_in_a_sandbox_cgroup_is_oom_killed_at_its_limit_and_the_cgroup_removed(
     cgroups: CgroupHost, cgroup_name: str
 ) -> None:
@@ -120,6 +122,7 @@ def test_a_process_in_a_sandbox_cgroup_is_oom_killed_at_its_limit_and_the_cgroup
     assert not any(directory.exists() for directory in cgroup.dirs)
 
 
+@pytest.mark.integration
 def test_remove_kills_what_is_left_in_the_cgroup(cgroups: CgroupHost, cgroup_name: str) -> None:
     cgroup = cgroups.create(cgroup_name, 64 * MiB, 16)
 
@@ -141,6 +144,7 @@ def test_remove_kills_what_is_left_in_the_cgroup(cgroups: CgroupHost, cgroup_nam
 # -- what doctor says -----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_doctor_says_which_memory_enforcement_each_local_backend_has() -> None:
     off = await doctor(SandboxConfig(backend="process", cgroups="off"))
@@ -185,6 +189,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 async def test_the_cgroups_of_a_crashed_host_s_sandboxes_are_removed_by_the_next_host(
     cgroups: CgroupHost,
@@ -232,6 +237,7 @@ def test_a_recorded_cgroup_must_be_a_sandbox_cgroup_of_that_name() -> None:
         assert SandboxCgroup.recorded(meta, "abc") is None, meta
 
 
+@pytest.mark.integration
 @pytest.mark.anyio
 @pytest.mark.parametrize("failure", [OSError(24, "Too many open files"), RuntimeError("unexpected")])
 async def test_a_sandbox_that_fails_to_start_leaves_no_cgroup(

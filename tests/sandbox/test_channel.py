@@ -15,7 +15,7 @@ import pytest
 
 from codemode.calls import CallFailed, ToolResult
 from codemode.errors import ChannelError, SandboxError
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._channel import SECRET_NAME, SOCKET_NAME, HostChannel
 from codemode.sandbox._channel_messages import response_frame
 from codemode.sandbox._framing import MalformedMessage, decode, encode, json_depth
@@ -177,6 +177,7 @@ HOSTILE_PROGRAMS = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("attack", list(HOSTILE_PROGRAMS))
 async def test_a_program_breaking_the_protocol_gets_a_channel_error_and_the_host_carries_on(
     attack: str,
@@ -190,20 +191,21 @@ async def test_a_program_breaking_the_protocol_gets_a_channel_error_and_the_host
     before = host.memory_info().rss
     async with SandboxManager(make_config()) as manager:
         outcome = await manager.run(
-            HOSTILE_PROGRAMS[attack], binding=new_binding(), modules=stub_tree, handler=handler
+            Program(HOSTILE_PROGRAMS[attack]), binding=new_binding(), modules=stub_tree, handler=handler
         )
         assert outcome.status == "error"
         assert outcome.error is not None
         assert outcome.error.kind == "channel", outcome.error
         assert outcome.duration_ms < 15_000
         healthy = await manager.run(
-            "sum(range(10))", binding=new_binding(), modules=stub_tree, handler=handler
+            Program("sum(range(10))"), binding=new_binding(), modules=stub_tree, handler=handler
         )
         assert (healthy.status, healthy.result) == ("ok", 45)
     assert host.memory_info().rss - before < 50 * MiB
     no_leftovers()
 
 
+@pytest.mark.integration
 async def test_a_second_connection_with_a_wrong_secret_finds_no_socket(
     run_program: Callable[..., Any], no_leftovers: Callable[[], None]
 ) -> None:
@@ -229,6 +231,7 @@ async def test_a_second_connection_with_a_wrong_secret_finds_no_socket(
     no_leftovers()
 
 
+@pytest.mark.integration
 async def test_malformed_requests_are_answered_with_errors_without_closing_the_channel(
     run_program: Callable[..., Any], handler: Any
 ) -> None:
@@ -255,6 +258,7 @@ async def test_malformed_requests_are_answered_with_errors_without_closing_the_c
     assert [b.tenant for b in handler.bindings] == ["acme"]
 
 
+@pytest.mark.integration
 async def test_a_call_to_a_tool_not_in_the_tree_is_refused(run_program: Callable[..., Any]) -> None:
     code = (
         "import codemode\n"

@@ -20,6 +20,7 @@ def process_config(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_doctor_reports_every_check_as_json(process_config: Path) -> None:
     result = CliRunner().invoke(sandbox, ["doctor", "--json", "--config", str(process_config)])
     assert result.exit_code == 0, result.output

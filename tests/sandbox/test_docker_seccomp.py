@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from codemode.cli._sandbox_cmd import sandbox
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxUnavailableError
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._docker_seccomp import DOCKER_DEFAULT_ALLOWED, docker_profile, docker_profile_json
 from codemode.sandbox._seccomp import CLONE_NAMESPACE_FLAGS, DENIED, SYSCALLS, current_arch
 
@@ -85,7 +85,7 @@ def run_in_docker(
     async def run(code: str) -> Any:
         config = SandboxConfig(backend="docker", image=docker_image, pool_size=0, wall_time_s=20.0)
         async with SandboxManager(config) as manager:
-            return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+            return await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
 
     return run
 

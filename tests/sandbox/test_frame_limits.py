@@ -246,6 +246,7 @@ async def test_requests_in_flight_stop_the_reading_once_they_hold_their_budget(
 # -- the real runtime ----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 async def test_a_programs_call_over_the_request_limit_raises_and_the_run_goes_on(
     run_program: Callable[..., Any], handler: Any
 ) -> None:

@@ -15,11 +15,11 @@ import psutil
 import pytest
 
 from codemode.config import BackendChoice, SandboxConfig
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._cgroup import probe_cgroups
 from tests.sandbox.conftest import wait_until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 MiB = 1024 * 1024
 
@@ -266,7 +266,7 @@ async def test_memory_limit_kills_when_processes_together_exceed_it(
         cgroups=cgroups_setting(enforcement),
     )
     async with SandboxManager(config) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
     assert outcome.error is not None
     assert outcome.error.kind == "oom", outcome.error
@@ -305,7 +305,7 @@ async def test_watchdog_counts_processes_that_left_the_tree_and_the_session(
     # The watchdog's own way to find processes is tested here (a cgroup holds them regardless).
     config = SandboxConfig(backend=local_backend, pool_size=0, memory_mb=128, wall_time_s=20, cgroups="off")
     async with SandboxManager(config) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error"
     assert outcome.error is not None
     assert outcome.error.kind == "oom", outcome.error
@@ -378,7 +378,7 @@ async def test_memory_that_is_not_resident_stops_the_run_at_the_limit_and_is_rel
     async with SandboxManager(config) as manager:
         isolation = manager.backend.isolation
         code = PROGRAMS[program]
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "error", outcome
     assert outcome.error is not None
     assert (outcome.error.kind, outcome.error.type) == ("oom", "OutOfMemory"), outcome.error
@@ -444,7 +444,7 @@ async def test_system_v_shared_memory_is_capped_like_tmp_and_dies_with_a_process
     async with SandboxManager(config) as manager:
         # One segment over the cap, then three that fit one by one but not all together.
         code = SYSV_SHM.format(sizes=(64, 12, 12, 12))
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [False, True, True, False]
     no_leftovers()

@@ -18,12 +18,13 @@ import pytest
 
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
-from codemode.sandbox import SandboxManager, choose_backend, run_once
+from codemode.sandbox import Program, SandboxManager, choose_backend, run_once
 from codemode.sandbox._state import HostToken, StateDir, default_base
 
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.integration
 async def test_each_run_gets_a_fresh_warm_sandbox_and_nothing_leaks_between_runs(
     make_config: Callable[..., Any],
     stub_tree: Any,
@@ -35,28 +36,36 @@ async def test_each_run_gets_a_fresh_warm_sandbox_and_nothing_leaks_between_runs
     second_code = "import os\n['secret' in globals(), os.path.exists('/tmp/left-behind')]\n"
     async with SandboxManager(make_config(pool_size=2)) as manager:
         await manager.wait_ready()
-        first = await manager.run(first_code, binding=new_binding(), modules=stub_tree, handler=handler)
+        first = await manager.run(
+            Program(first_code), binding=new_binding(), modules=stub_tree, handler=handler
+        )
         await manager.wait_ready()
-        second = await manager.run(second_code, binding=new_binding(), modules=stub_tree, handler=handler)
+        second = await manager.run(
+            Program(second_code), binding=new_binding(), modules=stub_tree, handler=handler
+        )
     assert (first.status, first.result) == ("ok", "written")
     assert (second.status, second.result) == ("ok", [False, False])
     assert first.sandbox_id != second.sandbox_id
     no_leftovers()
 
 
+@pytest.mark.integration
 async def test_settle_waits_for_the_refill_and_for_the_used_sandbox_to_be_gone(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
     async with SandboxManager(make_config(pool_size=1)) as manager:
         await manager.settle()
         assert (manager.warm_ready, manager.tearing_down) == (1, 0)
-        outcome = await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(
+            Program("1 + 1"), binding=new_binding(), modules=stub_tree, handler=handler
+        )
         assert outcome.result == 2
         assert manager.tearing_down == 1  # destroyed in the background, after the run returned
         await manager.settle()
         assert (manager.warm_ready, manager.tearing_down) == (1, 0)
 
 
+@pytest.mark.integration
 async def test_a_warm_run_is_much_faster_than_a_cold_one(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
@@ -64,17 +73,20 @@ async def test_a_warm_run_is_much_faster_than_a_cold_one(
         warm: list[float] = []
         for _ in range(5):
             await manager.wait_ready()
-            outcome = await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+            outcome = await manager.run(
+                Program("1 + 1"), binding=new_binding(), modules=stub_tree, handler=handler
+            )
             assert outcome.result == 2
             warm.append(outcome.duration_ms)
     async with SandboxManager(make_config(pool_size=0)) as manager:
         started = anyio.current_time()
-        await manager.run("1 + 1", binding=new_binding(), modules=stub_tree, handler=handler)
+        await manager.run(Program("1 + 1"), binding=new_binding(), modules=stub_tree, handler=handler)
         cold_ms = (anyio.current_time() - started) * 1000
     assert sorted(warm)[2] < 100
     assert sorted(warm)[2] * 3 < cold_ms
 
 
+@pytest.mark.integration
 async def test_a_session_keeps_interpreter_state_for_its_principal_only(
     make_config: Callable[..., Any],
     stub_tree: Any,
@@ -84,9 +96,11 @@ async def test_a_session_keeps_interpreter_state_for_its_principal_only(
 ) -> None:
     async with SandboxManager(make_config(pool_size=1)) as manager:
         async with await manager.open_session(principal="alice", tenant="acme") as session:
-            one = await session.run("counter = 41", binding=new_binding(), modules=stub_tree, handler=handler)
+            one = await session.run(
+                Program("counter = 41"), binding=new_binding(), modules=stub_tree, handler=handler
+            )
             two = await session.run(
-                "from servers.demo import add\ncounter += 1\nadd(a=counter, b=0)",
+                Program("from servers.demo import add\ncounter += 1\nadd(a=counter, b=0)"),
                 binding=new_binding(),
                 modules=stub_tree,
                 handler=handler,
@@ -96,30 +110,33 @@ async def test_a_session_keeps_interpreter_state_for_its_principal_only(
             assert one.run_id != two.run_id
             with pytest.raises(SandboxError, match="principal"):
                 await session.run(
-                    "counter", binding=new_binding(principal="mallory"), modules=stub_tree, handler=handler
+                    Program("counter"),
+                    binding=new_binding(principal="mallory"),
+                    modules=stub_tree,
+                    handler=handler,
                 )
         assert session.closed
         with pytest.raises(SandboxError, match="closed"):
-            await session.run("1", binding=new_binding(), modules=stub_tree, handler=handler)
+            await session.run(Program("1"), binding=new_binding(), modules=stub_tree, handler=handler)
     no_leftovers()
 
 
+@pytest.mark.integration
 async def test_a_session_whose_run_times_out_is_over(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
     async with SandboxManager(make_config()) as manager:
         session = await manager.open_session(principal="alice", tenant="acme")
         spun = await session.run(
-            "while True:\n    pass",
+            Program("while True:\n    pass", wall_time_s=1.0),
             binding=new_binding(),
             modules=stub_tree,
             handler=handler,
-            wall_time_s=1.0,
         )
         assert spun.error is not None
         assert spun.error.kind == "timeout"
         assert not session.alive
-        after = await session.run("1", binding=new_binding(), modules=stub_tree, handler=handler)
+        after = await session.run(Program("1"), binding=new_binding(), modules=stub_tree, handler=handler)
         assert after.status == "error"
         assert after.error is not None
         assert after.error.type == "SessionEnded"
@@ -138,18 +155,21 @@ threading.Thread(target=later, daemon=True).start()
 """
 
 
+@pytest.mark.integration
 async def test_a_program_that_leaves_a_thread_running_ends_its_session(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
     # Left running, the thread would call tools during the session's next run, under its identity.
     async with SandboxManager(make_config()) as manager:
         session = await manager.open_session(principal="alice", tenant="acme")
-        run = await session.run(LEAVES_A_THREAD, binding=new_binding(), modules=stub_tree, handler=handler)
+        run = await session.run(
+            Program(LEAVES_A_THREAD), binding=new_binding(), modules=stub_tree, handler=handler
+        )
         assert (run.status, run.result) == ("ok", "started")
         assert "left 1 thread(s) or process(es) running" in run.stderr
         assert not session.alive
         joined = await session.run(
-            "import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()",
+            Program("import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()"),
             binding=new_binding(),
             modules=stub_tree,
             handler=handler,
@@ -160,6 +180,7 @@ async def test_a_program_that_leaves_a_thread_running_ends_its_session(
         await session.aclose()
 
 
+@pytest.mark.integration
 async def test_threads_joined_before_the_end_keep_the_session(
     make_config: Callable[..., Any], stub_tree: Any, handler: Any, new_binding: Callable[..., Any]
 ) -> None:
@@ -172,11 +193,12 @@ async def test_threads_joined_before_the_end_keep_the_session(
         SandboxManager(make_config()) as manager,
         await manager.open_session(principal="alice", tenant="acme") as session,
     ):
-        run = await session.run(program, binding=new_binding(), modules=stub_tree, handler=handler)
+        run = await session.run(Program(program), binding=new_binding(), modules=stub_tree, handler=handler)
         assert run.status == "ok" and "left" not in run.stderr, run.stderr
         assert session.alive
 
 
+@pytest.mark.integration
 async def test_closing_the_manager_destroys_the_pool(
     make_config: Callable[..., Any], no_leftovers: Callable[[], None]
 ) -> None:
@@ -184,9 +206,10 @@ async def test_closing_the_manager_destroys_the_pool(
         await manager.wait_ready()
     no_leftovers()
     with pytest.raises(SandboxError, match="not running"):
-        await manager.run("1", binding=None, modules=None, handler=None)  # type: ignore[arg-type]
+        await manager.run(Program("1"), binding=None, modules=None, handler=None)  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 async def test_run_once_runs_without_a_pool(
     make_config: Callable[..., Any],
     stub_tree: Any,
@@ -195,7 +218,7 @@ async def test_run_once_runs_without_a_pool(
     no_leftovers: Callable[[], None],
 ) -> None:
     outcome = await run_once(
-        "print('hi')",
+        Program("print('hi')"),
         config=make_config(pool_size=4),
         binding=new_binding(),
         modules=stub_tree,
@@ -224,6 +247,7 @@ CRASHING_HOST = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 async def test_orphans_of_a_crashed_host_are_removed_when_the_next_host_starts(
     backend: str,
     tmp_path: Path,
@@ -260,6 +284,7 @@ async def test_process_backend_is_always_available_but_warns() -> None:
     assert "last resort" in choice.reason
 
 
+@pytest.mark.integration
 async def test_the_process_backend_in_force_is_logged_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="codemode.sandbox"):
         async with SandboxManager(SandboxConfig(backend="process", pool_size=0)) as manager:
@@ -346,7 +371,9 @@ async def test_a_warm_bwrap_sandbox_outlives_the_worker_thread_that_started_it(
                     tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.01)
             await anyio.to_thread.run_sync(lambda: None)
         assert psutil.Process(warm[0]).status() != psutil.STATUS_ZOMBIE
-        outcome = await manager.run("6 * 7", binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(
+            Program("6 * 7"), binding=new_binding(), modules=stub_tree, handler=handler
+        )
         assert (outcome.status, outcome.result) == ("ok", 42), outcome.error
     no_leftovers()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._docker import MACHINE_LABEL, OWNER_LABEL, machine_id, owner_is_dead
 from codemode.sandbox._state import HostToken, StateDir, default_base
 
@@ -96,7 +96,7 @@ def neighbour(
     assert leftovers.containers_of(pool_id) == []
 
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 
 async def test_a_neighbour_s_sandboxes_survive_our_runs_counts_and_orphan_sweep(
@@ -121,7 +121,9 @@ async def test_a_neighbour_s_sandboxes_survive_our_runs_counts_and_orphan_sweep(
     async with SandboxManager(make_config(pool_size=1)) as manager:
         assert manager.pool_id == own_pool_label
         await manager.wait_ready()
-        outcome = await manager.run("6 * 7", binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(
+            Program("6 * 7"), binding=new_binding(), modules=stub_tree, handler=handler
+        )
         assert (outcome.status, outcome.result) == ("ok", 42)
         if backend == "docker":
             # Our containers carry our pool label, and only ours do.

@@ -19,6 +19,7 @@ from codemode.sandbox._wire import PROTOCOL_VERSION
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.integration
 def test_the_runtime_implements_the_stub_api(staged: Path, tmp_path: Path) -> None:
     """mypy's stubtest compares the runtime package with its own ``__init__.pyi``.
 
@@ -48,6 +49,7 @@ def test_the_runtime_implements_the_stub_api(staged: Path, tmp_path: Path) -> No
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_the_runtime_imports_only_the_standard_library(staged: Path) -> None:
     code = (
         "import sys\n"
@@ -80,6 +82,7 @@ def test_no_runtime_module_exceeds_400_lines(staged: Path) -> None:
     assert max(sizes.values()) <= 400, sizes
 
 
+@pytest.mark.integration
 async def test_the_runtime_in_the_sandbox_reads_the_hosts_wire_contract(
     run_program: Callable[..., Any],
 ) -> None:
@@ -93,6 +96,7 @@ async def test_the_runtime_in_the_sandbox_reads_the_hosts_wire_contract(
     assert outcome.result == [hashlib.sha256(WIRE_SOURCE.read_bytes()).hexdigest(), PROTOCOL_VERSION]
 
 
+@pytest.mark.integration
 async def test_the_trailing_expression_is_the_result(run_program: Callable[..., Any]) -> None:
     outcome = await run_program("x = [1, 2]\nprint('side effect')\n{'sum': sum(x), 'items': x}\n")
     assert (outcome.status, outcome.result_kind, outcome.result) == (
@@ -104,11 +108,13 @@ async def test_the_trailing_expression_is_the_result(run_program: Callable[..., 
     assert outcome.final == {"sum": 3, "items": [1, 2]}
 
 
+@pytest.mark.integration
 async def test_an_explicit_result_wins_over_the_trailing_expression(run_program: Callable[..., Any]) -> None:
     outcome = await run_program("import codemode\ncodemode.result({'explicit': True})\n'ignored'\n")
     assert outcome.result == {"explicit": True}
 
 
+@pytest.mark.integration
 async def test_without_a_value_the_printed_output_is_the_result(run_program: Callable[..., Any]) -> None:
     outcome = await run_program("import os\nprint('hello')\nos.write(1, b'from the fd\\n')\nNone\n")
     assert (outcome.status, outcome.result_kind, outcome.result) == ("ok", "stdout", None)
@@ -116,6 +122,7 @@ async def test_without_a_value_the_printed_output_is_the_result(run_program: Cal
     assert outcome.final == outcome.stdout
 
 
+@pytest.mark.integration
 async def test_child_processes_output_is_captured(run_program: Callable[..., Any]) -> None:
     code = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'print(\"from a child\")'])\n"
     outcome = await run_program(code)
@@ -123,6 +130,7 @@ async def test_child_processes_output_is_captured(run_program: Callable[..., Any
     assert outcome.stdout == "from a child\n"
 
 
+@pytest.mark.integration
 async def test_values_that_are_not_json_come_back_as_a_repr(run_program: Callable[..., Any]) -> None:
     outcome = await run_program(
         "class Point:\n    def __repr__(self):\n        return 'Point(1, 2)'\n\nPoint()\n"
@@ -132,6 +140,7 @@ async def test_values_that_are_not_json_come_back_as_a_repr(run_program: Callabl
     assert (outcome.result_kind, outcome.result_repr) == ("repr", "nan")
 
 
+@pytest.mark.integration
 async def test_a_result_over_the_cap_is_truncated_with_a_flag(run_program: Callable[..., Any]) -> None:
     outcome = await run_program("['x' * 100] * 1000", result_bytes=4096)
     assert outcome.result_truncated
@@ -141,6 +150,7 @@ async def test_a_result_over_the_cap_is_truncated_with_a_flag(run_program: Calla
     assert outcome.result_repr.startswith('["xxxx')
 
 
+@pytest.mark.integration
 async def test_top_level_await_runs_in_an_event_loop(run_program: Callable[..., Any]) -> None:
     outcome = await run_program(
         "import asyncio\nawait asyncio.sleep(0)\n"
@@ -149,6 +159,7 @@ async def test_top_level_await_runs_in_an_event_loop(run_program: Callable[..., 
     assert outcome.result == [0, 1, 2]
 
 
+@pytest.mark.integration
 async def test_a_syntax_error_is_reported_without_compiler_frames(run_program: Callable[..., Any]) -> None:
     outcome = await run_program("def broken(:\n    pass\n")
     assert outcome.status == "error"
@@ -157,6 +168,7 @@ async def test_a_syntax_error_is_reported_without_compiler_frames(run_program: C
     assert "ast.py" not in outcome.error.traceback
 
 
+@pytest.mark.integration
 async def test_sys_exit_zero_is_success_and_non_zero_is_an_error(run_program: Callable[..., Any]) -> None:
     ok = await run_program("import sys\nprint('bye')\nsys.exit(0)\n")
     assert (ok.status, ok.stdout) == ("ok", "bye\n")
@@ -166,6 +178,7 @@ async def test_sys_exit_zero_is_success_and_non_zero_is_an_error(run_program: Ca
     assert "status 3" in failed.error.message
 
 
+@pytest.mark.integration
 async def test_the_runtime_is_importable_as_codemode_and_forked_children_cannot_call(
     run_program: Callable[..., Any],
 ) -> None:

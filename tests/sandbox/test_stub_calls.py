@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import uvloop
 
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 
 async def test_a_stub_call_reaches_a_real_mcp_server_and_returns_typed_results(
@@ -43,7 +43,9 @@ except codemode.ToolError as exc:
 }
 """
     async with open_mcp_handler() as mcp_handler, SandboxManager(make_config()) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=mcp_handler)
+        outcome = await manager.run(
+            Program(code), binding=new_binding(), modules=stub_tree, handler=mcp_handler
+        )
     assert outcome.status == "ok", outcome.error
     assert outcome.result_kind == "json"
     assert isinstance(outcome.result, dict)
@@ -88,7 +90,9 @@ by_parallel = [r["name"] for r in codemode.parallel(lookup, [{"id": i} for i in 
 [by_threads == list(range(100)), by_asyncio == list(range(100)), by_parallel[:3], len(by_parallel)]
 """
     async with open_mcp_handler() as mcp_handler, SandboxManager(make_config()) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=mcp_handler)
+        outcome = await manager.run(
+            Program(code), binding=new_binding(), modules=stub_tree, handler=mcp_handler
+        )
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [True, True, ["item-0", "item-1", "item-2"], 100]
     assert outcome.calls == 300
@@ -111,7 +115,7 @@ via_asyncio = asyncio.run(gather())
 [len(threads), len(via_asyncio), round(time.monotonic() - start, 2)]
 """
     async with SandboxManager(make_config()) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert outcome.status == "ok", outcome.error
     assert isinstance(outcome.result, list)
     count_threads, count_asyncio, elapsed = outcome.result
@@ -190,7 +194,7 @@ async def test_the_host_bounds_the_calls_it_handles_at_once(
         "len(codemode.parallel(slow, [{'id': i} for i in range(60)], max_workers=30))\n"
     )
     async with SandboxManager(make_config(max_inflight_calls=4)) as manager:
-        outcome = await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
     assert (outcome.status, outcome.result) == ("ok", 60)
     assert handler.peak == 4
 
@@ -220,7 +224,7 @@ async def test_stubs_rendered_by_codemode_call_the_real_server_through_the_sandb
             if isinstance(spec, ToolSpec)
         ]
         tree = stubs.render_tree([ServerCatalog(server="demo", tools=tuple(specs))])
-        outcome = await manager.run(code, binding=new_binding(), modules=tree, handler=mcp_handler)
+        outcome = await manager.run(Program(code), binding=new_binding(), modules=tree, handler=mcp_handler)
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [{"total": 3}, "x", {"id": 4, "name": "item-4"}, True]
     no_leftovers()
@@ -243,7 +247,7 @@ def test_stub_calls_work_on_an_event_loop_that_anyio_did_not_start(
 
     async def main() -> Any:
         async with SandboxManager(make_config()) as manager:
-            return await manager.run(code, binding=new_binding(), modules=stub_tree, handler=handler)
+            return await manager.run(Program(code), binding=new_binding(), modules=stub_tree, handler=handler)
 
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         outcome = runner.run(main())

@@ -22,7 +22,7 @@ import pytest
 
 from codemode.calls import RunBinding
 from codemode.config import SandboxConfig
-from codemode.sandbox import SandboxManager
+from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._inprocess import load_runtime
 from codemode.testing import in_process_sandbox
 from tests.sandbox.conftest import FakeHandler, StubTree
@@ -54,7 +54,7 @@ async def test_a_warm_sandbox_answers_its_first_run_without_waiting_for_the_read
         for _ in range(3):
             await manager.wait_ready()  # the run goes out as soon as the sandbox has said hello
             outcome = await manager.run(
-                "print(sum(range(10)))", binding=new_binding(), modules=stub_tree, handler=handler
+                Program("print(sum(range(10)))"), binding=new_binding(), modules=stub_tree, handler=handler
             )
             assert outcome.error is None, outcome.error
             assert (outcome.status, outcome.stdout) == ("ok", "45\n")
@@ -71,7 +71,7 @@ async def test_a_sessions_next_run_after_a_stub_call_is_answered_without_waiting
     ):
         for n in range(3):
             outcome = await session.run(
-                f"from servers.demo import add\nadd(a={n}, b=1)['total']",
+                Program(f"from servers.demo import add\nadd(a={n}, b=1)['total']"),
                 binding=new_binding(),
                 modules=stub_tree,
                 handler=handler,

@@ -13,6 +13,8 @@ import pytest
 from codemode.sandbox import _watchdog as watchdog
 from codemode.sandbox._watchdog import Members, kill_members, sample
 
+pytestmark = pytest.mark.integration
+
 # A leader in its own session that starts a child and a grandchild that leaves the tree by a
 # double fork (its parent exits, so it is re-parented): only the session still ties it in.
 TREE = """

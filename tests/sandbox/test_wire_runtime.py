@@ -39,7 +39,7 @@ from codemode.sandbox._files import BOOT_SCRIPT
 from codemode.sandbox._framing import decode
 from codemode.sandbox._outcome import parse_reply, parse_snapshot
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 MiB = 1024 * 1024
 

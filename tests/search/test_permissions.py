@@ -95,6 +95,7 @@ def _mentions_hidden(text: str) -> list[str]:
     return [name for name in (*HIDDEN, "vault") if name in text]
 
 
+@pytest.mark.integration
 async def test_search_never_returns_a_refused_tool(engine: CodeMode) -> None:
     for query in ("delete a customer", "delete_customer", "read a secret from the vault", "customer"):
         open_hits = {h.tool for h in engine.search(query, k=10, principal=OPEN)}
@@ -103,6 +104,7 @@ async def test_search_never_returns_a_refused_tool(engine: CodeMode) -> None:
         assert open_hits - restricted_hits, f"{query!r} should find a hidden tool for {OPEN}"
 
 
+@pytest.mark.integration
 async def test_an_exact_name_query_for_a_refused_tool_finds_nothing_of_it(engine: CodeMode) -> None:
     assert [h.tool for h in engine.search("delete_customer", k=1, principal=OPEN)] == ["delete_customer"]
     hits = engine.search("delete_customer", k=5, principal=RESTRICTED)
@@ -112,6 +114,7 @@ async def test_an_exact_name_query_for_a_refused_tool_finds_nothing_of_it(engine
     )
 
 
+@pytest.mark.integration
 async def test_the_model_facing_search_tool_hides_refused_tools(engine: CodeMode) -> None:
     reply = await engine.handle_tool_call(
         "search_tools", {"query": "delete customer", "k": 10}, principal=RESTRICTED
@@ -124,6 +127,7 @@ async def test_the_model_facing_search_tool_hides_refused_tools(engine: CodeMode
     assert "delete_customer" in shown.text
 
 
+@pytest.mark.integration
 async def test_the_tree_lists_and_reads_only_permitted_tools(engine: CodeMode) -> None:
     open_tree, tree = engine.tree_for(OPEN), engine.tree_for(RESTRICTED)
     assert {e.name for e in open_tree.list("servers/crm")} >= {"delete_customer.py"}
@@ -144,6 +148,7 @@ async def test_the_tree_lists_and_reads_only_permitted_tools(engine: CodeMode) -
     assert {spec.name for spec in tree.tools()} == {"get_customer", "list_customers"}
 
 
+@pytest.mark.integration
 async def test_read_file_and_list_files_refuse_hidden_paths(engine: CodeMode) -> None:
     read = await engine.handle_tool_call(
         "read_file", {"path": "servers/crm/delete_customer.py"}, principal=RESTRICTED
@@ -157,6 +162,7 @@ async def test_read_file_and_list_files_refuse_hidden_paths(engine: CodeMode) ->
         assert _mentions_hidden(listed.text) == [], path
 
 
+@pytest.mark.integration
 async def test_counts_cover_only_permitted_tools(engine: CodeMode) -> None:
     assert engine.server_index(OPEN) == {"crm": 3, "vault": 1}
     assert engine.server_index(RESTRICTED) == {"crm": 2}

@@ -216,6 +216,7 @@ def test_the_config_file_is_found_as_load_config_finds_it(monkeypatch: pytest.Mo
     assert _search_cache.config_file is config_file
 
 
+@pytest.mark.integration
 def test_a_cached_json_search_imports_no_config_models_nor_rich(workspace: Path) -> None:
     argv = ["search", "customer", "--json", "--config", str(workspace / "codemode.toml")]
     probe = (

@@ -153,6 +153,7 @@ def test_without_the_extra_there_is_no_embedder_and_bm25_still_works(monkeypatch
         load_embedder.cache_clear()
 
 
+@pytest.mark.integration
 def test_importing_search_loads_neither_numpy_nor_the_model() -> None:
     code = (
         "import sys, codemode.search; print(sorted({'numpy', 'tokenizers', 'wordllama'} & set(sys.modules)))"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from click.testing import CliRunner
 from mcp import Client
 
@@ -15,6 +16,8 @@ from codemode.cli._main import cli
 from tests.serve.conftest import TOKENS_TOML, make_workspace, serving_http
 from tests.serve.test_relay import GUARDED
 from tests.serve.test_serve import WRITE, http, text_of
+
+pytestmark = pytest.mark.integration
 
 
 def test_pins_approved_while_serving_take_effect_at_the_next_call(tmp_path: Path) -> None:

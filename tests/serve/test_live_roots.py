@@ -24,6 +24,8 @@ from mcp import Client
 from tests.serve.conftest import make_workspace, serving_http
 from tests.serve.test_serve import http, text_of
 
+pytestmark = pytest.mark.integration
+
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "rooted_server.py"
 ROOTS = "from servers.rooted import roots\nroots()['result']\n"
 DEADLINE_S = 60.0

@@ -42,6 +42,7 @@ def fresh_workspace(tmp_path: Path) -> Path:
     return make_workspace(tmp_path, TOKENS_TOML)
 
 
+@pytest.mark.integration
 async def test_metrics_parse_as_prometheus_text_and_match_the_ledger(fresh_workspace: Path) -> None:
     workspace = fresh_workspace
     with serving_http(workspace, "--metrics") as url:

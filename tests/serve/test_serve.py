@@ -22,7 +22,7 @@ from tests.serve.conftest import TOKENS_TOML, make_workspace, serving_http
 ALICE = "alice-token-0123456789abcdef"  # the same tokens conftest gives the server
 BOB = "bob-token-0123456789abcdef"
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 JOIN = """
 from servers.crm import get_customer

@@ -24,7 +24,7 @@ from tests.serve.conftest import TOKENS, TOKENS_TOML, make_workspace, serving_ht
 from tests.serve.test_serve import WRITE, http, text_of
 from tests.serve.test_serve import answer as answer_with
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 ALICE, BOB = TOKENS["alice"], TOKENS["bob"]
 ALICE_GLOBEX = "alice-globex-token-0123456789abcdef"

@@ -11,9 +11,9 @@ from typing import Any, cast
 
 import pytest
 
-from codemode._engine import CodeMode
-from codemode._tools import dispatch
 from codemode.catalog import PromptArgumentSpec, PromptSpec, ResourceTemplateSpec
+from codemode.engine._engine import CodeMode
+from codemode.engine._tools import dispatch
 from codemode.errors import NameCollisionError
 from codemode.stubs import VirtualTree, render_tree
 from codemode.stubs._module_types import ModuleTypes

@@ -9,7 +9,7 @@ established (:mod:`codemode.broker._facts`); none changes shared state.
 
 from codemode.broker.gates._arguments import ArgumentGate
 from codemode.broker.gates._budget import BudgetGate
-from codemode.broker.gates._consent import ApprovalFlow, ApprovalStore, ConsentGate
+from codemode.broker.gates._consent import ApprovalFlow, ApprovalStore, ConsentGate, consent_digest
 from codemode.broker.gates._principal import PrincipalGate, ServerGate
 from codemode.broker.gates._scope import ScopeGate, check_path
 from codemode.broker.gates._tool import CatalogView, ReadOnlyRunGate, ToolGate
@@ -27,4 +27,5 @@ __all__ = [
     "ServerGate",
     "ToolGate",
     "check_path",
+    "consent_digest",
 ]

@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 import anyio
 
 from codemode._redaction import redact_value_counting
+from codemode._text import escape_invisible
 from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._decisions import Allow, Decision, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, Facts
@@ -24,7 +25,6 @@ from codemode.broker._selectors import any_match
 from codemode.catalog import definition_hash
 from codemode.config import RISK_ORDER, PolicyConfig
 from codemode.ledger import Clock, approval_digest, arguments_digest, system_clock
-from codemode.stubs._sanitize import escape_invisible
 
 
 class ApprovalStore(Protocol):

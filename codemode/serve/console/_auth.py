@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from codemode.config._serve import OPERATOR
+from codemode.config import OPERATOR
 from codemode.serve._app import Identity, TokenMap
 from codemode.serve.console._scope import TenantScope
 

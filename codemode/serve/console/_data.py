@@ -2,7 +2,7 @@
 
 Nothing here decides anything but what the operator's :class:`TenantScope` lets them see (other
 tenants' runs are not read at all): runs and calls come from the ledger as stored, each call's
-evidence chain from :mod:`codemode.ledger._evidence` (the same chain as ``codemode ledger show
+evidence chain from :func:`codemode.ledger.run_evidence` (the same chain as ``codemode ledger show
 --evidence``), the check from the ledger's own ``verify``, servers and pin drift from the
 engine (as ``codemode servers`` and ``CodeMode.drift`` report them).
 """
@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from codemode.host import ServerStatus
-from codemode.ledger import Ledger, RunFacet, RunRecord, VerifyReport
-from codemode.ledger._evidence import RunEvidence, run_evidence
+from codemode.ledger import Ledger, RunEvidence, RunFacet, RunRecord, VerifyReport, run_evidence
 from codemode.serve.console._scope import TenantScope
 
 MAX_SHOWN = 500

@@ -13,7 +13,7 @@ from codemode.errors import NameCollisionError, StubRenderError
 from codemode.stubs import TreePathError
 
 if TYPE_CHECKING:
-    from codemode._engine import CodeMode, RunResult
+    from codemode.engine._engine import CodeMode, RunResult
 
 ToolFormat = Literal["openai", "anthropic", "mcp"]
 

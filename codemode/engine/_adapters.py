@@ -1,23 +1,18 @@
 """Small adapters that let the broker talk to the host and the ledger through its own seams.
 
-The broker depends on Protocols (``CatalogView``, ``ToolBackend``, ``ApprovalStore``); these
-classes implement them on the concrete MCP host, configuration and SQLite ledger, so neither
-side imports the other's internals.
+The broker depends on Protocols (``CatalogView``, ``ApprovalStore``); these classes implement
+them on the concrete MCP host, configuration and ledger, so neither side imports the other's
+internals. (Its ``ToolBackend`` needs no adapter: the host is one as it stands.)
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
-
-import mcp_types
 
 from codemode.broker import ApprovalAnswer, ApprovalRequest
-from codemode.calls import ProgressListener
 from codemode.catalog import ServerCatalog, ToolSpec
 from codemode.config import Config
-from codemode.errors import CodemodeError
-from codemode.host import ConnectionState, InputHandler, McpHost
+from codemode.host import ConnectionState, McpHost
 from codemode.ledger import ApprovalConsumed, ApprovalRecord, Ledger
 
 
@@ -60,48 +55,6 @@ class HostCatalog:
         version = str(found) if found is not None else None
         self._versions[server] = (catalog, version)
         return version
-
-
-class HostBackend:
-    """``ToolBackend`` that sends through the MCP host."""
-
-    def __init__(self, host: McpHost) -> None:
-        self._host = host
-
-    async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        inputs: InputHandler | None = None,
-        time_limit_s: float | None = None,
-        on_progress: ProgressListener | None = None,
-    ) -> mcp_types.CallToolResult:
-        return await self._host.call_tool(
-            server,
-            tool,
-            arguments,
-            meta=meta,
-            inputs=inputs,
-            time_limit_s=time_limit_s,
-            on_progress=on_progress,
-        )
-
-    def long_running(self, server: str, tool: str) -> bool:
-        try:
-            return self._host.long_running(server, tool)
-        except CodemodeError:  # an unknown server: the call itself will say so
-            return False
-
-    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
-        return await self._host.connection(server).read_resource(uri)
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: dict[str, str]
-    ) -> mcp_types.GetPromptResult:
-        return await self._host.connection(server).get_prompt(name, arguments)
 
 
 class LedgerApprovals:

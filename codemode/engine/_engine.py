@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -27,30 +27,34 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 from pydantic import JsonValue
 
-from codemode._adapters import HostBackend, HostCatalog, LedgerApprovals
 from codemode._metrics import active as active_metrics
-from codemode._run_finish import finished_run
-from codemode._run_result import RunResult
 from codemode._tokens import count_tokens
-from codemode._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode._tracing import run_span
-from codemode.broker import Approver, Broker, Elicitor
-from codemode.broker._inputs import Sampler
-from codemode.broker._run import RunLimits, RunState
-from codemode.broker._visibility import reads_visible_to, visible_to
+from codemode.broker import (
+    Approver,
+    Broker,
+    Elicitor,
+    RunLimits,
+    RunOutput,
+    RunState,
+    Sampler,
+    reads_visible_to,
+    visible_to,
+)
 from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
+from codemode.engine._adapters import HostCatalog, LedgerApprovals
+from codemode.engine._run_result import RunResult, run_result
+from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.errors import SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
-from codemode.sandbox import RunOutcome, SandboxManager, Session
-from codemode.sandbox._backend import BackendFactory
+from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager, Session
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
 
 if TYPE_CHECKING:
     from codemode.auth import HostAuth
-    from codemode.batch import BatchOptions, ItemResult
 
 log = logging.getLogger("codemode")
 
@@ -109,7 +113,7 @@ class CodeMode:
         self._stack: contextlib.AsyncExitStack | None = None
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> CodeMode:
+    def from_file(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Self:
         return cls(load_config(path), **options)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -142,7 +146,7 @@ class CodeMode:
                 policy=config.policy,
                 catalog=HostCatalog(host, config),
                 pins=self._pins,
-                backend=HostBackend(host),
+                backend=host,
                 ledger=self._ledger,
                 approvals=LedgerApprovals(self._ledger),
                 approver=self.approver,
@@ -373,50 +377,42 @@ class CodeMode:
             names = dict(bindings or {})
             if inputs is not None:
                 names["INPUT"] = inputs
-            ledger = self._ledger
-            assert ledger is not None
-            digest = hashlib.sha256(code.encode()).hexdigest()
-            await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
-            state = broker.open_run(
+            scope = broker.run(
                 binding,
+                hashlib.sha256(code.encode()).hexdigest(),
                 approver=approver,
                 limits=limits,
                 elicitor=elicitor or self.elicitor,
                 sampler=sampler or self.sampler,
                 on_call_progress=on_call_progress,
             )
-            view = self.tree_for(binding.principal)
-            outcome: RunOutcome | None = None
-            try:
+            async with scope:
+                view = self.tree_for(binding.principal)
+                outcome: RunOutcome | None = None
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
-                        tg.start_soon(_report_progress, progress, state, progress_interval_s)
+                        tg.start_soon(_report_progress, progress, scope.state, progress_interval_s)
+                    # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
+                    program = Program(code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace)
                     if session_id is not None:
-                        session = await self._session_for(binding, session_id)
-                        run_in = partial(session.run, fresh=fresh_namespace)
+                        run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
-                    outcome = await run_in(
-                        code,
-                        binding=binding,
-                        modules=view,
-                        handler=broker,
-                        wall_time_s=wall_time_s,
-                        bindings=names,
-                    )
+                    outcome = await run_in(program, binding=binding, modules=view, handler=broker)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
-                result = finished_run(broker, binding, outcome, measure_tokens=self.measure_tokens)
-            except BaseException:
-                if broker.run_state(binding.run_id) is not None:
-                    broker.close_run(binding.run_id)
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(
-                        lambda: ledger.finish_run(binding.run_id, "interrupted", None)
-                    )
-                raise
-            summary = {"calls": result.calls, "denials": result.denials, "duration_ms": result.duration_ms}
-            await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, result.status, summary))
+                error = outcome.error
+                output = RunOutput(
+                    value=outcome.final,
+                    stdout=outcome.stdout,
+                    stderr=outcome.stderr,
+                    error_message=None if error is None else error.message,
+                    error_traceback=None if error is None else error.traceback,
+                )
+                end = scope.finish(outcome.status, output, record={"duration_ms": outcome.duration_ms})
+                result = run_result(
+                    binding, outcome, end, count_tokens=count_tokens if self.measure_tokens else None
+                )
             span.set_attribute("codemode.status", result.status)
             metrics = active_metrics()
             if metrics is not None:
@@ -442,55 +438,17 @@ class CodeMode:
         """
         _, broker, _, _ = self._require()
         binding = self._bind(principal, tenant, None)
-        ledger = self._ledger
-        assert ledger is not None
         entry = self._current_pins().lock.entry(server, tool)
         schema_hash = entry.approved.hash if entry is not None and entry.approved is not None else ""
         digest = hashlib.sha256(f"codemode:{purpose}:{server}/{tool}".encode()).hexdigest()
-        await anyio.to_thread.run_sync(lambda: ledger.begin_run(binding, digest))
-        broker.open_run(binding, approver=approver)
-        status = "interrupted"
-        try:
+        async with broker.run(binding, digest, approver=approver, record={"purpose": purpose}) as scope:
             request = ToolCallRequest(
                 seq=1, server=server, tool=tool, schema_hash=schema_hash, arguments=dict(arguments or {})
             )
             outcome = await broker.call_tool(binding, request)
-            status = "ok" if isinstance(outcome, ToolResult) else "error"
-            return outcome
-        finally:
-            summary = broker.close_run(binding.run_id)
-            record = {"calls": summary.calls, "denials": summary.denials, "purpose": purpose}
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: ledger.finish_run(binding.run_id, status, record))
-
-    # -- batch -------------------------------------------------------------------------------
-
-    async def batch(
-        self,
-        program: str,
-        items: os.PathLike[str] | Iterable[Mapping[str, Any]],
-        options: BatchOptions | None = None,
-    ) -> AsyncIterator[ItemResult]:
-        """Run ``program`` once per item (bound to ``INPUT``); yield each item's result.
-
-        ``items`` is a ``.jsonl``/``.csv`` path or an iterable of mappings. The job's state lives
-        beside the ledger, so a job started again with the same ``options.job_id`` resumes.
-        """
-        from pathlib import Path
-
-        from codemode.batch import open_job_store, prepare_job, run_job
-
-        options = options or BatchOptions()
-        store = await anyio.to_thread.run_sync(open_job_store, self.config.ledger_path)
-        try:
-            source = Path(items) if isinstance(items, os.PathLike) else items
-            job = await anyio.to_thread.run_sync(
-                prepare_job, store, program, source, options, self.config.policy
-            )
-            async for result in run_job(self, program, job, options):
-                yield result
-        finally:
-            store.close()
+            # The outcome passed the call's own filter: no other output leaves this run.
+            scope.finish("ok" if isinstance(outcome, ToolResult) else "error")
+        return outcome
 
     # -- sessions ----------------------------------------------------------------------------
 

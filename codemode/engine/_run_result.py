@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
+
+if TYPE_CHECKING:  # types only: importing a result type loads neither the broker nor the sandbox
+    from codemode.broker import RunEnd
+    from codemode.calls import RunBinding
+    from codemode.sandbox import RunOutcome
 
 
 class RunErrorInfo(BaseModel):
@@ -98,6 +104,54 @@ class RunResult(BaseModel):
             return ""
         text = f"{self.error.type}: {self.error.message}"
         return f"{text}\n{self.error.traceback.rstrip()}" if self.error.traceback else text
+
+
+def run_result(
+    binding: RunBinding, outcome: RunOutcome, end: RunEnd, *, count_tokens: Callable[[str], int] | None
+) -> RunResult:
+    """What a run returns: the sandbox's ``outcome`` as it left the run's final filter (``end``),
+    with the broker's counts. With ``count_tokens``, the tokens of the tool results and of the
+    final result too."""
+    output, summary, report = end.output, end.summary, end.report
+    error: RunErrorInfo | None = None
+    if outcome.error is not None:
+        error = RunErrorInfo(
+            kind=outcome.error.kind,
+            type=outcome.error.type,
+            message=output.error_message or "",
+            traceback=output.error_traceback or "",
+        )
+    result = RunResult(
+        status=outcome.status,
+        result=output.value,
+        result_kind="json"
+        if outcome.result_kind == "json" and not outcome.result_truncated
+        else ("stdout" if outcome.result_kind == "stdout" else "repr"),
+        stdout=output.stdout,
+        stderr=output.stderr,
+        error=error,
+        run_id=binding.run_id,
+        principal=binding.principal,
+        tenant=binding.tenant,
+        session_id=binding.session_id,
+        calls=summary.calls,
+        denials=summary.denials,
+        duration_ms=outcome.duration_ms,
+        backend=outcome.backend,
+        result_truncated=outcome.result_truncated,
+        stdout_truncated=outcome.stdout_truncated,
+        stderr_truncated=outcome.stderr_truncated,
+        secrets_redacted=report.secrets_redacted,
+        pii_tokenized=report.pii_tokenized,
+        flags=end.flags,
+        peak_concurrency=summary.peak_concurrency,
+        unknown_outcomes=summary.unknown_outcomes,
+        tool_result_bytes=summary.result_bytes,
+        tool_result_tokens=summary.result_tokens if count_tokens is not None else None,
+    )
+    if count_tokens is not None:
+        result = result.model_copy(update={"final_tokens": count_tokens(result.model_text())})
+    return result
 
 
 BOUNDARY_BYTES = 6

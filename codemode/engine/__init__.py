@@ -1,0 +1,58 @@
+"""The engine: one run wired together, from the config to the final result.
+
+``CodeMode`` connects the MCP host, renders the stubs, starts sandboxes, and puts every call of a
+run through the broker and the ledger. ``dispatch`` and ``definitions`` serve its single
+``run_code`` tool (and ``search_tools``, ``list_files``, ``read_file``) to a model. Names load on
+first use (see ``codemode._lazy``), so importing a result type costs nothing of the engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from codemode._lazy import lazy_exports
+
+_EXPORTS = {
+    "CodeMode": "codemode.engine._engine",
+    "HostCatalog": "codemode.engine._adapters",
+    "LIST_DESCRIPTION": "codemode.engine._tools",
+    "LedgerApprovals": "codemode.engine._adapters",
+    "ProgressCallback": "codemode.engine._engine",
+    "READ_DESCRIPTION": "codemode.engine._tools",
+    "RUN_CODE_DESCRIPTION": "codemode.engine._tools",
+    "RunErrorInfo": "codemode.engine._run_result",
+    "RunResult": "codemode.engine._run_result",
+    "SEARCH_DESCRIPTION": "codemode.engine._tools",
+    "ToolFormat": "codemode.engine._tools",
+    "ToolReply": "codemode.engine._tools",
+    "definitions": "codemode.engine._tools",
+    "dispatch": "codemode.engine._tools",
+    "render_definition": "codemode.engine._tools",
+    "run_summary": "codemode.engine._tools",
+    "section_boundary": "codemode.engine._run_result",
+    "section_marker": "codemode.engine._run_result",
+    "server_index_line": "codemode.engine._tools",
+}
+
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from codemode.engine._adapters import HostCatalog as HostCatalog
+    from codemode.engine._adapters import LedgerApprovals as LedgerApprovals
+    from codemode.engine._engine import CodeMode as CodeMode
+    from codemode.engine._engine import ProgressCallback as ProgressCallback
+    from codemode.engine._run_result import RunErrorInfo as RunErrorInfo
+    from codemode.engine._run_result import RunResult as RunResult
+    from codemode.engine._run_result import section_boundary as section_boundary
+    from codemode.engine._run_result import section_marker as section_marker
+    from codemode.engine._tools import LIST_DESCRIPTION as LIST_DESCRIPTION
+    from codemode.engine._tools import READ_DESCRIPTION as READ_DESCRIPTION
+    from codemode.engine._tools import RUN_CODE_DESCRIPTION as RUN_CODE_DESCRIPTION
+    from codemode.engine._tools import SEARCH_DESCRIPTION as SEARCH_DESCRIPTION
+    from codemode.engine._tools import ToolFormat as ToolFormat
+    from codemode.engine._tools import ToolReply as ToolReply
+    from codemode.engine._tools import definitions as definitions
+    from codemode.engine._tools import dispatch as dispatch
+    from codemode.engine._tools import render_definition as render_definition
+    from codemode.engine._tools import run_summary as run_summary
+    from codemode.engine._tools import server_index_line as server_index_line
