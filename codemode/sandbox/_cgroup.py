@@ -43,7 +43,7 @@ CGROUP_DIR = "codemode"
 """The directory (in each parent below) that holds one cgroup per sandbox."""
 CONTROLLERS = ("memory", "pids")
 REMOVE_DEADLINE_S = 5.0
-PARENT_ATTEMPTS = 3
+PARENT_ATTEMPTS = 10
 _OCTAL = re.compile(r"\\([0-7]{3})")
 """Mount points in mountinfo escape spaces and other bytes as octal (``\\040``)."""
 
@@ -198,7 +198,13 @@ class CgroupHost:
 
     def _ensure_parents(self) -> None:
         for parent in self.parents:
-            parent.mkdir(mode=0o755, exist_ok=True)
+            try:
+                parent.mkdir(mode=0o755)
+            except FileExistsError:
+                # There already; or another sandbox's teardown is removing it right now (so
+                # `exist_ok` would raise after all): then `_create` finds it gone and `create`
+                # makes it again.
+                pass
         if self.version == 2:
             _enable_controllers(self.memory_dir)
 

@@ -141,6 +141,30 @@ def test_remove_kills_what_is_left_in_the_cgroup(cgroups: CgroupHost, cgroup_nam
         sleeper.wait()
 
 
+@pytest.mark.integration
+def test_sandboxes_made_and_removed_at_once_never_trip_over_the_shared_parent(cgroups: CgroupHost) -> None:
+    # The shared `codemode` directory goes when its last sandbox does, so one thread's teardown
+    # removes it while another is making its sandbox there (a warm pool refills while used
+    # sandboxes go): every make must still succeed. Before the fix, `mkdir(exist_ok=True)` on the
+    # directory being removed raised FileExistsError and the pool could start no sandbox.
+    from concurrent.futures import ThreadPoolExecutor
+
+    prefix = f"churn-{os.getpid()}-{os.urandom(3).hex()}"
+
+    def churn(worker: int) -> int:
+        made = 0
+        for round_ in range(25):
+            cgroup = cgroups.create(f"{prefix}-{worker}-{round_}", 64 * MiB, 16)
+            made += 1
+            assert cgroup.remove()
+        return made
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert sum(pool.map(churn, range(6))) == 150
+    for parent in cgroups.parents:
+        assert not parent.exists() or not [p for p in parent.iterdir() if p.name.startswith(prefix)]
+
+
 # -- what doctor says -----------------------------------------------------------------------------
 
 
