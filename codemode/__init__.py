@@ -47,6 +47,7 @@ _EXPORTS = {
     "OutcomeUnknownError": "codemode.errors",
     "PolicyError": "codemode.errors",
     "RunErrorInfo": "codemode.engine",
+    "RunLimits": "codemode.broker",
     "RunResult": "codemode.engine",
     "Sampler": "codemode.broker",
     "SamplingAnswer": "codemode.broker",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.broker import ElicitationAnswer as ElicitationAnswer
     from codemode.broker import ElicitationRequest as ElicitationRequest
     from codemode.broker import Elicitor as Elicitor
+    from codemode.broker import RunLimits as RunLimits
     from codemode.broker import Sampler as Sampler
     from codemode.broker import SamplingAnswer as SamplingAnswer
     from codemode.broker import SamplingRequest as SamplingRequest

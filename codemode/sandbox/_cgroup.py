@@ -198,13 +198,10 @@ class CgroupHost:
 
     def _ensure_parents(self) -> None:
         for parent in self.parents:
-            try:
+            # There already; or another sandbox's teardown is removing it right now (so `exist_ok`
+            # would raise after all): then `_create` finds it gone and `create` makes it again.
+            with contextlib.suppress(FileExistsError):
                 parent.mkdir(mode=0o755)
-            except FileExistsError:
-                # There already; or another sandbox's teardown is removing it right now (so
-                # `exist_ok` would raise after all): then `_create` finds it gone and `create`
-                # makes it again.
-                pass
         if self.version == 2:
             _enable_controllers(self.memory_dir)
 

@@ -40,6 +40,7 @@ PUBLIC_API = [
     "OutcomeUnknownError",
     "PolicyError",
     "RunErrorInfo",
+    "RunLimits",
     "RunResult",
     "Sampler",
     "SamplingAnswer",
