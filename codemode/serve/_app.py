@@ -212,13 +212,13 @@ class CodemodeServer:
             ctx: Context,
             detail: Literal["name", "summary", "full"] = "summary",
             k: Annotated[int, Field(ge=1, le=50)] = 5,
-        ) -> str:
+        ) -> mcp_types.CallToolResult:
             return await self._navigate(ctx, "search_tools", {"query": query, "detail": detail, "k": k})
 
-        async def list_files(ctx: Context, path: str = "") -> str:
+        async def list_files(ctx: Context, path: str = "") -> mcp_types.CallToolResult:
             return await self._navigate(ctx, "list_files", {"path": path})
 
-        async def read_file(path: str, ctx: Context) -> str:
+        async def read_file(path: str, ctx: Context) -> mcp_types.CallToolResult:
             return await self._navigate(ctx, "read_file", {"path": path})
 
         mcp.add_tool(
@@ -231,12 +231,19 @@ class CodemodeServer:
         mcp.add_tool(read_file, name="read_file", description=READ_DESCRIPTION, structured_output=False)
         return mcp
 
-    async def _navigate(self, ctx: Context, name: str, arguments: dict[str, Any]) -> str:
-        who = self.identity(ctx)
+    async def _navigate(self, ctx: Context, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """One navigation tool call. A refusal (a bad path, a file the caller may not see) is
+        returned as the tool's error result, never raised: MCPServer takes any exception but its
+        own ToolError for a crash, so the client would get no reason and serve would log a
+        traceback. What ``dispatch`` does raise is unexpected and is logged as a crash."""
+        try:
+            who = self.identity(ctx)
+        except PermissionError as exc:
+            return _error(str(exc))
         reply = await dispatch(self.engine, name, arguments, principal=who.principal, tenant=who.tenant)
         if reply.is_error:
-            raise ValueError(reply.text)  # MCPServer turns this into an isError result
-        return reply.text
+            return _error(reply.text)
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=reply.text)])
 
     def _progress(self, ctx: Context) -> RunProgress:
         """The run's progress for the client: a periodic count, and what long calls report."""
