@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from codemode.calls import CallDenied, CallOutcome
-from codemode.errors import ConfigError
+from codemode.errors import CodemodeError
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -74,10 +74,11 @@ def enable() -> Metrics:
     if _active is None:
         try:
             _active = Metrics()
-        except ImportError:
-            raise ConfigError(
-                "--metrics",
-                [("metrics", "Prometheus metrics need the otel extra: pip install 'codemode[otel]'")],
+        except ImportError as exc:
+            # One line, and a CodemodeError: the CLI shows it without a traceback and exits 2.
+            raise CodemodeError(
+                f"--metrics needs prometheus_client, which cannot be imported ({exc}): "
+                "pip install 'codemode[otel]'"
             ) from None
     return _active
 

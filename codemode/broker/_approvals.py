@@ -7,6 +7,7 @@ revealed to the approver's screen; secrets are redacted).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Protocol
 
 import anyio
 
-from codemode.broker._terminal import ask_on_terminal
+from codemode.broker._terminal import QuestionPause, ask_on_terminal
 from codemode.config import Risk
 from codemode.ledger import Clock, system_clock
 
@@ -64,14 +65,21 @@ class TerminalApprover:
     It shows the tool, the risk, why, the arguments (secrets redacted) and the expiry, and takes
     one key: ``y`` approves this one call; anything else, Ctrl-C, Ctrl-D or no answer before
     ``timeout_s`` (at most the approval's expiry, on ``clock``: the broker's) denies it.
+    ``pause`` is entered around each question (see :data:`QuestionPause`).
     """
 
     def __init__(
-        self, tty_path: str = "/dev/tty", timeout_s: float = 120.0, *, clock: Clock = system_clock
+        self,
+        tty_path: str = "/dev/tty",
+        timeout_s: float = 120.0,
+        *,
+        clock: Clock = system_clock,
+        pause: QuestionPause = contextlib.nullcontext,
     ) -> None:
         self.tty_path = tty_path
         self.timeout_s = timeout_s
         self.clock = clock
+        self.pause = pause
         self._lock = anyio.Lock()
 
     def _question(self, request: ApprovalRequest) -> str:
@@ -86,7 +94,8 @@ class TerminalApprover:
 
     def _prompt(self, request: ApprovalRequest) -> ApprovalAnswer:
         timeout = max(0.0, min(self.timeout_s, request.expires_at - self.clock().timestamp()))
-        answer = ask_on_terminal(self.tty_path, self._question(request), timeout)
+        with self.pause():
+            answer = ask_on_terminal(self.tty_path, self._question(request), timeout)
         return ApprovalAnswer(answer.approved, "terminal", answer.reason)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:

@@ -19,6 +19,11 @@ from typing import Any
 
 from codemode._redaction import redact_secrets
 
+QuestionPause = Callable[[], contextlib.AbstractContextManager[object]]
+"""Entered around each question on the terminal, from the thread that asks: whoever else draws on
+that screen (``codemode run``'s spinner) stops while the person reads and answers, since a redraw
+would overwrite the question line, and goes on after."""
+
 CTRL_C = b"\x03"
 CTRL_D = b"\x04"
 YES = (b"y", b"Y")

@@ -13,6 +13,7 @@ The terminal's settings are always restored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import termios
@@ -33,7 +34,7 @@ from codemode.broker._inputs import (
     complete_form,
     form_properties,
 )
-from codemode.broker._terminal import NoTerminal, opened_terminal
+from codemode.broker._terminal import NoTerminal, QuestionPause, opened_terminal
 
 _CANCEL_BYTES = (b"\x03", b"\x04")
 
@@ -43,10 +44,18 @@ class _Cancelled(Exception):
 
 
 class TerminalElicitor:
-    def __init__(self, tty_path: str = "/dev/tty", timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        tty_path: str = "/dev/tty",
+        timeout_s: float = 300.0,
+        *,
+        pause: QuestionPause = contextlib.nullcontext,
+    ) -> None:
         self.tty_path = tty_path
         self.timeout_s = timeout_s
         """How long the whole request may wait for the person; then it is cancelled."""
+        self.pause = pause
+        """Entered around the whole conversation (see :data:`QuestionPause`)."""
         self._lock = anyio.Lock()
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
@@ -56,7 +65,7 @@ class TerminalElicitor:
 
     def _ask(self, request: ElicitationRequest) -> ElicitationAnswer:
         try:
-            with opened_terminal(self.tty_path, _lines_without_signals) as fd:
+            with self.pause(), opened_terminal(self.tty_path, _lines_without_signals) as fd:
                 return _Conversation(fd, time.monotonic() + self.timeout_s).run(request)
         except NoTerminal:
             return ElicitationAnswer("cancel", answered_by="terminal")

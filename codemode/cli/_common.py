@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, cast, get_args
 
 import click
 
@@ -108,15 +108,40 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except CodemodeError as exc:
-            from rich.markup import escape
-
-            console(True).print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
-            sys.exit(EXIT_USAGE)
+            _report_errors([exc])
+        except BaseExceptionGroup as group:
+            # An error raised inside a task group (``codemode serve`` starts its parts in one)
+            # arrives wrapped; when every error in it is codemode's own, it is still a message.
+            own, other = group.split(CodemodeError)
+            if own is None or other is not None:
+                raise
+            _report_errors(_leaves(own))
         except KeyboardInterrupt:
             console(True).print("interrupted")
             sys.exit(130)
 
     return wrapper
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves += _leaves(cast("BaseExceptionGroup[BaseException]", exc))
+        else:
+            leaves.append(exc)
+    return leaves
+
+
+def _report_errors(errors: list[BaseException]) -> NoReturn:
+    from rich.markup import escape
+
+    shown: set[str] = set()  # the same error from two tasks is said once
+    for message in (str(exc) for exc in errors):
+        if message not in shown:
+            shown.add(message)
+            console(True).print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    sys.exit(EXIT_USAGE)
 
 
 def load(config_path: Path | None) -> Config:

@@ -6,9 +6,11 @@ import contextlib
 import json
 import re
 import sys
+import threading
+from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -28,12 +30,12 @@ from codemode.cli._common import (
     BACKEND_CHOICE,
     EXIT_USAGE,
     config_option,
+    console,
     fail,
     handle_errors,
     json_option,
     load,
     print_json,
-    progress,
     stderr,
 )
 from codemode.cli._signals import run_until_signalled
@@ -41,10 +43,63 @@ from codemode.config import BackendChoice, Config
 from codemode.engine import CodeMode, RunResult, section_boundary, section_marker
 from codemode.ledger import ApprovalRecord, open_ledger
 
+if TYPE_CHECKING:
+    from rich.status import Status
+
 NO_MODEL = (
     "codemode run has no model to answer a server's request for a completion (sampling); "
     "relay it with codemode serve (the MCP client's model) or the Python API's sampler"
 )
+
+
+class _Spinner:
+    """``codemode run``'s spinner on stderr, which stops while a question is asked at the terminal.
+
+    The spinner redraws its line many times a second, and the terminal approver and elicitor write
+    their questions to the same screen (``/dev/tty``): without the pause, the redraw erases the
+    question line ("⠴ running…yes"). Questions are asked from worker threads, possibly two at once
+    (an approval and a server's request for input), so pauses are counted under a lock, and a
+    pause that ends after its phase has ended starts nothing.
+    """
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self._lock = threading.Lock()
+        self._status: Status | None = None
+        self._pauses = 0
+
+    @contextlib.contextmanager
+    def showing(self, message: str) -> Generator[None]:
+        """The spinner with ``message`` while the block runs (nothing when not shown)."""
+        if not self.show:
+            yield
+            return
+        status = console(True).status(message)
+        with self._lock:
+            self._status = status
+            if not self._pauses:
+                status.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._status = None
+                status.stop()
+
+    @contextlib.contextmanager
+    def paused(self) -> Generator[None]:
+        """No spinner while the block runs (a question is on the screen)."""
+        with self._lock:
+            self._pauses += 1
+            if self._pauses == 1 and self._status is not None:
+                self._status.stop()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pauses -= 1
+                if not self._pauses and self._status is not None:
+                    self._status.start()
 
 
 def one_sandbox(config: Config, memory_mb: int | None = None) -> Config:
@@ -82,14 +137,14 @@ async def _run(
     tenant: str | None,
     approver: Approver | None,
     elicitor: Elicitor | None,
-    quiet: bool,
+    spinner: _Spinner,
     wall_time: float | None = None,
     memory: int | None = None,
 ) -> RunResult:
     config = load(config_path)
     _checked_limits(config, wall_time, memory)
     async with contextlib.AsyncExitStack() as stack:
-        with progress("connecting to servers and starting a sandbox…", not quiet):
+        with spinner.showing("connecting to servers and starting a sandbox…"):
             engine = await stack.enter_async_context(
                 CodeMode(
                     one_sandbox(config, memory),
@@ -99,9 +154,9 @@ async def _run(
                     backend=backend,
                 )
             )
-        if not quiet:
+        if spinner.show:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
-        with progress("running…", not quiet):
+        with spinner.showing("running…"):
             return await engine.run(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
     raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
@@ -198,12 +253,13 @@ def run(
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
     code = program.read()
-    asking = not no_input and terminal_available()
-    approver: Approver | None = TerminalApprover() if asking else None
-    elicitor: Elicitor | None = TerminalElicitor() if asking else None
     quiet = as_json or not sys.stderr.isatty()
+    spinner = _Spinner(show=not quiet)
+    asking = not no_input and terminal_available()
+    approver: Approver | None = TerminalApprover(pause=spinner.paused) if asking else None
+    elicitor: Elicitor | None = TerminalElicitor(pause=spinner.paused) if asking else None
     result = run_until_signalled(
-        _run, code, config_path, backend, principal, tenant, approver, elicitor, quiet, wall_time, memory
+        _run, code, config_path, backend, principal, tenant, approver, elicitor, spinner, wall_time, memory
     )
     if as_json:
         print_json(result.to_json())
