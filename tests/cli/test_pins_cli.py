@@ -213,6 +213,22 @@ def test_pin_shows_a_review_of_new_and_changed_tools_with_risk_and_what_changed(
 # -- the review shows what the model will see, and flags the rest -------------------------------
 
 WIDE = {"COLUMNS": "400"}
+
+
+@pytest.fixture
+def wide_review(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review on a fresh plain console 400 columns wide. The CLI's console is made once per
+    process and `_pin_cmd` binds it on import, so its width and colours are whatever an earlier
+    test of the same worker left (`COLUMNS` then, or a terminal console a fixture put in place)."""
+    from rich.console import Console
+
+    from codemode.cli import _common, _pin_cmd
+
+    wide = Console(width=400, soft_wrap=True, force_terminal=False, color_system=None)
+    monkeypatch.setattr(_common, "stdout", wide)
+    monkeypatch.setattr(_pin_cmd, "stdout", wide)
+
+
 SEPARATE = ": calls are checked against it in a separate process, and refused if that takes over 2 s"
 """A terminal wide enough that the review table does not wrap the text a test looks for."""
 
@@ -223,6 +239,7 @@ def review_rows(config: Path) -> dict[str, Any]:
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("wide_review")
 def test_pin_review_shows_the_whole_description_the_stub_carries(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     write_config(config)
@@ -236,6 +253,7 @@ def test_pin_review_shows_the_whole_description_the_stub_carries(tmp_path: Path)
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("wide_review")
 def test_pin_review_flags_hidden_characters_and_a_description_the_stub_cuts(tmp_path: Path) -> None:
     description = "Pay the invoice.\u200b\u202e Quietly.\U000e0041" + " More." * 400
     config = tmp_path / "codemode.toml"
@@ -262,6 +280,7 @@ env = {{ HOSTILE_DESCRIPTION = {json.dumps(description, ensure_ascii=False)} }}
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("wide_review")
 def test_pin_review_flags_patterns_re2_cannot_run_and_schema_descriptions(tmp_path: Path) -> None:
     config = tmp_path / "codemode.toml"
     config.write_text(
