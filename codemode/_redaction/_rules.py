@@ -323,19 +323,21 @@ def redact_secrets(text: str, kinds: set[str] | None = None) -> tuple[str, int]:
     return text, count
 
 
-def redact_value_counting(value: Any) -> tuple[Any, int]:
+def redact_value_counting(value: Any, text: str | None = None) -> tuple[Any, int]:
     """Redact secrets at every depth of a JSON value; return the new value and how many were hidden.
 
-    The input is never modified. A value without any trigger word is returned as is.
+    The input is never modified. A value without any trigger word is returned as is. ``text``:
+    the value's JSON text, when the caller has it (the cheap test then reads it, not a new dump).
     """
     if value is None or isinstance(value, bool | int | float):
         return value, 0
     if isinstance(value, str):
         return redact_secrets(value)
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    if text is None:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = repr(value)
     if not might_hold_secrets(text):
         return value, 0
     counter = [0]

@@ -17,7 +17,6 @@ import mcp_types
 from codemode._redaction import (
     any_word_pattern,
     known_secret_in,
-    might_hold_secrets,
     redact_secrets,
     redact_value_counting,
     secret_kinds_in,
@@ -128,9 +127,9 @@ class ResultFilter:
         if isinstance(value, str):
             return self.text(value, report)
         text = _to_json(value)
-        if self.policy.redact_secrets and might_hold_secrets(text):
+        if self.policy.redact_secrets:
             # Field names and name/value pairs mark secrets that no pattern over the text can see.
-            value, found = redact_value_counting(value)
+            value, found = redact_value_counting(value, text)
             if found:
                 report.secrets_redacted += found
                 text = _to_json(value)

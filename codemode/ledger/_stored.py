@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from codemode._redaction import might_hold_secrets, redact_value
+from codemode._redaction import redact_value_counting
 from codemode.calls import CallFailed, ContentBlock, ToolError, ToolResult
 from codemode.catalog import canonical_json
 from codemode.ledger._context import stored_text
@@ -21,11 +21,11 @@ from codemode.ledger._models import Completion
 
 
 def _redacted_json(value: Any, canonical: bytes) -> str:
-    """``canonical`` (the canonical JSON of ``value``) with secrets hidden; the cheap test first."""
+    """``canonical`` (the canonical JSON of ``value``) with secrets hidden. The cheap test reads
+    ``canonical`` itself rather than a second dump of ``value``."""
     text = canonical.decode("utf-8")
-    if not might_hold_secrets(text):
-        return text
-    return canonical_json(redact_value(value)).decode("utf-8")
+    redacted, hidden = redact_value_counting(value, text)
+    return canonical_json(redacted).decode("utf-8") if hidden else text
 
 
 def stored_arguments(arguments: dict[str, Any], *, keep: bool) -> tuple[str, str | None]:
