@@ -3,7 +3,8 @@ anyone else's (the MCP SDK's, whose status is a server's error message), redacte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import cast
 
 import pytest
 from mcp.shared._otel import otel_span
@@ -94,3 +95,24 @@ def test_codemodes_spans_record_a_failure_redacted_at_the_source(
     )
     assert [event.name for event in made.events] == ["exception"]
     assert made.status.description == "ValueError: program failed with [REDACTED:${SPAN_SECRET}]"
+
+
+def test_a_secret_in_a_sequence_attribute_is_redacted_on_export() -> None:
+    # A sequence attribute's repr escapes quotes and backslashes, so the cheap check must read
+    # its items as they are: a remembered value holding both quote kinds was exported in clear.
+    quoted = 'it\'s "quoted" 5e8a1f3c'
+    forget_secrets()
+    remember_secret(quoted, "QUOTED_SECRET")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(redacting_exporter(exporter)))
+    try:
+        with provider.get_tracer("x").start_as_current_span("call", attributes={"args": (quoted, "ok")}):
+            pass
+    finally:
+        provider.shutdown()
+        forget_secrets()
+    (exported,) = exporter.get_finished_spans()
+    values = list(cast(Sequence[str], (exported.attributes or {})["args"]))
+    assert quoted not in values and values[1] == "ok"
+    assert "[REDACTED:${QUOTED_SECRET}]" in values[0]

@@ -66,7 +66,13 @@ def _texts(span: ReadableSpan) -> str:
         *(event.attributes for event in span.events),
         *(link.attributes for link in span.links),
     ):
-        parts.extend(str(value) for value in (attributes or {}).values())
+        for value in (attributes or {}).values():
+            # A sequence's items as they are: its repr escapes quotes and backslashes, and a
+            # remembered value would not be found in that form.
+            if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+                parts.extend(str(item) for item in value)
+            else:
+                parts.append(str(value))
     return "\n".join(parts)
 
 
