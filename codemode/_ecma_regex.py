@@ -194,12 +194,11 @@ class _Parser:
         while self.at < len(self.pattern):
             char = self.pattern[self.at]
             self.at += 1
-            if char in "*+?" or (char == "{" and self._counted() is not None):
+            bounds = self._counted() if char == "{" else None
+            if char in "*+?" or bounds is not None:
                 if not quantifiable:
                     raise self.fail("nothing to repeat")
-                if char == "{":
-                    bounds = self._counted()
-                    assert bounds is not None
+                if bounds is not None:
                     self.at = bounds[1]
                     self.emit(bounds[0])
                 else:

@@ -17,7 +17,7 @@ Some searches may not run in this process, and raise :class:`NeedsIsolation` ins
 
 The caller then repeats the whole check in a separate process that it can kill, where
 ``regex_budget(isolated=True)`` lets every search run, by RE2 when it can and by Python's
-``re`` otherwise (see :mod:`codemode._schema_check`).
+``re`` otherwise (see :mod:`codemode._schema_isolation`).
 """
 
 from __future__ import annotations

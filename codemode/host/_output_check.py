@@ -189,8 +189,9 @@ class OutputCheck:
         """The session's listed output schemas by tool name, as its own check reads them."""
         self._relist = relist
         """Lists the tools again (for a tool the schemas do not know), as the SDK's check does."""
-        self._compiled: dict[str, tuple[Any, jsonschema_rs.Validator | None]] = {}
-        """By tool: the schema object compiled (held, and compared by identity) and its validator."""
+        self._compiled: dict[str, tuple[Any, jsonschema_rs.Validator | None, bool]] = {}
+        """By tool: the schema object compiled (held, and compared by identity), its validator,
+        and whether it has regular expressions."""
         self._checks: dict[str, tuple[Any, SchemaCheck | str]] = {}
         """By tool: a schema with regular expressions (held, compared by identity) and its check,
         or why it is not a schema."""
@@ -204,15 +205,24 @@ class OutputCheck:
             await self._relist()
         schema = self._schemas.get(name) if self._schemas is not None else None
         structured = result.structured_content
-        if structured is not None and self._conforms(name, schema, structured):
-            self.accepted += 1
-            return
-        mapping = _as_map(schema)
-        if structured is not None and mapping is not None and mentions(mapping, REGEX_KEYWORDS):
-            await self._check_safely(name, mapping, structured)
-            self.checked_safely += 1
-            return
+        if structured is not None and schema is not None:
+            _, validator, with_patterns = self._compiled_for(name, schema)
+            if _conforms(validator, structured):
+                self.accepted += 1
+                return
+            if with_patterns:
+                await self._check_safely(name, schema, structured)
+                self.checked_safely += 1
+                return
         await self._sdk_check(name, result)
+
+    def _compiled_for(self, name: str, schema: Any) -> tuple[Any, jsonschema_rs.Validator | None, bool]:
+        known = self._compiled.get(name)
+        if known is None or known[0] is not schema:  # listed again: a new schema object
+            mapping = _as_map(schema)
+            with_patterns = mapping is not None and mentions(mapping, REGEX_KEYWORDS)
+            known = self._compiled[name] = (schema, _compile(schema), with_patterns)
+        return known
 
     async def _check_safely(self, name: str, schema: dict[str, Any], structured: dict[str, Any]) -> None:
         """Raises as the SDK's check does when ``structured`` does not match ``schema``."""
@@ -229,17 +239,12 @@ class OutputCheck:
         if isinstance(outcome, Unchecked):
             raise RuntimeError(_unchecked(name, outcome))
 
-    def _conforms(self, name: str, schema: Any, structured: dict[str, Any]) -> bool:
-        if schema is None:
-            return False
-        compiled = self._compiled.get(name)
-        if compiled is None or compiled[0] is not schema:  # listed again: a new schema object
-            compiled = self._compiled[name] = (schema, _compile(schema))
-        validator = compiled[1]
-        try:
-            return validator is not None and validator.is_valid(structured)
-        except Exception:  # a validator that fails is no verdict: the SDK's check decides
-            return False
+
+def _conforms(validator: jsonschema_rs.Validator | None, structured: dict[str, Any]) -> bool:
+    try:
+        return validator is not None and validator.is_valid(structured)
+    except Exception:  # a validator that fails is no verdict: the SDK's check decides
+        return False
 
 
 def _unchecked(name: str, outcome: Unchecked) -> str:

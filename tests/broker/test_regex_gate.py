@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 
 from codemode import _schema_isolation as schema_isolation
@@ -23,30 +22,20 @@ from codemode._safe_regex import NeedsIsolation, regex_budget, search
 from codemode.broker._decisions import Allow, Deny
 from codemode.broker._facts import Facts
 from codemode.broker.gates import ArgumentGate
+from tests._regex_schemas import (
+    HOSTILE,
+    count_separate_processes,
+    in_key,
+    in_property_names,
+    in_string,
+    schema_workers,
+)
 from tests.broker._gate_calls import context, policy, spec
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = "a" * 30 + "!"
-"""Seconds (a minute, for some) of backtracking in Python's re for every pattern below."""
 CATASTROPHIC = ["^([a-z]+)+$", "^(a|a)*$", "(a|aa)+$", "^(a+)+$", "^(\\w+\\s?)*$"]
-
-
-def in_string(pattern: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}
-
-
-def in_key(pattern: str) -> dict[str, Any]:
-    closed = {
-        "type": "object",
-        "patternProperties": {pattern: {"type": "integer"}},
-        "additionalProperties": False,
-    }
-    return {"type": "object", "properties": {"x": closed}}
-
-
-def in_property_names(pattern: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {"x": {"type": "object", "propertyNames": {"pattern": pattern}}}}
+"""Seconds (a minute, for some) of backtracking in Python's re against :data:`HOSTILE`."""
 
 
 def in_items(pattern: str) -> dict[str, Any]:
@@ -176,17 +165,6 @@ def test_the_compiled_validator_takes_no_pattern_that_backtracks() -> None:
 # -- the separate process ------------------------------------------------------------------------
 
 
-def schema_workers() -> list[psutil.Process]:
-    found: list[psutil.Process] = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "codemode._schema_worker" in child.cmdline():
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("pattern", "good", "bad"),
@@ -243,15 +221,7 @@ async def test_other_calls_are_decided_while_a_hostile_pattern_is_checked() -> N
 @pytest.fixture
 def separate_processes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The instances checked in a separate process (the real one), in order."""
-    checked: list[Any] = []
-    real = schema_isolation._in_separate_process  # pyright: ignore[reportPrivateUsage]
-
-    async def counted(schema: dict[str, Any], instance: Any, limit_s: float) -> Any:
-        checked.append(instance)
-        return await real(schema, instance, limit_s)
-
-    monkeypatch.setattr(schema_isolation, "_in_separate_process", counted)
-    return checked
+    return count_separate_processes(monkeypatch)
 
 
 @pytest.mark.integration

@@ -12,18 +12,19 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncGenerator, Callable
+from functools import partial
 from typing import Any, cast
 
 import mcp_types
 import pytest
 from mcp.client.session import ClientSession
 
-from codemode import _schema_isolation as schema_isolation
 from codemode.config import config_from_mapping
 from codemode.errors import CodemodeError
 from codemode.host import McpHost
 from codemode.host._connection import ServerConnection
 from codemode.host._output_check import OutputCheck, install_output_check
+from tests._regex_schemas import HOSTILE, count_separate_processes, in_key, in_property_names, in_string
 
 pytestmark = pytest.mark.anyio
 
@@ -203,42 +204,16 @@ async def test_a_catalog_lookup_by_name_follows_a_new_catalog(
 
 # -- schemas with regular expressions -------------------------------------------------------------
 
-HOSTILE = "a" * 30 + "!"
 CATASTROPHIC = ["^([a-z]+)+$", "^(a|a)*$", "(a|aa)+$", "^(\\w+\\s?)*$"]
-
-
-def code_in_string(pattern: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
-
-
-def code_in_key(pattern: str) -> dict[str, Any]:
-    keyed = {
-        "type": "object",
-        "patternProperties": {pattern: {"type": "integer"}},
-        "additionalProperties": False,
-    }
-    return {"type": "object", "properties": {"code": keyed}}
-
-
-def code_in_name(pattern: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"code": {"type": "object", "propertyNames": {"pattern": pattern}}},
-    }
+code_in_string = partial(in_string, field="code")
+code_in_key = partial(in_key, field="code")
+code_in_name = partial(in_property_names, field="code")
 
 
 @pytest.fixture
 def separate_processes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The results checked in a separate process (the real one), in order."""
-    checked: list[Any] = []
-    real = schema_isolation._in_separate_process  # pyright: ignore[reportPrivateUsage]
-
-    async def counted(schema: dict[str, Any], instance: Any, limit_s: float) -> Any:
-        checked.append(instance)
-        return await real(schema, instance, limit_s)
-
-    monkeypatch.setattr(schema_isolation, "_in_separate_process", counted)
-    return checked
+    return count_separate_processes(monkeypatch)
 
 
 @pytest.mark.parametrize("pattern", CATASTROPHIC)

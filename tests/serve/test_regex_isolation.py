@@ -17,10 +17,10 @@ from typing import Any
 
 import anyio
 import mcp_types
-import psutil
 import pytest
 from mcp import Client
 
+from tests._regex_schemas import schema_workers
 from tests.serve._background import BackgroundRun
 from tests.serve.conftest import TOKENS, TOKENS_TOML, make_workspace, serving_http
 from tests.serve.test_serve import http, text_of
@@ -67,18 +67,6 @@ trusted = true
 async def run_code(url: str, token: str, code: str) -> mcp_types.CallToolResult:
     async with Client(http(url, token), mode="legacy") as client:
         return await client.call_tool("run_code", {"code": code})
-
-
-def schema_workers() -> list[psutil.Process]:
-    """The separate processes checking a schema, anywhere below this test."""
-    found: list[psutil.Process] = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "codemode._schema_worker" in child.cmdline():
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
 
 
 async def test_the_catastrophic_pattern_of_the_finding_is_refused_at_once(regex_url: str) -> None:
