@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.client import Transport
 from mcp.shared.message import SessionMessage
 
@@ -59,7 +59,7 @@ class TransportEnd:
             self.mark()
 
 
-class _WatchedRead:
+class _WatchedRead(ObjectReceiveStream[SessionMessage | Exception]):
     def __init__(self, inner: _Receiving, end: TransportEnd) -> None:
         self._inner = inner
         self._end = end
@@ -76,39 +76,19 @@ class _WatchedRead:
             self._end.mark()
             raise
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         # The session closes its read side before it tells waiting callers the connection closed,
         # on every path (end of stream, a failed transport cancelling it, shutdown).
         self._end.mark()
         await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class _WatchedWrite:
+class _WatchedWrite(ObjectSendStream[SessionMessage]):
     def __init__(self, inner: _Sending, end: TransportEnd) -> None:
         self._inner = inner
         self._end = end
 
-    async def send(self, item: SessionMessage, /) -> None:
+    async def send(self, item: SessionMessage) -> None:
         try:
             await self._inner.send(item)
         except _ENDED:
@@ -118,14 +98,3 @@ class _WatchedWrite:
     async def aclose(self) -> None:
         self._end.mark()
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

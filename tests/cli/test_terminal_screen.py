@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import fcntl
-import json
 import os
 import re
 import select
@@ -20,13 +19,18 @@ import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
 from codemode.broker import ApprovalRequest, ElicitationRequest, TerminalApprover, TerminalElicitor
-from tests.broker.test_terminal_approver import CRM, PROMPT, Pty
+from tests.broker import test_terminal_approver
+from tests.broker.test_terminal_approver import PROMPT, Pty
+
+pty_pair = test_terminal_approver.pty_pair
+workspace = test_terminal_approver.workspace
+"""The approver's tests' fixtures: a pseudo-terminal, and a workspace whose program writes a note."""
 
 QUESTION = "approve this one call? [y/N]"
 QUIET_S = 2.0
@@ -128,13 +132,6 @@ class PauseRecorder:
             self.events.append("resume")
 
 
-@pytest.fixture
-def pty_pair() -> Iterator[Pty]:
-    pair = Pty()
-    yield pair
-    pair.close()
-
-
 def answer_when(pty: Pty, prompt: bytes, key: bytes, recorder: PauseRecorder) -> threading.Thread:
     def answer() -> None:
         pty.read_until(prompt)
@@ -196,31 +193,6 @@ async def test_the_elicitor_pauses_around_its_conversation(pty_pair: Pty, mode: 
 
 
 # -- codemode run on a real terminal ---------------------------------------------------------------
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    config = tmp_path / "codemode.toml"
-    config.write_text(
-        f"[servers.crm]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(CRM))}]\n"
-        f"trusted = true\nenv = {{ CRM_STATE_DIR = {json.dumps(str(tmp_path / 'crm'))} }}\n\n"
-        '[sandbox]\nbackend = "process"\n',
-        encoding="utf-8",
-    )
-    for command in (["sync"], ["pin", "--approve"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "codemode.cli", *command, "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-    (tmp_path / "prog.py").write_text(
-        'from servers.crm import add_note\nadd_note(customer_id="CUST-0001", text="asked on screen")\n',
-        encoding="utf-8",
-    )
-    return config
 
 
 def read_while_output_comes(pty: Pty, quiet_s: float, until: Callable[[], bool] = lambda: False) -> None:

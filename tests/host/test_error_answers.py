@@ -32,8 +32,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "servers"
 
 # The SDK's own two codes, the rest of the implementation-defined band, the band's end, and
 # JSON-RPC's internal error.
-NOTE = SessionMessage(mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/x"))
 SERVER_ERROR_CODES = [-32000, -32001, -32007, -32019, -32099, -32603]
+NOTE = SessionMessage(mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/x"))
 
 
 def text_of(result: mcp_types.CallToolResult) -> str:
