@@ -73,8 +73,8 @@ class RunState:
     """Calls of this run whose outcome is unknown (sent, never answered; or an earlier attempt
     under the same key is unknown): the run's work must be reconciled, not retried."""
     occurrences: Counter[str] = field(default_factory=lambda: Counter[str]())
-    limits: RunLimits = field(default_factory=RunLimits)
     """How often each (tool, arguments) pair was called, for derived idempotency keys."""
+    limits: RunLimits = field(default_factory=RunLimits)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -148,8 +148,11 @@ class RunEnd:
     output: RunOutput
     summary: RunSummary
     report: FilterReport
-    flags: tuple[str, ...]
-    """The summary's flags, and the final filter's (instruction-like text in the output)."""
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The summary's flags, and the final filter's (instruction-like text in the output)."""
+        return self.summary.flags + ((INJECTION_FLAG,) if self.report.injection_suspected else ())
 
 
 INJECTION_FLAG = "instruction-like text in the final result"
@@ -239,8 +242,7 @@ class RunScope:
         summary = self._close()
         self._status = status
         self._record.update(record or {})
-        flags = summary.flags + ((INJECTION_FLAG,) if report.injection_suspected else ())
-        return RunEnd(output=filtered, summary=summary, report=report, flags=flags)
+        return RunEnd(output=filtered, summary=summary, report=report)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -48,15 +48,16 @@ class ServerReads:
 
 
 def _grants_all_tools(selectors: list[str], server: str) -> bool:
-    """Whether a selector grants every tool of ``server`` (``*``, ``crm/*``, ``cr?/*``)."""
-    return any(s == "*" or (s.endswith("/*") and names_server(s, server)) for s in selectors)
+    """Whether a selector grants every tool of ``server`` (``*``, ``crm/*``, ``cr?/*``): the
+    test :func:`server_denied` makes of a deny list, made of a grant list."""
+    return server_denied(selectors, server)
 
 
 def server_reads(
     policy: PolicyConfig, principal: PrincipalPolicy, who: str, server: str, kind: ReadKind
 ) -> ServerReads:
     """The principal's grant on ``server``'s resources or prompts (see :class:`PrincipalPolicy`)."""
-    key = "resources" if kind == "resource" else "prompts"
+    key = f"{kind}s"
     if server_denied(principal.deny_tools, server):
         return ServerReads(("principal", f"principal {who!r} may not use server {server!r}"))
     explicit = principal.resources if kind == "resource" else principal.prompts

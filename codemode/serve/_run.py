@@ -339,8 +339,10 @@ async def serve_http(
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
-        ledger = await _serve_ledger(stack, config, environ) if tokens or console else None
-        if tokens and ledger is not None:
+        # Sessions are bound only to token holders, and the console needs an operator's token
+        # (checked above): without tokens serve has no use for a ledger connection of its own.
+        ledger = await _serve_ledger(stack, config, environ) if tokens else None
+        if ledger is not None:
             app = SessionGuard(app, tokens, LedgerSessionBindings(ledger))
         if metrics:
             exposed = enable_metrics()

@@ -268,8 +268,7 @@ def tree_with_reads() -> VirtualTree:
 
 
 def shown(policy: dict[str, Any]) -> dict[str, list[str]]:
-    rules = PolicyConfig.model_validate(policy)
-    view = tree_with_reads().restrict(visible_to(rules, "local"), reads_visible_to(rules, "local"))
+    view = tree_with_reads().restrict(*filters(policy))
     servers_shown = [entry.name for entry in view.list("servers") if entry.kind == "directory"]
     return {server: [entry.name for entry in view.list(f"servers/{server}")] for server in servers_shown}
 

@@ -11,12 +11,12 @@ from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import mcp_types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.serve.conftest import make_workspace
+from tests.serve.test_serve import text_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -59,10 +59,6 @@ async def serving(workspace: Path, errlog: Path) -> AsyncGenerator[Client]:
 def assert_no_crash_logged(errlog: Path) -> None:
     log = errlog.read_text(encoding="utf-8")
     assert "Traceback" not in log and "unexpected exception" not in log, log[-2000:]
-
-
-def text_of(result: mcp_types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
 
 
 @pytest.fixture(scope="module")

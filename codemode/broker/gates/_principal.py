@@ -64,11 +64,10 @@ class ServerGate:
             return Deny(*reads.refusal)
         if reads.selectors is None or _granted(reads.selectors, call):
             return Allow(facts)
-        key = "resources" if call.kind == "resource" else "prompts"
         return Deny(
             self.name,
             f"principal {who!r} may not use {call.kind} {call.name!r} of server {server!r}: "
-            f"outside its {key} grant {list(reads.selectors)}",
+            f"outside its {call.kind}s grant {list(reads.selectors)}",
         )
 
 
