@@ -207,15 +207,14 @@ class CgroupHost:
 
     def create(self, name: str, memory_bytes: int, pids: int) -> SandboxCgroup:
         """Make the cgroup ``name`` with its limits (raises OSError; nothing is left behind)."""
-        for attempt in range(PARENT_ATTEMPTS):
+        for _ in range(PARENT_ATTEMPTS - 1):
             self._ensure_parents()
-            try:
+            # FileNotFoundError: another host's last sandbox removed a parent between the two
+            # steps, so make it again.
+            with contextlib.suppress(FileNotFoundError):
                 return self._create(name, memory_bytes, pids)
-            except FileNotFoundError:
-                # Another host's last sandbox removed a parent between the two steps: make it again.
-                if attempt == PARENT_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        self._ensure_parents()
+        return self._create(name, memory_bytes, pids)
 
     def _create(self, name: str, memory_bytes: int, pids: int) -> SandboxCgroup:
         made: list[Path] = []
@@ -245,12 +244,6 @@ class CgroupHost:
                 with contextlib.suppress(OSError):
                     directory.rmdir()
             raise
-
-    def remove_stale(self, name: str) -> None:
-        """Remove the cgroup ``name`` if it is still there (killing what is left in it)."""
-        existing = tuple(parent / name for parent in self.parents if (parent / name).is_dir())
-        if existing:
-            SandboxCgroup(self.version, existing).remove()
 
 
 @dataclass(frozen=True)

@@ -397,16 +397,11 @@ class ProcessSandbox:
         return None
 
     def _check(self) -> Termination | None:
-        if self._cgroup is not None:
-            verdict = self._oom_killed()
-            if verdict is not None:
-                return verdict
-            now = sample(self._members, memory=False)
-        else:
-            now = sample(self._members)
-            verdict = watchdog_verdict(self._config, now)
-            if verdict is not None:
-                return verdict
+        # With a cgroup the kernel holds memory: the watchdog only counts processes.
+        now = sample(self._members, memory=self._cgroup is None)
+        verdict = self._oom_killed() if self._cgroup is not None else watchdog_verdict(self._config, now)
+        if verdict is not None:
+            return verdict
         started = len(now.pids) - self.helpers
         if started > self._config.pids:
             return Termination(

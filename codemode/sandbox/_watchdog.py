@@ -86,27 +86,24 @@ class Sample:
         return self.rss + self.shared + self.tmpfs
 
 
-def _find(members: Members) -> list[psutil.Process]:
+def _find(members: Members) -> list[int]:
+    """The sandbox's pids (some may have exited since: :func:`sample` drops those)."""
     if members.uid is not None:
-        found: list[psutil.Process] = []
-        for pid in _pids_of_uid(members.uid):
-            with contextlib.suppress(psutil.Error):  # it may have exited since the scan
-                found.append(psutil.Process(pid))
-        return found
+        return _pids_of_uid(members.uid)
     try:
         leader = psutil.Process(members.leader)
-        procs = [leader, *leader.children(recursive=True)]
+        pids = [leader.pid, *(child.pid for child in leader.children(recursive=True))]
     except psutil.Error:
-        procs = []
+        pids = []
     # Processes that left the tree but not the session (double fork without setsid).
     with contextlib.suppress(psutil.Error, OSError):
         sid = os.getsid(members.leader)
-        known = {p.pid for p in procs}
-        for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error, OSError):
-                if proc.pid not in known and os.getsid(proc.pid) == sid:
-                    procs.append(proc)
-    return procs
+        known = set(pids)
+        for pid in psutil.pids():
+            with contextlib.suppress(OSError):
+                if pid not in known and os.getsid(pid) == sid:
+                    pids.append(pid)
+    return pids
 
 
 def _pids_of_uid(uid: int) -> list[int]:
@@ -178,13 +175,13 @@ def _mappings(pid: int, shm_dev: int, found: _Holdings) -> None:
             continue
         key = (shm_dev, int(fields[4]))
         if key in found.objects:
-            continue
+            continue  # sized already (through a descriptor or an earlier mapping)
         span = fields[0].decode()
         try:
             found.objects[key] = os.stat(f"/proc/{pid}/map_files/{span}").st_blocks * 512
         except OSError:  # map_files needs root: the extent is what this process can reach
             start, _, end = span.partition("-")
-            found.objects[key] = max(found.objects.get(key, 0), int(end, 16) - int(start, 16))
+            found.objects[key] = int(end, 16) - int(start, 16)
 
 
 def _private_tmpfs(pid: int, found: _Holdings) -> None:
@@ -209,18 +206,18 @@ def sample(members: Members, *, memory: bool = True) -> Sample:
     pids: list[int] = []
     rss = 0
     found = _Holdings({}, {}, set())
-    for proc in _find(members):
-        status = _status(proc.pid)
+    for pid in _find(members):
+        status = _status(pid)
         if status is None or status[0]:
             continue
-        pids.append(proc.pid)
+        pids.append(pid)
         if not memory:
             continue
         rss += status[1]
         if SHM_DEV is not None:
-            _descriptors(proc.pid, SHM_DEV, found)
-            _mappings(proc.pid, SHM_DEV, found)
-        _private_tmpfs(proc.pid, found)
+            _descriptors(pid, SHM_DEV, found)
+            _mappings(pid, SHM_DEV, found)
+        _private_tmpfs(pid, found)
     return Sample(tuple(pids), rss, sum(found.objects.values()), sum(found.tmpfs.values()))
 
 

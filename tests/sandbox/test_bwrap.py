@@ -184,6 +184,19 @@ async def test_no_new_privileges_no_capabilities_and_a_seccomp_filter(
     }
 
 
+SYSCALL = (
+    "import ctypes, errno, os, subprocess, sys, threading\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.syscall.restype = ctypes.c_long\n"
+    "def call(nr, *args):\n"
+    "    ctypes.set_errno(0)\n"
+    "    result = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])\n"
+    "    return errno.errorcode.get(ctypes.get_errno(), 'ok') if result < 0 else 'ok'\n"
+)
+"""A program's start: ``call(nr, *args)`` makes a raw system call and says ``'ok'`` or its errno's
+name (the docker profile's tests use it too)."""
+
+
 @pytest.mark.bwrap
 async def test_the_filter_denies_escape_system_calls_and_leaves_threads_and_processes_working(
     bwrap_ready: None, run_in: Callable[..., Any]
@@ -208,14 +221,7 @@ async def test_the_filter_denies_escape_system_calls_and_leaves_threads_and_proc
         )
     }
     code = (
-        "import ctypes, errno, os, subprocess, sys, threading\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "libc.syscall.restype = ctypes.c_long\n"
-        "def call(nr, *args):\n"
-        "    ctypes.set_errno(0)\n"
-        "    result = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])\n"
-        "    return errno.errorcode.get(ctypes.get_errno(), 'ok') if result < 0 else 'ok'\n"
-        f"seen = {{name: call(nr, 0, 0, 0, 0, 0) for name, nr in {calls!r}.items()}}\n"
+        SYSCALL + f"seen = {{name: call(nr, 0, 0, 0, 0, 0) for name, nr in {calls!r}.items()}}\n"
         # clone with a namespace flag (CLONE_NEWUSER | SIGCHLD) is refused; plain fork still works.
         f"seen['clone(CLONE_NEWUSER)'] = call({table['clone']}, 0x10000000 | 17, 0, 0, 0, 0)\n"
         "box = []\n"

@@ -89,8 +89,21 @@ def cgroup_name() -> Iterator[str]:
     name = f"test-{os.getpid()}-{os.urandom(4).hex()}"
     yield name
     host, _ = probe_cgroups()
-    if host is not None:
-        host.remove_stale(name)
+    if host is not None:  # what a failed test left, with its processes
+        left = tuple(parent / name for parent in host.parents if (parent / name).is_dir())
+        if left:
+            SandboxCgroup(host.version, left).remove()
+
+
+def join_from_child(cgroup: SandboxCgroup) -> Callable[[], None]:
+    """A ``preexec_fn`` that moves the child into ``cgroup`` (as a sandbox moves itself)."""
+
+    def join() -> None:
+        for path in cgroup.procs_files:
+            with open(path, "w", encoding="ascii") as handle:
+                handle.write("0")
+
+    return join
 
 
 @pytest.mark.integration
@@ -109,12 +122,9 @@ def test_a_process_in_a_sandbox_cgroup_is_oom_killed_at_its_limit_and_the_cgroup
     # Memory a memfd holds is not resident in the process, but the cgroup is charged for it.
     script = "import os\nfd = os.memfd_create('x')\nfor _ in range(256):\n    os.write(fd, bytes(1 << 20))\n"
 
-    def join() -> None:
-        for path in cgroup.procs_files:
-            with open(path, "w", encoding="ascii") as handle:
-                handle.write("0")
-
-    child = subprocess.run([sys.executable, "-c", script], preexec_fn=join, check=False, timeout=60)
+    child = subprocess.run(
+        [sys.executable, "-c", script], preexec_fn=join_from_child(cgroup), check=False, timeout=60
+    )
     assert child.returncode == -9  # SIGKILL from the kernel's OOM killer
     assert cgroup.oom_kills() == 1
     assert cgroup.pids() == []
@@ -126,12 +136,7 @@ def test_a_process_in_a_sandbox_cgroup_is_oom_killed_at_its_limit_and_the_cgroup
 def test_remove_kills_what_is_left_in_the_cgroup(cgroups: CgroupHost, cgroup_name: str) -> None:
     cgroup = cgroups.create(cgroup_name, 64 * MiB, 16)
 
-    def join() -> None:
-        for path in cgroup.procs_files:
-            with open(path, "w", encoding="ascii") as handle:
-                handle.write("0")
-
-    sleeper = subprocess.Popen(["sleep", "120"], preexec_fn=join)
+    sleeper = subprocess.Popen(["sleep", "120"], preexec_fn=join_from_child(cgroup))
     try:
         assert cgroup.pids() == [sleeper.pid]
         assert cgroup.remove()

@@ -18,20 +18,11 @@ from codemode.errors import SandboxUnavailableError
 from codemode.sandbox import Program, SandboxManager
 from codemode.sandbox._docker_seccomp import DOCKER_DEFAULT_ALLOWED, docker_profile, docker_profile_json
 from codemode.sandbox._seccomp import CLONE_NAMESPACE_FLAGS, DENIED, SYSCALLS, current_arch
+from tests.sandbox.test_bwrap import SYSCALL
 
 pytestmark = pytest.mark.anyio
 
 IO_URING = ("io_uring_setup", "io_uring_enter", "io_uring_register")
-
-SYSCALL = (
-    "import ctypes, errno, os, subprocess, sys, threading\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "libc.syscall.restype = ctypes.c_long\n"
-    "def call(nr, *args):\n"
-    "    ctypes.set_errno(0)\n"
-    "    result = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])\n"
-    "    return errno.errorcode.get(ctypes.get_errno(), 'ok') if result < 0 else 'ok'\n"
-)
 
 
 def rules(profile: dict[str, Any], action: str) -> list[dict[str, Any]]:
