@@ -222,10 +222,17 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def cached_search(explicit: Path | None, principal: str | None, build: BuildSearch) -> CachedSearch:
+def cached_search(
+    explicit: Path | None,
+    principal: str | None,
+    build: BuildSearch,
+    *,
+    load: Callable[[Path | None], Config] | None = None,
+) -> CachedSearch:
     """The index of what ``principal`` may use: from the cache, through the config memo, when the
     config, the lock, the policy and the ranker are unchanged; else made by ``build`` (from the lock:
-    a hybrid one embeds only tools its vector cache lacks) after loading the config."""
+    a hybrid one embeds only tools its vector cache lacks) after loading the config with ``load``
+    (default: :func:`codemode.cli._common.load`; the caller may keep what it loaded)."""
     from codemode.search import CachedSearch, cache_key, read_sealed, write_sealed
 
     stubs = [_PACKAGE / "stubs"]
@@ -241,7 +248,8 @@ def cached_search(explicit: Path | None, principal: str | None, build: BuildSear
         found = CachedSearch.load(cache_key(parts, stubs), embedder=ranked[1]) if parts is not None else None
         if found is not None:
             return found
-    from codemode.cli._common import load
+    if load is None:
+        from codemode.cli._common import load
 
     # The policy file is hashed before and after loading: only when both agree (and it could be read)
     # do the rules that load_config validated belong to that hash. A policy edited while loading

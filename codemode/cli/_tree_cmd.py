@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import click
 
 from codemode.cli import _common
-from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json
+from codemode.cli._common import (
+    EXIT_FAILURE,
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    warn,
+)
 
 if TYPE_CHECKING:
     from codemode.catalog import ServerCatalog
     from codemode.config import Config, SemanticChoice
     from codemode.search import CachedSearch, Embedder
-    from codemode.stubs import VirtualTree
+    from codemode.stubs import TreePathError, VirtualTree
 
 # ``codemode search`` from a cached index imports none of the catalog, stub, config or broker modules
 # (nor rich, for --json): in a fresh process those imports alone cost more than the whole cached
@@ -108,6 +118,50 @@ def build_search(
     return CachedSearch(index, rows)
 
 
+def _note_setup(config: Config) -> None:
+    """Say on stderr why servers the config names are missing from the tree, and what to run."""
+    from codemode.catalog import load_lock
+    from codemode.cli._setup_state import setup_gap, waiting_note
+
+    lock = load_lock(config.lock_path)
+    gap = setup_gap(config, lock)
+    note = (gap.message, gap.hint) if gap is not None else waiting_note(config, lock)
+    if note is not None:
+        warn(note[0], hint=note[1])
+
+
+def _missing_path(config: Config, path: str, error: TreePathError) -> NoReturn:
+    """``servers/<server>...`` of a configured server without approved tools says which step is
+    missing; any other path is simply not in the tree."""
+    from codemode.catalog import load_lock
+    from codemode.cli._setup_state import command, readiness, setup_gap, waiting_for_review
+    from codemode.stubs import NameKind, assign_identifiers
+
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    lock = load_lock(config.lock_path)
+    gap = setup_gap(config, lock)
+    standing = {s.server: s for s in readiness(config, lock)}
+    idents = assign_identifiers(standing, NameKind.SERVER, where="configured servers")
+    server = next((name for name, ident in idents.items() if parts[1:2] in ([ident], [name])), None)
+    if parts[:1] == ["servers"] and server is not None and not standing[server].approved:
+        found = standing[server]
+        if not found.synced:
+            fail(f"{path}: {server} was never synced", hint=f"run '{command(config, 'sync')}'")
+        if not found.pending:
+            fail(
+                f"{path}: {server} listed no tools at the last sync",
+                hint=f"'{command(config, 'servers')}' shows its status",
+            )
+        approve = command(config, f"pin --approve {server}")
+        fail(
+            f"{path}: {server} has no approved tools ({waiting_for_review(found.pending)})",
+            hint=f"review them with '{command(config, 'pin')}', then approve them with '{approve}'",
+        )
+    if gap is not None:
+        fail(f"{error} ({gap.message})", hint=gap.hint)
+    fail(str(error), hint=f"run '{command(config, 'tree')}' to see what exists")
+
+
 @click.command()
 @config_option
 @json_option
@@ -123,7 +177,9 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
     codemode tree servers/crm              the crm tools, one line each
     codemode tree servers/crm/get_customer.py
 
-    Only approved tools appear (see 'codemode pin'); read from codemode.lock unless --live.
+    Only approved tools appear (see 'codemode pin'); read from codemode.lock unless --live. When a
+    configured server has none (never synced, or its tools wait for review), the listing of the
+    root or of servers/ says so on stderr, with the command to run next; the JSON stays a list.
     """
     from codemode.search import semantic_setting
     from codemode.stubs import TreePathError
@@ -143,7 +199,9 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
             return
         entries = view.list(path)
     except TreePathError as exc:
-        fail(str(exc), hint="run 'codemode tree' to see what exists")
+        _missing_path(config, path, exc)
+    if path.strip("/") in ("", ".", "servers"):
+        _note_setup(config)
     if as_json:
         print_json([{"path": e.path, "kind": e.kind, "name": e.name, "summary": e.summary} for e in entries])
         return
@@ -189,10 +247,24 @@ def search(
     is cached (in $XDG_CACHE_HOME/codemode/search) until the lock, the policy or the ranker changes.
     Ranks with BM25, fused with embeddings when [search] semantic (or CODEMODE_SEARCH_SEMANTIC) says
     so; each JSON result's "ranker" says which ("bm25" or "hybrid").
+
+    \b
+    Exit status:
+      0  results, or none matched (--json: a list, maybe empty; a hint goes to stderr)
+      1  nothing to search: no server configured, nothing synced or no tool approved yet
+         (--json: {"results": [], "state": "no-servers" | "not-synced" | "not-approved",
+         "error": "...", "hint": "the command to run next"})
     """
     results: list[dict[str, Any]]
+    loaded: list[Config] = []  # the config, once loaded: an empty answer reads it again
+
+    def load_once(path: Path | None) -> Config:
+        if not loaded:
+            loaded.append(load(path))
+        return loaded[0]
+
     if live or detail == "full":  # full detail renders the stubs, so the cache would save nothing
-        config = load(config_path)
+        config = load_once(config_path)
         setting, embedder = ranking(config)
         ranker = "hybrid" if embedder is not None else "bm25"
         semantic: SemanticChoice = setting if embedder is not None else "off"
@@ -201,7 +273,7 @@ def search(
     else:
         from codemode.cli._search_cache import cached_search
 
-        found = cached_search(config_path, principal, build_search)
+        found = cached_search(config_path, principal, build_search, load=load_once)
         ranker = found.ranker
         results = [
             {
@@ -218,15 +290,41 @@ def search(
         ]
     for result in results:
         result["ranker"] = ranker  # per result, so the list stays what scripts already read
+    # Only an empty answer loads the config and the lock (a cached search needs neither): it says
+    # which step is missing, or else how to search differently.
+    notes = _no_results(load_once(config_path), principal, as_json) if not results else []
     if as_json:
         print_json(results)
-        return
-    stdout, stderr = _common.stdout, _common.stderr
-    # On stderr: stdout stays one result per line for scripts.
-    stderr.print(f"[dim]ranked by {ranker}[/]", markup=True, highlight=False)
-    if not results:
-        stdout.print("no matching tools", highlight=False)
-    for result in results:
-        stdout.print(result["text"], highlight=False, markup=False)
-        if detail == "full":
-            stdout.print("")
+    else:
+        # On stderr: stdout stays one result per line for scripts.
+        _common.stderr.print(f"[dim]ranked by {ranker}[/]", markup=True, highlight=False)
+        stdout = _common.stdout
+        if not results:
+            stdout.print("no matching tools", highlight=False)
+        for result in results:
+            stdout.print(result["text"], highlight=False, markup=False)
+            if detail == "full":
+                stdout.print("")
+    for message, hint in notes:
+        warn(message, hint=hint)
+
+
+def _no_results(config: Config, principal: str | None, as_json: bool) -> list[tuple[str, str]]:
+    """Why a search found nothing. A missing step ends the command (status 1, naming the command
+    to run next); otherwise ``(message, hint)`` notes: search differently, and which servers are
+    not ready yet."""
+    from codemode.catalog import load_lock
+    from codemode.cli._setup_state import command, setup_gap, waiting_note
+
+    lock = load_lock(config.lock_path)
+    gap = setup_gap(config, lock)
+    if gap is not None:
+        if as_json:
+            print_json({"results": [], **gap.to_json()})
+            sys.exit(EXIT_FAILURE)
+        fail(gap.message, hint=gap.hint)
+    hint = f"try fewer or other words, or list the tools with '{command(config, 'tree servers')}'"
+    if principal is not None:
+        hint += f" (this searched only what principal {principal!r} may use)"
+    waiting = waiting_note(config, lock)
+    return [("no tool matched", hint), *([waiting] if waiting is not None else [])]

@@ -26,7 +26,7 @@ from codemode.config._policy import (
 from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
-from codemode.config._starter import ServerEntry, demo_servers, starter_config
+from codemode.config._starter import ServerEntry, demo_servers, no_servers_hint, starter_config
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -61,6 +61,7 @@ __all__ = [
     "demo_servers",
     "import_mcp_servers",
     "load_config",
+    "no_servers_hint",
     "resolve_references",
     "starter_config",
 ]

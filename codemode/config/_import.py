@@ -10,7 +10,6 @@ replaced by a ``${VAR}`` reference, and the import says which variables to set.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from codemode.config._load import unknown_key
 from codemode.config._model import SERVER_NAME
 from codemode.config._starter import ServerEntry
 from codemode.errors import ConfigError
@@ -44,6 +44,9 @@ class ImportResult:
     secrets_to_set: list[str] = field(default_factory=lambda: [])
     unknown_keys: dict[str, list[str]] = field(default_factory=lambda: {})
     """Keys of each source entry that codemode does not understand (nothing is dropped silently)."""
+    unknown_key_problems: list[tuple[str, str]] = field(default_factory=lambda: [])
+    """The same keys as ``(location, problem)``, worded as for codemode.toml: what ``--strict``
+    reports as a :class:`~codemode.errors.ConfigError`."""
 
 
 def _env_name(text: str) -> str:
@@ -112,6 +115,12 @@ class _Converter:
         return converted
 
 
+def _unknown_keys(entry: dict[str, Any], known: set[str]) -> dict[str, str]:
+    """Each key of ``entry`` that is not one of ``known``, with its problem worded as codemode.toml
+    words it (with the closest known key)."""
+    return {key: unknown_key(key, known) for key in sorted(entry) if key not in known}
+
+
 def _str_map(value: Any, where: str, source: str) -> dict[str, str]:
     if value is None:
         return {}
@@ -171,21 +180,20 @@ def import_mcp_servers(path: Path, *, needs_loopback: Callable[[str], bool]) -> 
         if entry.get("disabled") is True:
             result.warnings.append(f"{name}: disabled in the source file; imported with enabled = false")
         family = "stdio" if kind == "stdio" else "sse" if kind == "sse" else "http"
-        unknown = sorted(k for k in entry if k not in _KNOWN_KEYS[family])
+        unknown = _unknown_keys(entry, _KNOWN_KEYS[family])
+        problems = [(f"{where}.{key}", problem) for key, problem in unknown.items()]
         if unknown:
-            result.unknown_keys[name] = unknown
-            known = sorted(_KNOWN_KEYS[family])
-            for key in unknown:
-                hint = difflib.get_close_matches(key, known, n=1)
-                result.warnings.append(
-                    f"{name}: unknown key {key!r} was not imported"
-                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                )
+            result.unknown_keys[name] = list(unknown)
+            result.unknown_key_problems += problems
+            result.warnings += [f"{location}: {problem}; not imported" for location, problem in problems]
         converted: dict[str, Any] = {}
         if kind == "stdio":
             command = entry.get("command")
             if not isinstance(command, str) or not command:
-                raise ConfigError(source, [(where + ".command", "a stdio server needs a 'command' string")])
+                # Usually a misspelled "command" or "url": name those keys first, as codemode.toml does.
+                misspelled = _unknown_keys(entry, _KNOWN_KEYS["stdio"] | _KNOWN_KEYS["http"])
+                missing = (where + ".command", "a stdio server needs a 'command' string (or an HTTP 'url')")
+                raise ConfigError(source, [*((f"{where}.{k}", p) for k, p in misspelled.items()), missing])
             args = entry.get("args", [])
             if not isinstance(args, list) or not all(isinstance(a, str) for a in cast(list[Any], args)):
                 raise ConfigError(source, [(where + ".args", "must be a list of strings")])
@@ -204,7 +212,8 @@ def import_mcp_servers(path: Path, *, needs_loopback: Callable[[str], bool]) -> 
         elif kind in ("http", "streamable-http", "streamableHttp"):
             url = entry.get("url")
             if not isinstance(url, str) or not url:
-                raise ConfigError(source, [(where + ".url", "an HTTP server needs a 'url' string")])
+                missing = (where + ".url", "an HTTP server needs a 'url' string")
+                raise ConfigError(source, [*problems, missing])
             converted["url"] = converter.text(name, url)
             if needs_loopback(url):
                 converted["allow_loopback"] = True
@@ -230,5 +239,10 @@ def import_mcp_servers(path: Path, *, needs_loopback: Callable[[str], bool]) -> 
         if entry.get("disabled") is True:
             converted["enabled"] = False
         result.servers[name] = converted
-        result.comments[name] = f"imported from {path.name}"
+        # The keys left out stay named in the written file, beside the server they belong to
+        # (repr: a key's control characters would make the TOML comment invalid).
+        result.comments[name] = "\n".join(
+            [f"imported from {path.name}"]
+            + [f"not imported: {key!r}: {problem}" for key, problem in unknown.items()]
+        )
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -63,6 +63,27 @@ def default_config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else Path(DEFAULT_CONFIG_NAME)
 
 
+# Longer names that other tools (and people) use for a key codemode spells short: too far apart
+# for difflib alone ("environment" against "env").
+_LONGER_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "env": ("environment", "environ", "env_vars"),
+    "args": ("arguments", "argv"),
+    "command": ("cmd", "executable"),
+    "cwd": ("working_directory", "workdir", "directory"),
+}
+
+
+def unknown_key(key: str, known: Collection[str]) -> str:
+    """The problem with a key that is not one of ``known``: "unknown key", and the closest known
+    key when one is close. The one wording for codemode.toml and for an imported mcpServers file."""
+    by_lower = {name.lower(): name for name in known}
+    for name in known:
+        for spelling in _LONGER_SPELLINGS.get(name, ()):
+            by_lower.setdefault(spelling, name)
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1)
+    return "unknown key" + (f" (did you mean {by_lower[close[0]]!r}?)" if close else "")
+
+
 def _location(loc: tuple[int | str, ...]) -> str:
     parts: list[str] = []
     for item in loc:
@@ -93,9 +114,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
     for item in error.errors(include_url=False):
         location = _location(item["loc"])
         if item["type"] == "extra_forbidden":
-            key = location.rsplit(".", 1)[-1]
-            hint = difflib.get_close_matches(key, _known_keys(location), n=1)
-            message = "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            message = unknown_key(location.rsplit(".", 1)[-1], _known_keys(location))
         elif item["type"] == "missing":
             message = "required key is missing"
         else:
@@ -131,11 +150,7 @@ def _with_server_keys(problems: list[tuple[str, str]], data: Mapping[str, Any]) 
         if not unknown or "needs either" not in message:
             out.append((location, message))
             continue
-        for key in unknown:
-            hint = difflib.get_close_matches(key.lower(), known, n=1)
-            out.append(
-                (f"{location}.{key}", "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-            )
+        out += [(f"{location}.{key}", unknown_key(key, known)) for key in unknown]
         out.append((location, message))
     return out
 

@@ -38,6 +38,7 @@ _HEADER = """\
 #           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28
 #           connect_timeout = 30     # seconds to start, negotiate and list the tools
 #           call_timeout = 60        # seconds per call, resource read or prompt
+#           max_concurrent_calls = 4 # requests in flight to it at once (default: no limit)
 #
 # Secrets are never written here: use ${ENV_VAR} references, resolved on this machine only
 # when codemode connects. After adding or changing servers run `codemode sync`, review the
@@ -84,6 +85,21 @@ _SECTIONS = """\
 [pins]
 # lock_file = "codemode.lock"
 """
+
+
+def no_servers_hint(config_file: str, *, command_flags: str = "") -> str:
+    """What to do when ``config_file`` configures no server: add a table, or import the servers
+    another MCP host already has. ``command_flags`` (``--config PATH``) go on the command shown."""
+    flags = f" {command_flags}" if command_flags else ""
+    return (
+        f"add a [servers.<name>] table to {config_file}, for example\n"
+        "    [servers.time]\n"
+        '    command = "uvx"\n'
+        '    args = ["mcp-server-time"]\n'
+        "or import the servers of Claude Desktop, Cursor or VS Code (this replaces the file):\n"
+        f"    codemode init --force --from claude_desktop_config.json{flags}\n"
+        f"then run 'codemode sync{flags}'"
+    )
 
 
 def render_server(name: str, entry: ServerEntry, comment: str | None = None) -> str:

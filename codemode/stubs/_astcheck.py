@@ -83,6 +83,11 @@ _sys.modules[__name__].__class__ = _Package
 
 def __getattr__(name: str) -> _t.Any:
     if name not in __all__:
+        if not name.startswith("_"):
+            try:
+                _importlib.import_module(f"{__name__}.{name}")
+            except ImportError as exc:
+                raise AttributeError(str(exc)) from None
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(_importlib.import_module(f"{__name__}.{name}"), name)
 
@@ -94,6 +99,11 @@ def __dir__() -> list[str]:
 _ROOT_FUNCTIONS_SOURCE: Final = """
 def __getattr__(name: str) -> _t.Any:
     if name not in __all__:
+        if not name.startswith("_"):
+            try:
+                _importlib.import_module(f"{__name__}.{name}")
+            except ImportError as exc:
+                raise AttributeError(str(exc)) from None
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _importlib.import_module(f"{__name__}.{name}")
 

@@ -148,14 +148,79 @@ def test_unknown_keys_are_reported_per_server_and_strict_fails_on_them(tmp_path:
     )
     imported = import_mcp_servers(source, needs_loopback=needs_loopback)
     assert imported.unknown_keys == {"files": ["arg"]}
-    assert any("unknown key 'arg'" in w and "did you mean 'args'" in w for w in imported.warnings)
+    problem = "mcpServers.files.arg: unknown key (did you mean 'args'?)"
+    assert imported.warnings == [f"{problem}; not imported"]
     runner = CliRunner()
-    loose = runner.invoke(
-        cli, ["init", "--from", str(source), "--config", str(tmp_path / "a" / "codemode.toml")]
-    )
-    assert loose.exit_code == 0 and "unknown key 'arg'" in loose.output
+    written = tmp_path / "a" / "codemode.toml"
+    loose = runner.invoke(cli, ["init", "--from", str(source), "--config", str(written)])
+    assert loose.exit_code == 0 and problem in loose.output
+    # Left out, but not lost: the written file names the key beside its server, and still loads.
+    text = written.read_text(encoding="utf-8")
+    assert "# not imported: 'arg': unknown key (did you mean 'args'?)\n[servers.files]" in text
+    config_from_mapping(tomllib.loads(text))
     strict = runner.invoke(
         cli, ["init", "--from", str(source), "--strict", "--config", str(tmp_path / "b" / "codemode.toml")]
     )
-    assert strict.exit_code != 0 and "files: arg" in strict.output
+    assert strict.exit_code == 2 and f"  - {problem}" in strict.output
     assert not (tmp_path / "b" / "codemode.toml").exists(), "nothing is written when --strict fails"
+
+
+def _toml_problem(table: dict[str, object]) -> str:
+    """What codemode.toml says about ``[servers.time]`` holding ``table``: its first unknown key."""
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping({"servers": {"time": table}})
+    return next(message for _, message in info.value.problems if "unknown key" in message)
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "suggestion"),
+    [
+        ({"command": "uvx", "argss": ["mcp-server-time"]}, "argss", "args"),
+        ({"command": "uvx", "enviroment": {"TZ": "UTC"}}, "enviroment", "env"),
+        ({"command": "uvx", "environment": {"TZ": "UTC"}}, "environment", "env"),
+        ({"command": "uvx", "arguments": ["x"]}, "arguments", "args"),
+        ({"command": "uvx", "CWD": "/tmp"}, "CWD", "cwd"),
+        ({"url": "https://mcp.example/mcp", "header": {"A": "b"}}, "header", "headers"),
+    ],
+)
+def test_a_misspelled_key_gets_the_same_did_you_mean_as_in_codemode_toml(
+    tmp_path: Path, entry: dict[str, object], key: str, suggestion: str
+) -> None:
+    source = write_json(tmp_path / "claude.json", {"mcpServers": {"time": entry}})
+    imported = import_mcp_servers(source, needs_loopback=needs_loopback)
+    [(location, problem)] = imported.unknown_key_problems
+    assert location == f"mcpServers.time.{key}"
+    assert problem == _toml_problem(entry) == f"unknown key (did you mean {suggestion!r}?)"
+    assert imported.unknown_keys == {"time": [key]}
+    assert any(problem in warning for warning in imported.warnings), "never dropped silently"
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "suggestion"),
+    [
+        ({"comand": "uvx", "args": ["mcp-server-time"]}, "comand", "command"),
+        ({"Command": "uvx"}, "Command", "command"),
+        ({"cmd": "uvx"}, "cmd", "command"),
+        ({"ulr": "https://mcp.example/mcp"}, "ulr", "url"),
+    ],
+)
+def test_a_misspelled_command_or_url_is_named_not_only_the_missing_key(
+    tmp_path: Path, entry: dict[str, object], key: str, suggestion: str
+) -> None:
+    source = write_json(tmp_path / "claude.json", {"mcpServers": {"time": entry}})
+    with pytest.raises(ConfigError) as info:
+        import_mcp_servers(source, needs_loopback=needs_loopback)
+    assert f"  - mcpServers.time.{key}: unknown key (did you mean {suggestion!r}?)\n" in str(info.value)
+    assert "needs a 'command' string" in str(info.value)
+
+
+def test_hostile_key_names_are_named_in_the_written_file_without_breaking_it(tmp_path: Path) -> None:
+    keys = ["a\x01b", "line\nbreak", "bidi\u202egnp", "sep\u2028x", "tab\tx", "del\x7fx"]
+    source = write_json(
+        tmp_path / "claude.json", {"mcpServers": {"time": {"command": "uvx", **dict.fromkeys(keys, 1)}}}
+    )
+    imported = import_mcp_servers(source, needs_loopback=needs_loopback)
+    text = starter_config(imported.servers, imported.comments)
+    config_from_mapping(tomllib.loads(text))  # every comment is valid TOML
+    for key in keys:
+        assert f"# not imported: {key!r}: unknown key" in text

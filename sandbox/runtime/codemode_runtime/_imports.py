@@ -41,24 +41,28 @@ class HostLoader(importlib.abc.Loader):
         return self._source
 
 
-def _no_such_tool(fullname: str) -> None:
-    """``from servers.crm import nope``: say which tools the server has, and the closest names.
+def _no_such_name(fullname: str) -> None:
+    """``from servers.crm import nope`` (or ``from servers import nope``): say which tools the
+    server has (or which servers there are), and the closest names.
 
     A ModuleNotFoundError, as for any missing module, but named after the *package*: the import
     system then does not swallow it into its own "cannot import name" message (it hides only
-    errors that name the submodule it tried).
+    errors that name the submodule it tried). The packages' ``__getattr__`` turns it into the
+    AttributeError of ``servers.crm.nope``, so both forms say the same.
     """
     parent, _, name = fullname.rpartition(".")
-    package = sys.modules.get(parent)
-    tools = getattr(package, "__all__", None) if parent.count(".") == 1 else None
-    if not isinstance(tools, list) or name.startswith("_"):
+    depth = parent.count(".")
+    package = sys.modules.get(parent) if depth <= 1 else None  # servers, or servers.<server>
+    names = getattr(package, "__all__", None)
+    if not isinstance(names, list) or name.startswith("_"):
         return
-    known = [str(tool) for tool in tools]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    kind, label = ("tool", "Its tools") if depth == 1 else ("server", "Servers")
+    known = [str(item) for item in names]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     listing = ", ".join(known[:50]) + (f" … ({len(known)} in all)" if len(known) > 50 else "")
     raise ModuleNotFoundError(
-        f"{parent} has no tool {name!r}.{hint} Its tools: {listing or '(none you may use)'}.",
+        f"{parent} has no {kind} {name!r}.{hint} {label}: {listing or '(none you may use)'}.",
         name=parent,
     )
 
@@ -73,7 +77,7 @@ def fetch(fullname: str) -> tuple[str, bool] | None:
         raise ImportError(f"cannot import {fullname}: {exc}", name=fullname) from None
     answer = cast(dict[str, Any], reply) if isinstance(reply, dict) else {}
     if not answer.get("found"):
-        _no_such_tool(fullname)
+        _no_such_name(fullname)
         return None
     source = answer.get("source")
     if not isinstance(source, str):
