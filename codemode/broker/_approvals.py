@@ -40,6 +40,8 @@ class ApprovalAnswer:
     approver: str
     """Who answered (``terminal``, ``elicitation:<client>``…), for the record."""
     reason: str = ""
+    unreachable: bool = False
+    """Nobody could be asked (a client that cannot elicit): the denial names the ways out."""
 
 
 class Approver(Protocol):

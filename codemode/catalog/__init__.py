@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING
 from codemode._lazy import lazy_exports
 
 _EXPORTS = {
+    "AcceptedRisk": "codemode.catalog._hints",
+    "ClaimedRisk": "codemode.catalog._hints",
     "ExcludedTool": "codemode.catalog._model",
     "HASH_PREFIX": "codemode.catalog._hashing",
+    "HintReview": "codemode.catalog._lock",
     "LockEntry": "codemode.catalog._lock",
     "LockFile": "codemode.catalog._lock",
     "MAX_DEFINITION_BYTES": "codemode.catalog._convert",
@@ -23,8 +26,10 @@ _EXPORTS = {
     "ServerDiff": "codemode.catalog._lock",
     "ToolSpec": "codemode.catalog._model",
     "ToolStatus": "codemode.catalog._model",
+    "accept_hints": "codemode.catalog._lock",
     "approve": "codemode.catalog._lock",
     "canonical_json": "codemode.catalog._hashing",
+    "claimed_risk": "codemode.catalog._hints",
     "definition_hash": "codemode.catalog._hashing",
     "file_identity": "codemode.catalog._pins",
     "is_valid_tool_name": "codemode.catalog._convert",
@@ -57,10 +62,15 @@ if TYPE_CHECKING:
     from codemode.catalog._hashing import canonical_json as canonical_json
     from codemode.catalog._hashing import definition_hash as definition_hash
     from codemode.catalog._hashing import tool_hash as tool_hash
+    from codemode.catalog._hints import AcceptedRisk as AcceptedRisk
+    from codemode.catalog._hints import ClaimedRisk as ClaimedRisk
+    from codemode.catalog._hints import claimed_risk as claimed_risk
+    from codemode.catalog._lock import HintReview as HintReview
     from codemode.catalog._lock import LockEntry as LockEntry
     from codemode.catalog._lock import LockFile as LockFile
     from codemode.catalog._lock import PinnedDefinition as PinnedDefinition
     from codemode.catalog._lock import ServerDiff as ServerDiff
+    from codemode.catalog._lock import accept_hints as accept_hints
     from codemode.catalog._lock import approve as approve
     from codemode.catalog._lock import load_lock as load_lock
     from codemode.catalog._lock import locked as locked

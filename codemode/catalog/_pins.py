@@ -19,8 +19,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from codemode.catalog._lock import (
+    HintReview,
     LockFile,
     ServerDiff,
+    accept_hints,
     approve,
     load_lock,
     locked,
@@ -95,6 +97,21 @@ class Pins:
             save_lock(self.path, updated)
             self._lock, self._seen = updated, file_identity(self.path)
         return done
+
+    def accept_hints(
+        self, selectors: Sequence[str | None] = (None,), *, approve_first: bool = False
+    ) -> tuple[list[str], list[HintReview]]:
+        """Accept the hints of the tools ``selectors`` match (see :func:`codemode.catalog.accept_hints`),
+        approving what is pending for them first when ``approve_first``, in one write of the file.
+        A running ``codemode serve`` sees the change at its next run (:meth:`reload_if_changed`)."""
+        with self._mutex, locked(self.path):
+            updated, done = load_lock(self.path), []
+            if approve_first:
+                updated, done = approve(updated, selectors, require_pending=False)
+            updated, reviews = accept_hints(updated, selectors)
+            save_lock(self.path, updated)
+            self._lock, self._seen = updated, file_identity(self.path)
+        return done, reviews
 
 
 def file_identity(path: Path) -> tuple[int, int, int] | None:

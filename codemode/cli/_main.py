@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("_run_cmd", "run", "Run a Python program in the sandbox against the configured servers."),
     "batch": ("_batch_cmd", "batch", "Run a program once per item of a .jsonl or .csv file."),
     "approve": (
-        "_run_cmd",
+        "_approve_cmd",
         "approve",
         "Pre-issue a single-use approval for one call with exactly these arguments.",
     ),

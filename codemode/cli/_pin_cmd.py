@@ -9,19 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
-from codemode.catalog import Pins, ToolStatus, load_lock, locked, parse_selector, revoke, save_lock
+from codemode.catalog import ToolStatus, load_lock, locked, parse_selector, revoke, save_lock
 from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
-from codemode.cli._pin_review import review_row, review_table
-from codemode.config import Config
+from codemode.cli._pin_hints import approve_and_accept, at_a_terminal
+from codemode.cli._pin_review import plain, review_row, review_table
+from codemode.config import RISK_ORDER, Config
 from codemode.stubs import escape_invisible
-
-
-def _plain(text: str) -> str:
-    """Lock text (server and tool names) as markup that prints it literally and visibly."""
-    return escape(escape_invisible(text))
 
 
 def _pin_rows(config: Config) -> list[dict[str, Any]]:
@@ -74,20 +69,30 @@ def _definition_diff(config: Config, selector: str) -> str:
     is_flag=True,
     help="Approve what is pending for SELECTORS (default: everything).",
 )
+@click.option(
+    "--accept-hints",
+    "accept_flag",
+    is_flag=True,
+    help="Rate the tools SELECTORS name by their own hints (readOnlyHint ...) although their server "
+    "is not trusted. With --approve: approve them first; alone: tools already approved.",
+)
 @click.option("--revoke", "revoke_tool", metavar="SERVER/TOOL", help="Withdraw the approval of one tool.")
 @click.option(
     "--diff", "diff_tool", metavar="SERVER/TOOL", help="Show how a tool changed since its approval."
 )
 @click.option("--all", "show_all", is_flag=True, help="List every pin, approved ones too.")
+@click.option("--no-input", is_flag=True, help="Never ask at the terminal whether to accept tools' hints.")
 @click.argument("selectors", nargs=-1, metavar="[SERVER[/TOOL]]...")
 @handle_errors
 def pin(
     config_path: Path | None,
     as_json: bool,
     approve_flag: bool,
+    accept_flag: bool,
     revoke_tool: str | None,
     diff_tool: str | None,
     show_all: bool,
+    no_input: bool,
     selectors: tuple[str, ...],
 ) -> None:
     """Review and approve tool pins in codemode.lock.
@@ -97,9 +102,20 @@ def pin(
     codemode pin --all                    every pin and its status
     codemode pin --diff crm/get_customer  show what changed since approval
     codemode pin --approve                approve everything pending
-    codemode pin --approve crm            approve one server's pending tools
+    codemode pin --approve crm            approve one server's pending tools (also crm/*)
     codemode pin --approve crm/add_note   approve one tool
+    codemode pin --approve --accept-hints time/*
+                                          approve, and rate the tools by their own hints
+    codemode pin --accept-hints time/get_current_time
+                                          the same for a tool approved already
     codemode pin --revoke crm/add_note    make a tool unusable until approved again
+
+    A tool's annotations (readOnlyHint, destructiveHint ...) are its server's claims: unless the
+    server is 'trusted = true', they never lower its risk, so each call of it needs approval.
+    Accepting them is saying you read the tool and believe its claim: it is then rated by them
+    (read-only: low risk) until its definition changes. It never rates a tool lower than its
+    hints claim: a destructive tool, or one without hints, stays high. At a terminal, --approve
+    asks about the tools whose hints would lower their risk (--no-input: never).
 
     Works on the lock file only: run 'codemode sync' first to record what servers list now.
     """
@@ -115,18 +131,17 @@ def pin(
             save_lock(config.lock_path, revoke(load_lock(config.lock_path), server, tool))
         stdout.print(f"revoked {server}/{tool}", highlight=False, markup=False)
         return
-    if approve_flag:
-        done = Pins(config.lock_path).approve(list(selectors) or [None])
-        if as_json:
-            print_json({"approved": done})
-        else:
-            for label in done:
-                stdout.print(f"[green]approved[/] {_plain(label)}", highlight=False)
-            if not done:
-                stdout.print("nothing was pending approval", highlight=False)
+    if approve_flag or accept_flag:
+        ask = not no_input and at_a_terminal()
+        approve_and_accept(
+            config, selectors, approve=approve_flag, accept=accept_flag, as_json=as_json, ask=ask
+        )
         return
     if selectors:
-        fail("SERVER[/TOOL] selectors go with --approve", hint="codemode pin --approve crm/add_note")
+        fail(
+            "SERVER[/TOOL] selectors go with --approve or --accept-hints",
+            hint="codemode pin --approve crm/add_note",
+        )
     rows = _pin_rows(config)
     if as_json:
         print_json({"lock_file": str(config.lock_path), "pins": rows})
@@ -143,20 +158,48 @@ def pin(
             highlight=False,
             markup=False,
         )
+        if any(_hints_would_lower(row) for row in pending):
+            stdout.print(
+                "annotations are the server's own claims, and count only once accepted: "
+                "'codemode pin --approve --accept-hints SERVER[/TOOL]' approves and accepts them",
+                highlight=False,
+                markup=False,
+            )
     approved = len(rows) - len(pending)
     if show_all:
         table = Table(show_edge=False, header_style="bold")
-        for column in ("server", "tool", "status", "risk", "hash"):
+        for column in ("server", "tool", "status", "risk", "hints", "hash"):
             table.add_column(column, overflow="fold")
         styles = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
         for row in rows:
             digest = row["observed_hash"] or row["approved_hash"] or ""
             status = f"[{styles[row['status']]}]{row['status']}[/]"
             table.add_row(
-                _plain(row["server"]), _plain(row["tool"]), status, _plain(row["risk"]), digest[:19]
+                plain(row["server"]), plain(row["tool"]), status, plain(row["risk"]), _hints(row), digest[:19]
             )
         stdout.print(table)
     elif approved:
         stdout.print(
             f"{approved} approved tool(s) unchanged ('codemode pin --all' lists them)", highlight=False
         )
+    claims = [row for row in rows if row["status"] == "approved" and _hints_would_lower(row)]
+    if claims:
+        stdout.print(
+            f"{len(claims)} approved tool(s) claim hints that would lower their risk; accept them "
+            "after reading them with 'codemode pin --accept-hints SERVER[/TOOL]'",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _hints_would_lower(row: dict[str, Any]) -> bool:
+    return not row["trusted"] and RISK_ORDER[row["hints_risk"]] < RISK_ORDER[row["risk"]]
+
+
+def _hints(row: dict[str, Any]) -> str:
+    """The ``--all`` table's word on a tool's hints: accepted, trusted, or a claim not yet believed."""
+    if row["hints_accepted"]:
+        return f"accepted ({row['hints_risk']})"
+    if row["trusted"]:
+        return "server trusted"
+    return f"claim {row['hints_risk']}" if _hints_would_lower(row) else "-"

@@ -1,7 +1,8 @@
 """What ``codemode pin`` shows a reviewer: each new or changed tool with its risk and what changed.
 
 A person approving a pin approves a definition: the server and tool, the risk codemode will
-give it (which decides consent), its annotations, for a changed tool which parts of the
+give it (which decides consent), its annotations and the risk they would give if the reviewer
+accepts them (``codemode pin --accept-hints``), for a changed tool which parts of the
 definition differ from the approved one, and its title and description exactly as the stub
 gives them to the model (cleaned of control and invisible characters, cut where the stub cuts).
 Notes under the description say what the review does not show or what the model does not see:
@@ -25,7 +26,7 @@ from rich.table import Table
 from codemode._json_schema import json_objects, pattern_notes
 from codemode._schema_isolation import CHECK_LIMIT_S
 from codemode.broker import tool_risk
-from codemode.catalog import LockEntry
+from codemode.catalog import LockEntry, claimed_risk
 from codemode.config import Config
 from codemode.stubs import TITLE_LIMIT, TOOL_DOC_LIMIT, clean_text, escape_invisible
 
@@ -38,6 +39,11 @@ _HINTS = (
 _PARTS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 _STYLES = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
 _RISK_STYLES = {"low": "green", "medium": "yellow", "high": "red"}
+
+
+def plain(text: str) -> str:
+    """Lock text (server and tool names) as markup that prints it literally and visibly."""
+    return escape(escape_invisible(text))
 
 
 def annotation_text(annotations: Any) -> str:
@@ -107,21 +113,24 @@ def review_notes(server: str, tool: str, definition: dict[str, Any]) -> list[str
 
 
 def review_row(config: Config, server: str, tool: str, status: str, entry: LockEntry) -> dict[str, Any]:
+    """What the reviewer sees of one pin: for a new or changed tool its definition under review
+    (rated as it would be once approved: without accepted hints), else the approved one."""
     pinned = entry.observed or entry.approved
     definition: dict[str, Any] = pinned.definition if pinned is not None else {}
     server_config = config.servers.get(server)
+    trusted = bool(server_config and server_config.trusted)
+    accepted = pinned.accepted_risk if pinned is not None else None
     risk = tool_risk(
-        config.policy,
-        server,
-        tool,
-        definition.get("annotations"),
-        trusted=bool(server_config and server_config.trusted),
+        config.policy, server, tool, definition.get("annotations"), trusted=trusted, accepted=accepted
     )
     return {
         "server": server,
         "tool": tool,
         "status": status,
         "risk": risk,
+        "hints_risk": claimed_risk(definition.get("annotations")),
+        "hints_accepted": accepted is not None,
+        "trusted": trusted,
         "annotations": annotation_text(definition.get("annotations")),
         "title": clean_text(str(definition.get("title") or ""), TITLE_LIMIT),
         "description": clean_text(str(definition.get("description") or ""), TOOL_DOC_LIMIT),
@@ -139,12 +148,24 @@ def _description_cell(row: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def hints_cell(row: dict[str, Any]) -> str:
+    """The tool's annotations and the risk they give if believed, said as what they are: claims
+    (accepted at review, believed because the server is trusted, or not believed yet)."""
+    claimed = row["hints_risk"]
+    text = f"{escape(row['annotations'])} → [{_RISK_STYLES[claimed]}]{claimed}[/]"
+    if row["hints_accepted"]:
+        return text + " [dim](accepted)[/]"
+    if row["trusted"]:
+        return text + " [dim](server trusted)[/]"
+    return text
+
+
 def review_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(show_edge=False, header_style="bold", title="to review", title_justify="left")
     table.add_column("server/tool", overflow="fold")
     table.add_column("status")
     table.add_column("risk")
-    table.add_column("annotations", overflow="fold")
+    table.add_column("annotations → risk if accepted", overflow="fold")
     table.add_column("changed", overflow="fold")
     table.add_column("description", ratio=1, overflow="fold")
     for row in rows:
@@ -152,7 +173,7 @@ def review_table(rows: list[dict[str, Any]]) -> Table:
             escape(f"{row['server']}/{row['tool']}"),
             f"[{_STYLES[row['status']]}]{row['status']}[/]",
             f"[{_RISK_STYLES[row['risk']]}]{row['risk']}[/]",
-            escape(row["annotations"]),
+            hints_cell(row),
             escape(", ".join(row["changed"]) or ("-" if row["status"] != "new" else "(new)")),
             _description_cell(row),
         )

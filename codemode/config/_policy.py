@@ -6,10 +6,12 @@ time, so a misspelt rule is an error instead of a rule that silently never match
 Tool selectors are globs over ``server/tool`` (``crm/*``, ``*/get_*``, ``*``). Risk levels:
 
 - ``low``: declared read-only by this policy (``consent.read_only``), or ``readOnlyHint`` on a
-  server configured ``trusted = true``;
-- ``medium``: ``destructiveHint: false`` on a trusted server (it writes, but only additively);
+  server configured ``trusted = true`` or on a tool whose hints were accepted at review
+  (``codemode pin --accept-hints``);
+- ``medium``: ``destructiveHint: false`` on such a server or tool (it writes, but only additively);
 - ``high``: everything else: any tool with ``destructiveHint: true``, contradictory hints, and
-  every tool of an untrusted server (its hints are claims nobody checked, so they never lower risk).
+  every other tool of an untrusted server (its hints are claims nobody checked, so they never
+  lower risk).
 
 By default ``medium`` and above need approval, so any tool not known to be read-only needs consent.
 """

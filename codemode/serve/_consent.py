@@ -235,7 +235,8 @@ class ClientApprover:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         asker = self._asker
         if not asker.available:
-            return ApprovalAnswer(False, asker.name, "the MCP client does not support elicitation")
+            reason = "the MCP client does not support elicitation"
+            return ApprovalAnswer(False, asker.name, reason, unreachable=True)
         try:
             result = await asker.ask(approval_params(request), max(1.0, request.expires_at - time.time()))
         except TimeoutError:

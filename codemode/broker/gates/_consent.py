@@ -22,6 +22,7 @@ from codemode.broker._approvals import ApprovalAnswer, ApprovalRequest, Approver
 from codemode.broker._decisions import Allow, Decision, Deny, Gate, NeedsApproval
 from codemode.broker._facts import Call, Facts
 from codemode.broker._selectors import any_match
+from codemode.broker.gates._ways_out import approve_line, lowering_ways, ways_out_text
 from codemode.catalog import definition_hash
 from codemode.config import RISK_ORDER, PolicyConfig
 from codemode.ledger import Clock, approval_digest, arguments_digest, system_clock
@@ -160,13 +161,9 @@ class ApprovalFlow:
 
     async def obtain(self, call: Call, needs: NeedsApproval) -> Allow | Deny:
         approver = call.run.approver or self.approver
-        if approver is None:
-            return Deny(
-                needs.gate,
-                f"needs approval: {needs.why}. No approver is available here; pre-issue one with "
-                f"'codemode approve {call.label} --args JSON' or run interactively",
-            )
         facts = needs.facts
+        if approver is None:
+            return Deny(needs.gate, self._no_approver(call, needs))
         request = ApprovalRequest(
             call_id=call.call_id,
             principal=call.binding.principal,
@@ -180,6 +177,8 @@ class ApprovalFlow:
             expires_at=self.clock().timestamp() + self.policy.consent.approval_ttl_s,
         )
         answer = await approver.ask(request)
+        if answer.unreachable and not answer.approved:
+            return Deny(needs.gate, self._no_approver(call, needs, answer.reason))
         if not answer.approved:
             detail = f": {answer.reason}" if answer.reason else ""
             return Deny(needs.gate, f"approval for {call.label} was not given by {answer.approver}{detail}")
@@ -193,3 +192,22 @@ class ApprovalFlow:
             )
         approval_id = await anyio.to_thread.run_sync(self.store.record_granted, request, answer)
         return Allow(facts.with_(approval_id=approval_id), note=f"approved by {answer.approver}")
+
+    def _no_approver(self, call: Call, needs: NeedsApproval, why_nobody: str = "") -> str:
+        """The refusal when nobody can be asked. Its first line is short and the same for every
+        call of the tool (batch groups failed items by it); the lines after it name the ways out."""
+        why_nobody = why_nobody or "no terminal, --no-input, or a batch"
+        consent = self.policy.consent
+        ways = (
+            []
+            if any_match(consent.always, call.server, call.name)
+            else lowering_ways(call, needs.facts, consent.require_at_risk)
+        )
+        ways.append(approve_line(self.policy, call))
+        return "\n".join(
+            [
+                f"needs approval: {needs.why}",
+                f"No approver is available here ({why_nobody}).",
+                ways_out_text(ways),
+            ]
+        )

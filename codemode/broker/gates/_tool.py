@@ -16,6 +16,7 @@ from codemode.broker._facts import Call, Facts
 from codemode.broker._risk import tool_risk
 from codemode.broker._visibility import may_use
 from codemode.broker.gates._memo import remembered
+from codemode.broker.gates._ways_out import lowering_ways, ways_out_text
 from codemode.catalog import LockFile, PinnedDefinition, ToolSpec
 from codemode.config import PolicyConfig, Risk
 
@@ -59,7 +60,7 @@ class ToolGate:
         # The policy is frozen for the gate's life, so what it says about a principal and a tool
         # is worked out once, not on every call (glob matching over every selector).
         self._usable: dict[tuple[str, str, str], bool] = {}
-        self._risks: dict[tuple[str, str, str, bool], Risk] = {}
+        self._risks: dict[tuple[str, str, str, str | None, bool], Risk] = {}
 
     def _may_use(self, principal: str, server: str, tool: str) -> bool:
         return remembered(
@@ -67,12 +68,18 @@ class ToolGate:
         )
 
     def _risk(self, server: str, tool: str, approved: PinnedDefinition, trusted: bool) -> Risk:
-        # The pinned hash covers the annotations the risk is read from.
+        # The pinned hash covers the annotations the risk is read from; hints accepted at review
+        # change the risk at the same hash (the lock file is re-read while serving), so they key too.
         return remembered(
             self._risks,
-            (server, tool, approved.hash, trusted),
+            (server, tool, approved.hash, approved.accepted_risk, trusted),
             lambda: tool_risk(
-                self.policy, server, tool, approved.definition.get("annotations"), trusted=trusted
+                self.policy,
+                server,
+                tool,
+                approved.definition.get("annotations"),
+                trusted=trusted,
+                accepted=approved.accepted_risk,
             ),
         )
 
@@ -142,8 +149,8 @@ class ReadOnlyRunGate:
         if call.binding.read_only and facts.risk != "low":
             return Deny(
                 self.name,
-                f"this run may only read, but {call.label} is {facts.risk} risk "
-                "(mark it read-only in [policy.consent] read_only if it is)",
+                f"this run may only read, but {call.label} is {facts.risk} risk\n"
+                + ways_out_text(lowering_ways(call, facts, "medium")),
             )
         return Allow(facts)
 
