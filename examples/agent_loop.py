@@ -1,8 +1,15 @@
-"""A model loop that uses only codemode's `run_code` tool, against the bundled example servers.
+"""A model loop that uses only codemode's `run_code` tool, against the bundled example servers
+or the servers of your own config.
 
     python examples/agent_loop.py                 # offline: a scripted model plays the agent
     ANTHROPIC_API_KEY=... python examples/agent_loop.py --model claude-sonnet-4-5
     OPENAI_API_KEY=... python examples/agent_loop.py --model gpt-4.1
+    python examples/agent_loop.py --config codemode.toml --model gpt-4.1 --task "..."
+
+Without --config, a temporary workspace runs the bundled docs, crm and tickets servers (as
+`codemode init --demo`, `sync` and `pin --approve` set them up). With --config, your servers,
+pins, policy and sandbox backend are used as they are: run `codemode sync` and `codemode pin
+--approve` first. The scripted model knows only the bundled servers' task.
 
 The model is given ONE tool definition (`CodeMode.tool_definition(...)`); every tool call it
 makes goes through `CodeMode.handle_tool_call(...)`, i.e. a sandboxed program whose stub calls
@@ -158,10 +165,12 @@ def _last_tool_result(messages: list[Message]) -> str:
 # -- the loop ------------------------------------------------------------------------------------
 
 
-async def agent(engine: CodeMode, model: Model, *, max_turns: int = 8, verbose: bool = True) -> str:
+async def agent(
+    engine: CodeMode, model: Model, *, task: str = TASK, max_turns: int = 8, verbose: bool = True
+) -> str:
     api = model.api
     tools = [engine.tool_definition(api)]
-    messages: list[Message] = [{"role": "user", "content": TASK}]
+    messages: list[Message] = [{"role": "user", "content": task}]
     for _ in range(max_turns):
         reply = await model(messages, tools)
         messages.append(reply)
@@ -201,12 +210,11 @@ def _show(verbose: bool, name: str, text: str) -> None:
 
 
 def prepare_workspace(directory: Path) -> Path:
-    """`codemode init --demo`, `sync`, `pin --approve`: the bundled servers, reviewed and pinned."""
+    """`codemode init --demo`, `sync`, `pin --approve`: the bundled servers, reviewed and pinned.
+    The sandbox backend is the starter config's (`auto`), as for any new config."""
     config = directory / "codemode.toml"
     codemode = [sys.executable, "-m", "codemode.cli"]
     subprocess.run([*codemode, "init", "--demo", "--config", str(config)], check=True, capture_output=True)
-    text = config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\n', 1)
-    config.write_text(text)
     subprocess.run([*codemode, "sync", "--config", str(config)], check=True, capture_output=True)
     subprocess.run([*codemode, "pin", "--approve", "--config", str(config)], check=True, capture_output=True)
     return config
@@ -217,8 +225,19 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", help="A model name; needs ANTHROPIC_API_KEY (claude-*) or OPENAI_API_KEY.")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="Your codemode.toml (synced and approved); its sandbox backend runs the programs "
+        "[default: the bundled example servers in a temporary workspace].",
+    )
+    parser.add_argument(
+        "--task", default=TASK, help="What to ask the model [default: the bundled servers' task]."
+    )
     parser.add_argument("--quiet", action="store_true", help="Print only the final answer.")
     args = parser.parse_args()
+    if args.config is not None and not args.config.is_file():
+        parser.error(f"--config {args.config}: no such file (make one with 'codemode init')")
     if args.model and args.model.startswith("claude") and os.environ.get("ANTHROPIC_API_KEY"):
         model: Model = AnthropicModel(args.model, os.environ["ANTHROPIC_API_KEY"])
     elif args.model and os.environ.get("OPENAI_API_KEY"):
@@ -227,10 +246,18 @@ async def main() -> None:
         if args.model:
             print("no API key for that model in the environment; using the scripted model", file=sys.stderr)
         model = ScriptedModel()
+        if args.config is not None or args.task != TASK:
+            print(
+                "the scripted model plays only the bundled servers' task (tickets and crm); "
+                "give --model for another task or your own servers",
+                file=sys.stderr,
+            )
     with tempfile.TemporaryDirectory(prefix="codemode-agent-") as workdir:
-        config = prepare_workspace(Path(workdir))
+        config = args.config or prepare_workspace(Path(workdir))
         async with CodeMode.from_file(config) as engine:
-            answer = await agent(engine, model, verbose=not args.quiet)
+            # Always said (stderr), so that a run shows which sandbox held the model's programs.
+            print(f"sandbox backend: {engine.backend} (from {config})", file=sys.stderr)
+            answer = await agent(engine, model, task=args.task, verbose=not args.quiet)
     print(answer)
 
 

@@ -35,9 +35,22 @@ def write_charts(results: dict[str, Any], out: Path) -> list[str]:
         width = 0.4
         direct = [r["direct"]["total_tokens"] for r in rows]
         code = [r["codemode"]["total_tokens"] for r in rows]
-        ax.bar([x - width / 2 for x in xs], direct, width, label="direct tool calling", color="#c44e52")
-        ax.bar([x + width / 2 for x in xs], code, width, label="code mode", color="#4c72b0")
+        direct_bars = ax.bar(
+            [x - width / 2 for x in xs], direct, width, label="direct tool calling", color="#c44e52"
+        )
+        code_bars = ax.bar([x + width / 2 for x in xs], code, width, label="code mode", color="#4c72b0")
         ax.set_yscale("log")
+        # A failed run's tokens are not the task's cost: its bar is hatched and labelled, so that
+        # no one reads a saving off it (the tables say n/a). A run that spent nothing has no bar
+        # on a log scale: its label sits on the axis.
+        bottom = ax.get_ylim()[0]
+        for mode, bars in (("direct", direct_bars), ("codemode", code_bars)):
+            for bar, row in zip(bars.patches, rows, strict=True):
+                if row[mode]["passed"] < row[mode]["runs"]:
+                    bar.set_hatch("//")
+                    bar.set_alpha(0.5)
+                    where = (bar.get_x() + bar.get_width() / 2, max(bar.get_height(), bottom))
+                    ax.annotate("failed", where, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(list(xs), [r["task"] for r in rows], rotation=20, ha="right", fontsize=8)
         ax.set_ylabel("tokens per task (input + output)")
         ax.set_title("Tokens per task, both modes executed", fontsize=10)

@@ -19,8 +19,8 @@ from codemode.bench._llm import ModelAgent, ModelSpec
 from codemode.bench._model import Message, Mode, Reply
 from codemode.bench._report import Prices, build_results, markdown
 from codemode.bench._suite import MODES, AgentFactory, SuiteResult, run_suite, write_demo_config
-from codemode.bench._tasks import Task, load_tasks
-from codemode.config import BackendChoice, demo_servers
+from codemode.bench._tasks import Task, TaskError, load_tasks
+from codemode.config import BackendChoice, Config, demo_servers, load_config
 
 
 def _model_agents(spec: ModelSpec, key: str) -> AgentFactory:
@@ -28,6 +28,20 @@ def _model_agents(spec: ModelSpec, key: str) -> AgentFactory:
         return ModelAgent(spec, tools, key)
 
     return make
+
+
+def require_suite_servers(config: Config) -> None:
+    """The bundled tasks call the bundled example servers' tools by name: against a config
+    without those servers every task would fail, each for a reason that hides this one."""
+    missing = [name for name in demo_servers() if name not in config.enabled_servers()]
+    if missing:
+        needed = ", ".join(demo_servers())
+        raise TaskError(
+            f"the bundled task suite needs its own example servers ({needed}), and {config.source} "
+            f"has no enabled server named {', '.join(missing)}. Leave out --config to run the suite "
+            "on those servers (started for you in a temporary workspace), or add --tasks DIR with "
+            "tasks written for your servers (README, 'Token-cost experiments')"
+        )
 
 
 def run_bench(
@@ -58,6 +72,8 @@ def run_bench(
     sync = config_path is None
     if config_path is None:
         config_path = write_demo_config(workspace, dict(demo_servers()))
+    elif tasks_dir is None:
+        require_suite_servers(load_config(config_path))
     total = len(tasks) * len(MODES) * trials
     console = Console(stderr=True)
     with Progress(

@@ -116,11 +116,43 @@ def _n(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _saving(direct: int, codemode: int) -> str:
+def _ratio(direct: int, codemode: int) -> str:
     if not direct:
         return "n/a"
     change = 1 - codemode / direct
     return f"{change:.1%} less" if change >= 0 else f"{-change:.1%} MORE"
+
+
+def _failed(summary: dict[str, Any]) -> bool:
+    return summary["passed"] < summary["runs"]
+
+
+def _both_solved(row: dict[str, Any]) -> bool:
+    return all(mode in row and not _failed(row[mode]) for mode in MODES)
+
+
+def _saving(d: dict[str, Any] | None, c: dict[str, Any] | None) -> str:
+    """Code mode against direct for one task: only when both modes solved it every time. A failed
+    run's tokens say nothing about the task (one that died at once spent nothing: "100% less")."""
+    if d is None or c is None:
+        return "n/a"
+    failed = [LABEL[mode] for mode, s in (("direct", d), ("codemode", c)) if _failed(s)]
+    if failed:
+        return f"n/a ({' and '.join(failed)} failed)"
+    return _ratio(d["total_tokens"], c["total_tokens"])
+
+
+def _suite_saving(results: dict[str, Any]) -> str:
+    """Code mode against direct over the tasks both modes solved every time, saying how many
+    those are when it is not all of them."""
+    rows = results["tasks"]
+    both = [r for r in rows if _both_solved(r)]
+    if not both:
+        return "n/a (no task solved by both)"
+    saving = _ratio(
+        sum(r["direct"]["total_tokens"] for r in both), sum(r["codemode"]["total_tokens"] for r in both)
+    )
+    return saving if len(both) == len(rows) else f"{saving} on the {len(both)} of {len(rows)} both solved"
 
 
 def task_rows(results: dict[str, Any]) -> list[list[str]]:
@@ -130,7 +162,7 @@ def task_rows(results: dict[str, Any]) -> list[list[str]]:
         cells = [row["task"]]
         for s in (d, c):
             cells.append("n/a" if s is None else f"{s['total_tokens']:,} ({s['passed']}/{s['runs']} ok)")
-        cells.append(_saving(d["total_tokens"], c["total_tokens"]) if d and c else "n/a")
+        cells.append(_saving(d, c))
         rows.append(cells)
     return rows
 
@@ -149,7 +181,7 @@ def terminal_table(results: dict[str, Any]) -> Table:
             "all tasks",
             f"{d['total_tokens']:,} ({d['passed']}/{d['runs']} ok)",
             f"{c['total_tokens']:,} ({c['passed']}/{c['runs']} ok)",
-            _saving(d["total_tokens"], c["total_tokens"]),
+            _suite_saving(results),
         )
         table.add_row(
             "$ per successful task", _n(d["cost_per_success_usd"]), _n(c["cost_per_success_usd"]), ""
@@ -210,7 +242,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [f"- {c[0]}: code mode used {c[3]} tokens than direct." for c in worse]
     if not worse:
         closest = min(
-            (r for r in results["tasks"] if "direct" in r and "codemode" in r),
+            (r for r in results["tasks"] if _both_solved(r)),
             key=lambda r: r["direct"]["total_tokens"] - r["codemode"]["total_tokens"],
             default=None,
         )

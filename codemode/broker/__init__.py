@@ -45,6 +45,7 @@ _EXPORTS = {
     "TerminalElicitor": "codemode.broker._terminal_form",
     "ToolBackend": "codemode.broker._backend",
     "consent_digest": "codemode.broker.gates",
+    "may_see_server": "codemode.broker._visibility",
     "reads_visible_to": "codemode.broker._visibility",
     "redact_secrets": "codemode._redaction",
     "terminal_available": "codemode.broker._terminal",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from codemode.broker._run import RunSummary as RunSummary
     from codemode.broker._terminal import terminal_available as terminal_available
     from codemode.broker._terminal_form import TerminalElicitor as TerminalElicitor
+    from codemode.broker._visibility import may_see_server as may_see_server
     from codemode.broker._visibility import reads_visible_to as reads_visible_to
     from codemode.broker._visibility import visible_to as visible_to
     from codemode.broker.gates import ApprovalStore as ApprovalStore

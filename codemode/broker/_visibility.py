@@ -25,6 +25,16 @@ def may_use(policy: PolicyConfig, principal_name: str, server: str, tool: str) -
     return any_match(principal.tools, server, tool) and not any_match(principal.deny_tools, server, tool)
 
 
+def may_see_server(policy: PolicyConfig, principal_name: str, server: str) -> bool:
+    """Whether a principal may know that ``server`` exists: some grant of its reaches a tool of
+    the server and no deny takes them all. For a server without a catalog to check tools against
+    (it is down): saying why its import failed must not tell another principal it is there."""
+    principal = policy.principal(principal_name)
+    if principal is None:
+        return False
+    return server_granted(principal.tools, server) and not server_denied(principal.deny_tools, server)
+
+
 def visible_to(policy: PolicyConfig, principal: str) -> Callable[[ToolSpec], bool]:
     """The stub-tree filter for a principal: only tools it may use are rendered to it."""
 

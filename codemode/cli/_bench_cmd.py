@@ -55,7 +55,8 @@ def _sizes(text: str) -> list[int]:
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="Your codemode.toml, for your own servers. Its approved pins are used as they are. "
+    help="Your codemode.toml, for your own servers, with --tasks written for them (the bundled "
+    "suite needs its own example servers). Its approved pins are used as they are. "
     "[default: the bundled docs, crm and tickets example servers, in a temporary workspace]",
 )
 @click.option(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +89,25 @@ def fail(message: str, *, hint: str | None = None, code: int = EXIT_FAILURE) -> 
 def warn(message: str, *, hint: str | None = None) -> None:
     """A warning on stderr, worded as :func:`fail` words errors; the command goes on."""
     _report("[yellow]warning:[/]", message, hint)
+
+
+class _WarningLines(logging.Handler):
+    """codemode's logged warnings as the command's own ``warning:`` lines (see :func:`show_warnings`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            warn(record.getMessage())
+        except Exception:
+            self.handleError(record)
+
+
+def show_warnings() -> None:
+    """Print what codemode warns of while a command runs (a server that did not start, a server
+    whose tools changed) as :func:`warn` lines on stderr: with the command's own wording and
+    above its spinner, not as bare log lines written over it. Once per process."""
+    logger = logging.getLogger("codemode")
+    if not any(isinstance(handler, _WarningLines) for handler in logger.handlers):
+        logger.addHandler(_WarningLines(logging.WARNING))
 
 
 def _report(label: str, message: str, hint: str | None) -> None:

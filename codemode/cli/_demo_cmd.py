@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
@@ -180,10 +183,64 @@ def _print_report(result: RunResult, backend: str, figures: dict[str, Any], kept
             "(measured, both modes run: 'codemode bench tokens').",
             highlight=False,
         )
+    command = codemode_command()
     if kept:
+        config = shlex.quote(str(kept / "codemode.toml"))
         stdout.print(
-            f"\nworkspace kept in {kept}: try 'codemode run PROGRAM --config {kept}/codemode.toml'",
-            highlight=False,
+            f"\nworkspace kept in {kept}: try '{command} run PROGRAM --config {config}'", highlight=False
         )
-    else:
-        stdout.print("\nnext: 'codemode init' to configure your own servers (see README.md)", highlight=False)
+    stdout.print("\n" + "\n".join(next_steps(command, checkout())), highlight=False, markup=False)
+
+
+def _venv_bin() -> Path:
+    # Not resolved below bin/: bin/python is a link to the base interpreter.
+    return Path(sys.prefix).resolve() / "bin"
+
+
+def codemode_command() -> str:
+    """How to type this codemode: ``codemode`` when that is what PATH finds, else its path
+    (``.venv/bin/codemode`` in a clone set up by ``./dev``, the venv not activated)."""
+    script = _venv_bin() / "codemode"
+    found = shutil.which("codemode")
+    if found is not None and (not script.exists() or Path(found).resolve() == script.resolve()):
+        return "codemode"
+    if script.exists():
+        return shlex.quote(_as_typed(script))
+    return f"{shlex.quote(sys.executable)} -m codemode.cli"
+
+
+def checkout() -> Path | None:
+    """The source checkout this codemode runs from (an editable install), or None (a wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() and (root / "dev").is_file() else None
+
+
+def _as_typed(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (what a person types)."""
+    here = Path.cwd()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+
+def next_steps(command: str, clone: Path | None) -> list[str]:
+    """What to do after the demo: your own servers, and how to reach codemode from here."""
+    lines = [
+        "next:",
+        f"  your own servers   {command} init --from ~/.config/Claude/claude_desktop_config.json",
+        "                     (or 'init' alone: a commented codemode.toml), then sync, pin (review),",
+        "                     pin --approve, run PROGRAM.py (README.md, 'Using it')",
+    ]
+    activate = _venv_bin() / "activate"
+    if command != "codemode" and activate.exists():
+        lines.append(
+            f"  reach codemode     {command} (not on PATH), or run "
+            f"'source {shlex.quote(_as_typed(activate))}' once and type codemode"
+        )
+    if clone is not None:
+        python = shlex.quote(_as_typed(_venv_bin() / "python"))
+        target = "." if clone == Path.cwd().resolve() else str(clone)
+        lines += [
+            f"  install elsewhere  pip install {shlex.quote(str(clone))}   (into any Python >= 3.11 venv)",
+            f"  add an extra       {python} -m pip install -e {shlex.quote(target + '[otel]')}"
+            "   (bench, otel, postgres, ray, semantic)",
+        ]
+    return lines

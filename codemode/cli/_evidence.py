@@ -73,6 +73,17 @@ def _call_table(call: CallEvidence) -> Table:
     return table
 
 
+def _servers_without_receipts(evidence: RunEvidence) -> list[str]:
+    return sorted(
+        {
+            call.server
+            for call in evidence.calls
+            for link in call.links
+            if link.name == "receipt" and link.record.get("server_gives_receipts") is False
+        }
+    )
+
+
 def print_evidence(evidence: RunEvidence) -> None:
     """The run's header, then one table per call: every link, its status and what backs it."""
     run = evidence.run
@@ -89,6 +100,12 @@ def print_evidence(evidence: RunEvidence) -> None:
     with_gaps = sum(1 for call in evidence.calls if not call.complete)
     verdict = "[green]every chain complete[/]" if with_gaps == 0 else f"[bold red]{with_gaps} with gaps[/]"
     stdout.print(f"{len(evidence.calls)} calls; {verdict}", highlight=False)
+    silent = _servers_without_receipts(evidence)
+    if silent:
+        # Said once, so that a reader of a third-party server's writes knows why their receipt
+        # links are n/a and not gaps.
+        names = escape(", ".join(silent))
+        stdout.print(f"[dim]no receipt expected from {names}: no call to it in this ledger recorded one[/]")
     for call in evidence.calls:
         where = f"{call.server}/{call.tool}  {call.state}"
         stdout.print(f"\n[bold]{escape(call.call_id)}[/]  {escape(where)}", highlight=False)

@@ -283,8 +283,10 @@ def show(config_path: Path | None, as_json: bool, evidence: bool, item_id: str) 
     With --evidence: for each call, in order, the chain production acceptance asks for (trace
     id, principal and tenant, server and tool version, schema hash, argument digest, approval,
     external receipt, result filtering, final outcome), each link marked ok, none, n/a,
-    pending, or as a gap: MISSING, UNVERIFIED or MISMATCH. It is built from the ledger alone;
-    run 'codemode ledger verify' to know that the ledger itself was not edited.
+    pending, or as a gap: MISSING, UNVERIFIED or MISMATCH. A write's receipt is expected only
+    from a server that gives them (a call to it in this ledger recorded one); from any other
+    server it is n/a, not a gap. It is built from the ledger alone; run 'codemode ledger
+    verify' to know that the ledger itself was not edited.
     """
     with _open(config_path) as store:
         if evidence:
@@ -515,12 +517,17 @@ async def _read_back(
         arguments = json.loads(read_args)
     except json.JSONDecodeError as exc:
         fail(f"--args is not valid JSON: {exc.msg}", code=EXIT_USAGE)
-    definition = load_lock(config.lock_path).approved_definition(server, name)
-    if definition is None:
+    pinned = load_lock(config.lock_path).approved_pin(server, name)
+    if pinned is None:
         fail(f"{tool} is not an approved tool", hint="approve it with 'codemode pin --approve'")
     entry = config.servers.get(server)
     risk = tool_risk(
-        config.policy, server, name, definition.get("annotations"), trusted=bool(entry and entry.trusted)
+        config.policy,
+        server,
+        name,
+        pinned.definition.get("annotations"),
+        trusted=bool(entry and entry.trusted),
+        accepted=pinned.accepted_risk,
     )
     if risk != "low":
         fail(f"{tool} is not marked read-only: reconciling must not risk repeating a side effect")

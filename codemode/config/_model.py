@@ -14,20 +14,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from codemode.config._batch import BatchConfig
 from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import PolicyConfig
 from codemode.config._search import SearchConfig
 from codemode.config._secrets import check_references, resolve_references
-from codemode.config._serve import ServeConfig
+from codemode.config._serve import ServeConfig, identity_problems
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 ProtocolChoice = Literal["auto", "legacy", "2026-07-28"]
 BackendChoice = Literal["auto", "docker", "bwrap", "process"]
 """``[sandbox] backend``: ``auto`` tries docker, then bwrap, then (with a warning) process."""
+MAX_CALL_SLOTS = 1024
+"""The largest ``max_concurrent_calls`` of a server."""
 
 
 class _Section(BaseModel):
@@ -47,6 +58,11 @@ class _ServerCommon(_Section):
     call_timeout: float = Field(default=60.0, gt=0, le=86_400)
     """Seconds allowed for one call, resource read or prompt (a task-backed tool call may run
     longer; its polling requests each get this)."""
+    max_concurrent_calls: int | None = None
+    """At most this many requests (tool calls, resource reads, prompts) in flight to this server
+    at once, across every run of the process (``serve``, ``batch``, ``run``); the others wait
+    their turn, and one that waits longer than ``call_timeout`` is refused, unsent. For a server
+    that loses work under concurrent requests. Unset: no limit beyond the policy's budget."""
     reconnect: bool = True
     """Reconnect (with backoff) when the server fails or its connection is lost."""
     max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
@@ -67,6 +83,20 @@ class _ServerCommon(_Section):
     roots: list[str] = Field(default_factory=list)
     """Absolute directories offered to the server as its roots (hints only: the policy's path
     scopes stay the enforcement). Empty: the host offers no roots."""
+
+    @field_validator("max_concurrent_calls", mode="before")
+    @classmethod
+    def _call_slots(cls, value: object) -> object:
+        # Checked here, not by Field(ge=...): true is not 1, 2.0 is not a count, and the message
+        # says what the number means.
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CALL_SLOTS:
+            raise ValueError(
+                f"must be a whole number of requests from 1 to {MAX_CALL_SLOTS}, not {value!r} "
+                "(leave it out for no limit)"
+            )
+        return value
 
     @field_validator("roots")
     @classmethod
@@ -262,6 +292,15 @@ class Config(_Section):
                     "starting with a letter or digit"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _serve_callers_fit_the_policy(self) -> Config:
+        # Here, not at serve's start: every consumer of the config (serve, the console, a
+        # config watch) then agrees that such a token is a mistake.
+        problems = identity_problems(self.serve, self.policy)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def base_dir(self) -> Path:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from codemode.config._policy import PolicyConfig
 from codemode.config._secrets import check_references
 
 OPERATOR = "operator"
@@ -107,3 +110,69 @@ class ServeConfig(_Section):
     max_sessions: int = Field(default=8, ge=0, le=1024)
     """Live sessions at most; the least recently used one is closed to make room."""
     progress_interval_s: float = Field(default=1.0, gt=0)
+
+
+class _Caller(NamedTuple):
+    where: str
+    """The key that binds it."""
+    name: str
+    """How a message names it."""
+    principal: str
+    tenant: str | None
+    operator: bool
+    rebind: str
+    """The other fix: bind it elsewhere."""
+
+
+def identity_problems(serve: ServeConfig, policy: PolicyConfig) -> list[str]:
+    """Callers of ``codemode serve`` whose every run the policy would refuse: a token (or the
+    ``[serve]`` stdio caller, when set) bound to a tenant its principal is not in, or a
+    principal that deny mode does not know. Each names the table to change and what to add.
+
+    An operator token whose principal deny mode does not know is left alone: it may open only
+    the console (see ``console_tenants``), which needs no runs of its own.
+    """
+    callers = [
+        _Caller(
+            f"serve.tokens.{name}",
+            "this token",
+            grant.principal,
+            grant.tenant,
+            OPERATOR in grant.roles,
+            "change this token's tenant",
+        )
+        for name, grant in serve.tokens.items()
+    ]
+    if serve.principal is not None or serve.tenant is not None:
+        principal = serve.principal or policy.default_principal
+        callers.append(
+            _Caller("serve", "the stdio caller", principal, serve.tenant, False, "change [serve] tenant")
+        )
+    return [problem for caller in callers if (problem := _refused(caller, policy)) is not None]
+
+
+def _refused(caller: _Caller, policy: PolicyConfig) -> str | None:
+    rules = policy.principal(caller.principal)
+    table = f"[policy.principals.{caller.principal}]"
+    if rules is None:
+        if caller.operator:
+            return None
+        return (
+            f'{caller.where}: the policy denies by default (mode = "deny") and has no {table}, so '
+            f"every run of {caller.name} would be refused: add {table} with its tenants and tools"
+        )
+    tenant = caller.tenant
+    if tenant is None or tenant in rules.tenants:
+        return None
+    if caller.principal in policy.principals:
+        now = ", ".join(f'"{t}"' for t in rules.tenants)
+        fix = f'add "{tenant}" to {table} tenants (now [{now}])'
+    else:
+        fix = (
+            f'add {table} with tenants = ["{tenant}"] (without that table the principal is only in '
+            f'the default tenant, "{policy.default_tenant}")'
+        )
+    return (
+        f'{caller.where}: principal "{caller.principal}" is not in tenant "{tenant}", so every run '
+        f"of {caller.name} would be refused: {fix}, or {caller.rebind}"
+    )

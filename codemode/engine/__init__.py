@@ -23,6 +23,7 @@ _EXPORTS = {
     "RunErrorInfo": "codemode.engine._run_result",
     "RunResult": "codemode.engine._run_result",
     "SEARCH_DESCRIPTION": "codemode.engine._tools",
+    "ServerDown": "codemode.engine._down",
     "ToolFormat": "codemode.engine._tools",
     "ToolReply": "codemode.engine._tools",
     "definitions": "codemode.engine._tools",
@@ -39,6 +40,7 @@ __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from codemode.engine._adapters import HostCatalog as HostCatalog
     from codemode.engine._adapters import LedgerApprovals as LedgerApprovals
+    from codemode.engine._down import ServerDown as ServerDown
     from codemode.engine._engine import CodeMode as CodeMode
     from codemode.engine._engine import ProgressCallback as ProgressCallback
     from codemode.engine._run_result import RunErrorInfo as RunErrorInfo

@@ -38,6 +38,7 @@ from codemode.broker import (
     RunOutput,
     RunState,
     Sampler,
+    may_see_server,
     reads_visible_to,
     visible_to,
 )
@@ -45,6 +46,13 @@ from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRe
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.engine._adapters import HostCatalog, LedgerApprovals
+from codemode.engine._down import (
+    ImportRecorder,
+    ServerDown,
+    explain_import_error,
+    servers_down,
+    unavailable_servers,
+)
 from codemode.engine._run_result import RunResult, run_result
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.errors import SandboxError
@@ -140,6 +148,8 @@ class CodeMode:
             host = McpHost(config, environ=self._environ, transports=self._transports, auth=self._auth)
             await stack.enter_async_context(host)
             self._host = host
+            for down in servers_down(host.statuses()):
+                log.warning("%s", down.notice())  # before any program runs, visible without -v
             host.on_catalog_change(self._catalog_changed)
             self._rebuild_tree()
             self._broker = Broker(
@@ -222,6 +232,11 @@ class CodeMode:
         host, *_ = self._require()
         return host.statuses()
 
+    def servers_down(self) -> list[ServerDown]:
+        """The configured servers that cannot be used now (they did not start, or were lost and
+        are being reconnected), each with why; the engine warns of them as it starts."""
+        return servers_down(self.statuses())
+
     async def update_roots(self, server: str, roots: Sequence[str]) -> RootsUpdate:
         """Offer ``roots`` to ``server`` from now on, telling it where the protocol allows (see
         :meth:`McpHost.update_roots`). ``codemode serve`` calls it when the config's roots change."""
@@ -241,6 +256,17 @@ class CodeMode:
             found += [f"{catalog.server}/{name} (changed)" for name in changed]
             found += [f"{catalog.server}/{name} (removed)" for name in removed]
         return found
+
+    def _unavailable_servers(self, principal: str) -> dict[str, str]:
+        policy, pins = self.config.policy, self._current_pins()
+        waiting = {
+            catalog.server: len(catalog.tools)
+            for catalog in self._require()[0].catalogs()
+            if catalog.tools and not any(pins.status(t) is ToolStatus.APPROVED for t in catalog.tools)
+        }
+        return unavailable_servers(
+            self.statuses(), lambda server: may_see_server(policy, principal, server), waiting
+        )
 
     @property
     def backend(self) -> str:
@@ -387,7 +413,7 @@ class CodeMode:
                 on_call_progress=on_call_progress,
             )
             async with scope:
-                view = self.tree_for(binding.principal)
+                modules = ImportRecorder(self.tree_for(binding.principal))
                 outcome: RunOutcome | None = None
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
@@ -398,15 +424,25 @@ class CodeMode:
                         run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
-                    outcome = await run_in(program, binding=binding, modules=view, handler=broker)
+                    outcome = await run_in(program, binding=binding, modules=modules, handler=broker)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
                 error = outcome.error
+                error_message: str | None = None
+                if error is not None:
+                    # A failed import of a server that is down says why; before the final filter,
+                    # like everything the run returns.
+                    error_message = explain_import_error(
+                        error.type,
+                        error.message,
+                        modules.missed,
+                        lambda: self._unavailable_servers(binding.principal),
+                    )
                 output = RunOutput(
                     value=outcome.final,
                     stdout=outcome.stdout,
                     stderr=outcome.stderr,
-                    error_message=None if error is None else error.message,
+                    error_message=error_message,
                     error_traceback=None if error is None else error.traceback,
                 )
                 end = scope.finish(outcome.status, output, record={"duration_ms": outcome.duration_ms})

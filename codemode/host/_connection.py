@@ -43,6 +43,7 @@ from codemode.errors import (
     ServerRejectedError,
     ServerUnavailableError,
 )
+from codemode.host._call_slots import CallSlots
 from codemode.host._command import find_executable, resolve_setting
 from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
 from codemode.host._frames import CutResults
@@ -117,6 +118,8 @@ class ServerConnection:
         """The current session's output-schema check (see :mod:`codemode.host._output_check`)."""
         self.inputs = InputRouter(config, lambda: self._client)  # its update_roots tells this client
         self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._lost_if_gone)
+        self.slots = CallSlots(name, config.max_concurrent_calls, config.call_timeout)
+        """``max_concurrent_calls``: held by every request, across reconnects and runs."""
         self._transport_end: TransportEnd | None = None
         """The current attempt's transport, watched; None where there is none to watch (in-process)."""
         # Announced list changes vs. the ones a completed re-listing has covered: between the
@@ -439,6 +442,12 @@ class ServerConnection:
                 server error): it may have executed. Never retried automatically. A server's
                 error answer fails this call only, whatever its code.
         """
+        async with self.slots.hold(name):  # waits (unsent) while max_concurrent_calls are out
+            return await self._send_call(name, arguments, options)
+
+    async def _send_call(
+        self, name: str, arguments: dict[str, Any], options: SendOptions
+    ) -> mcp_types.CallToolResult:
         client = self._require_client()
         transport_end, sent_at = self._transport_end, anyio.current_time()
         marker = f"{self._marker_prefix}{next(self._markers):x}"
@@ -539,10 +548,12 @@ class ServerConnection:
             self._refresh_send.send_nowait(why)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
-        return await self._within_call_timeout(uri, self._require_client().read_resource(uri))
+        async with self.slots.hold(uri):
+            return await self._within_call_timeout(uri, self._require_client().read_resource(uri))
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> mcp_types.GetPromptResult:
-        return await self._within_call_timeout(name, self._require_client().get_prompt(name, arguments))
+        async with self.slots.hold(name):
+            return await self._within_call_timeout(name, self._require_client().get_prompt(name, arguments))
 
     async def _within_call_timeout(self, what: str, request: Awaitable[_T]) -> _T:
         try:

@@ -9,7 +9,8 @@ approvals they used) and gives each link a status:
 * ``none``: absent, and nothing in the ledger says it should be there (no approval on a call
   that needed none as far as the ledger knows; no receipt for a call with no sign of a side
   effect);
-* ``n/a``: cannot apply (a receipt of a call that was never sent);
+* ``n/a``: cannot apply (a receipt of a call that was never sent, or of a write to a server
+  that gives no receipts);
 * ``pending``: the call is still in flight;
 * ``missing``: it should be there and is not (for this call, or because the ledger does not
   record it at all yet: the note says which);
@@ -19,11 +20,20 @@ approvals they used) and gives each link a status:
 The last four are gaps. Only the ledger is read: the policy and pins of today say nothing
 certain about a call made under yesterday's, so risk is inferred from what the call recorded
 (an approval or an idempotency key are signs of a side effect), never looked up.
+
+Most servers give no receipts at all (MCP has no field for one; :mod:`codemode.broker` finds
+one only under a few clearly named keys of a result, or as a task's id). A server gives
+receipts, as far as the ledger knows, once any call to it recorded one: a write to such a
+server that came back without one is a gap; a write to a server that never gave one is
+``n/a``, since nothing says a receipt could be there. The chain is complete when every link
+that can exist is there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -255,8 +265,12 @@ def _side_effect_signs(call: CallRecord) -> bool:
     return call.approval_id is not None or call.idempotency_key is not None
 
 
-def _receipt(call: CallRecord) -> EvidenceLink:
-    record = {"receipt": call.receipt}
+NO_RECEIPTS = "this server gives no receipts (no call to it in this ledger recorded one)"
+
+
+def _receipt(call: CallRecord, gives_receipts: Callable[[], bool]) -> EvidenceLink:
+    """``gives_receipts``: whether the call's server ever gave one (asked only when it matters)."""
+    record: dict[str, Any] = {"receipt": call.receipt}
     if call.receipt:
         return _link("receipt", "ok", call.receipt, **record)
     if call.state in _NOT_SENT:
@@ -264,12 +278,16 @@ def _receipt(call: CallRecord) -> EvidenceLink:
         return _link("receipt", "n/a", None, note, **record)
     if call.state in ("reserved", "sent"):
         return _link("receipt", "pending", None, "the call is in flight", **record)
-    if call.state == "unknown":
-        return _link("receipt", "missing", None, "sent without an answer: it may have taken effect", **record)
-    if call.state in _SUCCEEDED and _side_effect_signs(call):
-        return _link(
-            "receipt", "missing", None, "an approved or keyed call succeeded without a receipt", **record
-        )
+    if call.state == "unknown" or (call.state in _SUCCEEDED and _side_effect_signs(call)):
+        record["server_gives_receipts"] = gives = gives_receipts()
+        if not gives:
+            # Not a gap: an unknown call's gap is its outcome, which says so on its own link.
+            return _link("receipt", "n/a", None, NO_RECEIPTS, **record)
+        if call.state == "unknown":
+            why = "sent without an answer: it may have taken effect"
+        else:
+            why = "an approved or keyed call succeeded without a receipt, from a server that gives them"
+        return _link("receipt", "missing", None, why, **record)
     if call.state in _SUCCEEDED:
         return _link("receipt", "none", None, "no sign of a side effect (no approval, no key)", **record)
     why = "reconciled as not executed" if call.state == "reconciled_failed" else f"the call {call.state}"
@@ -346,9 +364,17 @@ def _outcome(call: CallRecord) -> EvidenceLink:
     return _link("outcome", "ok", call.state, reason, **record)
 
 
-def call_evidence(ledger: Ledger, call: CallRecord, run: RunRecord | None) -> CallEvidence:
-    """The evidence chain of one call, with the approval it names looked up in ``ledger``."""
+def call_evidence(
+    ledger: Ledger,
+    call: CallRecord,
+    run: RunRecord | None,
+    *,
+    gives_receipts: Callable[[str], bool] | None = None,
+) -> CallEvidence:
+    """The evidence chain of one call, with the approval it names looked up in ``ledger``.
+    ``gives_receipts``: ``ledger.gives_receipts``, or a cache of it shared by a run's calls."""
     approval = None if call.approval_id is None else ledger.get_approval(call.approval_id)
+    server_gives = gives_receipts or ledger.gives_receipts
     links = (
         _trace(call, run),
         _identity(call, run),
@@ -356,7 +382,7 @@ def call_evidence(ledger: Ledger, call: CallRecord, run: RunRecord | None) -> Ca
         _schema(call),
         _arguments(call),
         _approval(call, approval),
-        _receipt(call),
+        _receipt(call, lambda: server_gives(call.server)),
         _filtering(call),
         _outcome(call),
     )
@@ -372,7 +398,11 @@ def run_evidence(ledger: Ledger, run: RunRecord) -> RunEvidence:
     """The chain of every call of ``run``, in the order they were made."""
     # Every call: far more than any run's budget lets it make, so none is left out silently.
     calls = ledger.list_calls(run_id=run.run_id, limit=1_000_000, newest_first=False)
-    return RunEvidence(run=run, calls=tuple(call_evidence(ledger, call, run) for call in calls))
+    gives_receipts = cache(ledger.gives_receipts)  # one query per server, not per call
+    return RunEvidence(
+        run=run,
+        calls=tuple(call_evidence(ledger, call, run, gives_receipts=gives_receipts) for call in calls),
+    )
 
 
 def single_call_evidence(ledger: Ledger, call: CallRecord) -> RunEvidence:

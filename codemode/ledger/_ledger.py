@@ -418,6 +418,13 @@ class StoreLedger:
         self._settled()
         return _queries.find_by_receipt(self._ctx, receipt)
 
+    def gives_receipts(self, server: str) -> bool:
+        """Whether any answer of ``server`` in this ledger carried a receipt (one given when
+        reconciling does not count): the evidence chain expects one of a write only to a
+        server known to give them."""
+        self._settled()
+        return _queries.gives_receipts(self._ctx, server)
+
     def events(self, subject: str | None = None, *, limit: int | None = None) -> list[LedgerEvent]:
         """The event log (oldest first), optionally only one call's, run's or approval's events."""
         self._settled()

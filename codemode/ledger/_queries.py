@@ -38,6 +38,16 @@ def find_by_receipt(ctx: LedgerContext, receipt: str) -> list[CallRecord]:
     return [call_record(r) for r in rows]
 
 
+_ANSWERED = frozenset({"succeeded", "failed"})
+"""States a server's own answer leaves a call in (a receipt given when reconciling is a person's)."""
+
+
+def gives_receipts(ctx: LedgerContext, server: str) -> bool:
+    query = CallQuery(server=server, states=_ANSWERED, with_receipt=True, limit=1)
+    with ctx.read() as tx:
+        return bool(tx.calls(query))
+
+
 def unknown_calls(ctx: LedgerContext) -> list[CallRecord]:
     with ctx.read() as tx:
         rows = tx.calls(CallQuery(states=frozenset({"unknown"})))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from codemode.ledger import open_ledger
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +53,10 @@ def test_the_demo_prints_the_result_and_a_labelled_estimate_for_a_person() -> No
     assert "estimate: codemode would use" in out and "codemode bench tokens" in out
     assert "process" in out  # the backend that ran it is named
     assert "workspace kept" not in out  # no --dir: nothing is left behind
+    # What next, typed as this person can: the clone's install line and how to add an extra.
+    assert "next:" in out and "init --from ~/.config/Claude/claude_desktop_config.json" in out
+    assert f"install elsewhere  pip install {REPO}" in out
+    assert "-m pip install -e" in out and "[otel]'" in out
 
 
 def test_the_scripted_agent_answers_using_only_run_code() -> None:
@@ -64,6 +70,52 @@ def test_the_scripted_agent_answers_using_only_run_code() -> None:
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert completed.stdout.startswith("Most open tickets:")
     assert completed.stdout.count(" open tickets)") == 3
+
+
+def _demo_config(directory: Path, backend: str) -> Path:
+    """What a user sets up for their servers: init, sync, pin --approve (here: the bundled ones)."""
+    config = directory / "codemode.toml"
+    subprocess.run([*CLI, "init", "--demo", "--config", str(config)], check=True, capture_output=True)
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("[sandbox]\n", f'[sandbox]\nbackend = "{backend}"\n', 1), encoding="utf-8")
+    for command in (["sync"], ["pin", "--approve"]):
+        subprocess.run(
+            [*CLI, *command, "--config", str(config)], check=True, capture_output=True, timeout=300
+        )
+    return config
+
+
+def test_the_agent_loop_runs_on_a_given_config_and_its_sandbox_backend(tmp_path: Path) -> None:
+    config = _demo_config(tmp_path, "process")
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "agent_loop.py"), "--config", str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.startswith("Most open tickets:")
+    assert f"sandbox backend: process (from {config})" in completed.stderr
+    # The runs went through that config's broker: they are in its ledger, beside it.
+    ledger = open_ledger(tmp_path / "codemode.db")
+    try:
+        runs = ledger.list_runs(limit=10)
+    finally:
+        ledger.close()
+    assert len(runs) == 2, "explore, then answer"
+
+
+def test_the_agent_loop_names_a_missing_config(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "agent_loop.py"), "--config", str(tmp_path / "nope.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "nope.toml: no such file (make one with 'codemode init')" in completed.stderr
 
 
 def test_the_batch_example_writes_one_verified_note_per_transcript(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from codemode.ledger import (
     arguments_digest,
     open_ledger,
 )
+from tests.ledger.conftest import make_intent
 
 Intent = Callable[..., CallIntent]
 
@@ -43,7 +44,12 @@ PIN = "sha256:" + "ab" * 32
 
 
 def _approve(
-    store: SqliteLedger, call_id: str, arguments: dict[str, Any] | None = None, *, legacy: bool = False
+    store: SqliteLedger,
+    call_id: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    legacy: bool = False,
+    server: str = "crm",
 ) -> str:
     """Grant and consume an approval for ``call_id``, as the broker's approval flow does (or, with
     ``legacy``, as it did before approvals were bound to the pin)."""
@@ -52,7 +58,7 @@ def _approve(
     approval = ApprovalRecord.issue(
         tenant="acme",
         principal="alice",
-        server="crm",
+        server=server,
         tool="add_note",
         args_digest=digest,
         risk="high",
@@ -66,7 +72,7 @@ def _approve(
         call_id=call_id,
         tenant="acme",
         principal="alice",
-        server="crm",
+        server=server,
         tool="add_note",
         args_digest=digest,
         risk="high",
@@ -281,22 +287,90 @@ def test_an_approval_recorded_before_approvals_named_the_pin_still_verifies(
     assert call["links"]["approval"]["note"] == "bound to this call's argument digest"
 
 
-def test_unknown_and_in_flight_calls(config: Path, intent: Intent, binding: RunBinding) -> None:
+@pytest.mark.parametrize("gives_receipts", [True, False])
+def test_unknown_and_in_flight_calls(
+    config: Path, intent: Intent, binding: RunBinding, gives_receipts: bool
+) -> None:
     with open_ledger(config.parent / "codemode.db") as store:
         store.begin_run(binding, "sha256:code")
+        if gives_receipts:
+            _run_call(store, intent(9, key="z"), ToolResult(structured={"receipt_id": "r-9"}), "r-9")
         lost = store.reserve(intent(0, key="a"), send=True)
         assert isinstance(lost, Fresh)
         store.mark_unknown(lost.call_id, "timed out after 30 s")
         flying = store.reserve(intent(1, key="b"), send=True)
         assert isinstance(flying, Fresh)
         data = evidence(config)
-    unknown, in_flight = data["calls"]
+    unknown, in_flight = (c for c in data["calls"] if c["call_id"] in ("run-1/0", "run-1/1"))
     assert unknown["links"]["outcome"]["status"] == "missing"
     assert "codemode ledger reconcile run-1/0" in unknown["links"]["outcome"]["note"]
-    assert unknown["links"]["receipt"]["status"] == "missing"
+    # Either way the call is a gap: its outcome is unknown. Its receipt is one only from a
+    # server that gives them.
+    assert unknown["complete"] is False
+    assert unknown["links"]["receipt"]["status"] == ("missing" if gives_receipts else "n/a")
     assert statuses(in_flight)["outcome"] == "pending"
     assert statuses(in_flight)["receipt"] == "pending"
     assert data["run"]["status"] == "running"
+
+
+def _write(store: SqliteLedger, seq: int, server: str, receipt: str | None) -> None:
+    """An approved write to ``server``, answered with ``receipt`` (None: the answer had none)."""
+    approval_id = _approve(store, f"run-1/{seq}", server=server)
+    answer = {"receipt_id": receipt} if receipt else {"ok": True}
+    write = make_intent(seq, server=server, key=f"note-{seq}", approval_id=approval_id, tool_version="1")
+    _run_call(store, write, ToolResult(structured=answer), receipt=receipt)
+
+
+@pytest.fixture
+def mixed(config: Path, binding: RunBinding) -> Path:
+    """run-1: crm gives receipts (one write has one, one has none); memory never gives any."""
+    with open_ledger(config.parent / "codemode.db") as store:
+        store.begin_run(binding, "sha256:code")
+        _write(store, 0, "crm", "note-7")
+        _write(store, 1, "crm", None)
+        _write(store, 2, "memory", None)
+        _write(store, 3, "memory", None)
+        store.finish_run(binding.run_id, "ok", {"calls": 4})
+    return config
+
+
+def test_a_write_to_a_server_that_gives_no_receipts_is_not_a_gap(mixed: Path) -> None:
+    data = evidence(mixed)
+    by_id = {c["call_id"]: c for c in data["calls"]}
+    for call_id in ("run-1/2", "run-1/3"):
+        receipt = by_id[call_id]["links"]["receipt"]
+        assert receipt["status"] == "n/a"
+        assert receipt["note"].startswith("this server gives no receipts")
+        assert receipt["gap"] is False
+        assert receipt["record"]["server_gives_receipts"] is False
+        assert by_id[call_id]["complete"] is True, "every link that can exist is there"
+    assert statuses(by_id["run-1/0"])["receipt"] == "ok"
+
+
+def test_a_missing_receipt_from_a_server_that_gives_them_is_still_a_gap(mixed: Path) -> None:
+    data = evidence(mixed)
+    lacking = next(c for c in data["calls"] if c["call_id"] == "run-1/1")
+    assert lacking["links"]["receipt"]["status"] == "missing"
+    assert lacking["links"]["receipt"]["record"]["server_gives_receipts"] is True
+    assert lacking["gaps"] == ["receipt"]
+    assert data["complete"] is False
+    # One call alone (`ledger show CALL --evidence`) is judged by the same ledger.
+    assert evidence(mixed, "run-1/1")["calls"][0]["links"]["receipt"]["status"] == "missing"
+    assert evidence(mixed, "run-1/2")["calls"][0]["links"]["receipt"]["status"] == "n/a"
+
+
+def test_the_table_shows_n_a_for_a_server_without_receipts_and_counts_only_real_gaps(mixed: Path) -> None:
+    result = run("show", "run-1", "--evidence", "--config", str(mixed))
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "4 calls; 1 with gaps" in text
+    assert "no receipt expected from memory: no call to it in this ledger recorded one" in text
+    starts = [text.index(f"run-1/{seq}  ") for seq in range(4)]
+    lacking, silent = text[starts[1] : starts[2]], text[starts[2] : starts[3]]
+    assert "✗ MISSING" in lacking
+    assert "MISSING" not in silent
+    assert "this server gives no receipts" in silent
+    assert "chain complete" in silent
 
 
 def test_a_reconciled_call_shows_who_settled_it_and_on_what(
@@ -368,3 +442,20 @@ def test_an_id_with_brackets_is_quoted_as_typed(filled: Path, flags: list[str]) 
     result = run("show", "run[/]-9", *flags, "--config", str(filled))
     assert result.exit_code == 1
     assert "no call or run 'run[/]-9'" in result.stderr
+
+
+def test_a_receipt_given_when_reconciling_does_not_make_a_server_one_that_gives_them(
+    config: Path, binding: RunBinding
+) -> None:
+    """A person's read-back settles one call; the server's own answers still never had a receipt."""
+    with open_ledger(config.parent / "codemode.db") as store:
+        store.begin_run(binding, "sha256:code")
+        lost = store.reserve(make_intent(0, server="memory", key="a"), send=True)
+        assert isinstance(lost, Fresh)
+        store.mark_unknown(lost.call_id, "timed out")
+        store.resolve(lost.call_id, "succeeded", "entity is there", receipt="seen-1", resolved_by="cli")
+        _write(store, 1, "memory", None)
+    settled, write = evidence(config)["calls"]
+    assert statuses(settled)["receipt"] == "ok"
+    assert write["links"]["receipt"]["status"] == "n/a"
+    assert write["complete"] is True

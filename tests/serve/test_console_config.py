@@ -71,16 +71,18 @@ def _scope(grant: Mapping[str, object], **config: object) -> frozenset[str] | No
     return identity.console_tenants
 
 
+OPS_IN_ACME = {"principals": {"ops": {"tenants": ["acme"]}}}
+"""A token bound to tenant acme needs its principal in acme (else config validation refuses it)."""
+
+
 def test_an_operator_sees_the_tenants_of_console_tenants_or_every_tenant_with_a_star() -> None:
-    assert _scope({**OPERATOR_TOKEN, "tenant": "acme", "console_tenants": ["globex", "initech"]}) == {
-        "globex",
-        "initech",
-    }
+    grant = {**OPERATOR_TOKEN, "tenant": "acme", "console_tenants": ["globex", "initech"]}
+    assert _scope(grant, policy=OPS_IN_ACME) == {"globex", "initech"}
     assert _scope({**OPERATOR_TOKEN, "console_tenants": ["*"]}) is None
 
 
 def test_without_console_tenants_an_operator_sees_the_tenant_its_runs_get() -> None:
-    assert _scope({**OPERATOR_TOKEN, "tenant": "acme"}) == {"acme"}
+    assert _scope({**OPERATOR_TOKEN, "tenant": "acme"}, policy=OPS_IN_ACME) == {"acme"}
     # No tenant on the token: the engine binds its runs to the policy's default tenant, or to
     # the principal's first tenant when the default is not one of its tenants.
     assert _scope(OPERATOR_TOKEN) == {"default"}
@@ -89,7 +91,8 @@ def test_without_console_tenants_an_operator_sees_the_tenant_its_runs_get() -> N
     assert _scope(OPERATOR_TOKEN, policy={"principals": principals}) == {"globex"}
     assert _scope(OPERATOR_TOKEN, policy={"principals": principals, "default_tenant": "acme"}) == {"acme"}
     # [serve] tenant is the stdio (and token-less) caller's tenant, not a token's.
-    assert _scope(OPERATOR_TOKEN, serve={"tenant": "initech"}) == {"default"}
+    local_in_initech = {"principals": {"local": {"tenants": ["initech"]}}}
+    assert _scope(OPERATOR_TOKEN, serve={"tenant": "initech"}, policy=local_in_initech) == {"default"}
     assert _scope(TOKEN) == frozenset(), "a token that is no operator sees no tenant"
 
 

@@ -208,6 +208,11 @@ class PostgresTransaction:
         if query.receipt is not None:
             where.append(sql.SQL("receipt = %s"))
             params.append(query.receipt)
+        if query.server is not None:
+            where.append(sql.SQL("server = %s"))
+            params.append(query.server)
+        if query.with_receipt:
+            where.append(sql.SQL("receipt IS NOT NULL AND receipt <> ''"))
         statement = _SELECT["calls"]
         if where:
             statement = sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where))

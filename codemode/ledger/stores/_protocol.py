@@ -60,6 +60,9 @@ class CallQuery:
     run_id: str | None = None
     states: frozenset[str] | None = None
     receipt: str | None = None
+    server: str | None = None
+    with_receipt: bool = False
+    """Only calls that recorded a receipt (any non-empty one)."""
     newest_first: bool = False
     limit: int | None = None
 

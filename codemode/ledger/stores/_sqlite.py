@@ -244,6 +244,11 @@ class SqliteTransaction:
         if query.receipt is not None:
             where.append("receipt = ?")
             params.append(query.receipt)
+        if query.server is not None:
+            where.append("server = ?")
+            params.append(query.server)
+        if query.with_receipt:
+            where.append("receipt IS NOT NULL AND receipt <> ''")
         order = "DESC" if query.newest_first else "ASC"
         sql = f"SELECT {_CALL_COLUMNS} FROM calls"  # noqa: S608
         if where:

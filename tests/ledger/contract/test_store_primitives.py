@@ -105,17 +105,23 @@ def test_call_queries_filter_and_order_by_creation_then_insertion(store: LedgerS
         tx.insert("calls", call_row("z", created=t1, state="unknown"))
         tx.insert("calls", call_row("a", created=t1, state="sent", receipt="r"))
         tx.insert("calls", call_row("m", created=t2, state="unknown", run_id="run-2", receipt="r"))
+        tx.insert("calls", call_row("e", created=t2, server="memory", receipt=""))
     with store.transaction(write=False) as tx:
 
         def ids(query: CallQuery) -> list[str | int | None]:
             return [r["call_id"] for r in tx.calls(query)]
 
-        assert ids(CallQuery()) == ["z", "a", "m"]
-        assert ids(CallQuery(newest_first=True)) == ["m", "a", "z"]
+        assert ids(CallQuery()) == ["z", "a", "m", "e"]
+        assert ids(CallQuery(newest_first=True)) == ["e", "m", "a", "z"]
         assert ids(CallQuery(limit=2)) == ["z", "a"]
         assert ids(CallQuery(states=frozenset({"unknown"}))) == ["z", "m"]
         assert ids(CallQuery(states=frozenset({"unknown", "sent"}), run_id="run-1")) == ["z", "a"]
         assert ids(CallQuery(receipt="r")) == ["a", "m"]
+        # Whether a server gives receipts: an empty one is none.
+        assert ids(CallQuery(with_receipt=True)) == ["a", "m"]
+        assert ids(CallQuery(server="crm", with_receipt=True, limit=1)) == ["a"]
+        assert ids(CallQuery(server="memory")) == ["e"]
+        assert ids(CallQuery(server="memory", with_receipt=True)) == []
         assert ids(CallQuery(states=frozenset())) == []
 
 
