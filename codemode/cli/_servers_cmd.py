@@ -174,7 +174,8 @@ def sync(config_path: Path | None, as_json: bool, export_dir: Path | None) -> No
         if pending:
             stdout.print(
                 f"{pending} tool{'s' if pending != 1 else ''} await approval: review with 'codemode pin', "
-                "approve with 'codemode pin --approve [SERVER[/TOOL]]'",
+                "approve with 'codemode pin --approve [SERVER[/TOOL]]' (add --accept-hints to rate "
+                "read-only tools by their own readOnlyHint, so reads need no approval)",
                 highlight=False,
                 markup=False,
             )

@@ -34,7 +34,8 @@ _HEADER = """\
 #   HTTP:   url = "https://mcp.example.com/mcp", headers = { Authorization = "Bearer ${TOKEN}" }
 #           oauth = {}               # sign in with OAuth 2.1 instead: `codemode auth login <name>`
 #           allow_loopback = true    # a server on this machine (127.0.0.1; plain http only there)
-#   both:   trusted = false          # trust the server's readOnlyHint and other annotations
+#   both:   trusted = false          # trust all of the server's readOnlyHint and other annotations
+#                                    # (or accept them per tool: `codemode pin --accept-hints`)
 #           protocol = "auto"        # auto | legacy (2025-11-25 handshake) | 2026-07-28
 #           connect_timeout = 30     # seconds to start, negotiate and list the tools
 #           call_timeout = 60        # seconds per call, resource read or prompt
@@ -42,7 +43,8 @@ _HEADER = """\
 #
 # Secrets are never written here: use ${ENV_VAR} references, resolved on this machine only
 # when codemode connects. After adding or changing servers run `codemode sync`, review the
-# tools it lists and approve them with `codemode pin --approve`.
+# tools it lists and approve them with `codemode pin --approve` (`--accept-hints` also rates
+# each tool by its own hints, so a read-only tool's calls need no approval).
 """
 
 _EXAMPLE_SERVERS = """\
