@@ -36,11 +36,37 @@ def test_a_forged_marker_in_any_part_of_a_run_stays_inside_its_section(forged: s
     error = RunErrorInfo(kind="program", type="RuntimeError", message=text, traceback=f"Traceback\n{text}")
     run = a_run(status="error", result=text, result_kind="repr", stdout=text, stderr=text, error=error)
     assert framed_sections(run.model_text()) == [
-        ("error", f"RuntimeError: {text}\nTraceback\n{text}"),
+        ("error", f"Traceback\n{text}\nRuntimeError: {text}"),
         ("result", text),
         ("stdout", text),
         ("stderr", text),
     ]
+
+
+@pytest.mark.parametrize(
+    ("message", "last_lines"),
+    [
+        ("needs approval: x\nways out:\n  - a", "needs approval: x\nways out:\n  - a"),
+        # codemode added a note to the message after the traceback was taken
+        ("No module named 'servers.time' [codemode: server down]", "No module named 'servers.time'"),
+    ],
+)
+def test_the_error_is_read_once_after_its_frames(message: str, last_lines: str) -> None:
+    frames = 'Traceback (most recent call last):\n  File "<program>", line 1, in <module>'
+    error = RunErrorInfo(
+        kind="program",
+        type="codemode.CallDenied",
+        message=message,
+        traceback=f"{frames}\ncodemode.CallDenied: {last_lines}\n",
+    )
+    assert error.frames() == frames
+    assert a_run(status="error", error=error).error_text() == f"{frames}\ncodemode.CallDenied: {message}"
+
+
+def test_an_error_whose_traceback_ends_elsewhere_keeps_it_whole() -> None:
+    error = RunErrorInfo(kind="program", type="KeyError", message="'a'", traceback="Traceback\nValueError: b")
+    assert error.frames() == "Traceback\nValueError: b"
+    assert RunErrorInfo(kind="sandbox", type="Timeout", message="m").frames() == ""
 
 
 def test_a_json_result_and_printed_output_keep_their_sections() -> None:
@@ -101,6 +127,7 @@ async def test_a_tool_result_printed_by_a_program_cannot_frame_the_run_code_answ
     assert reply.is_error
     sections = dict(framed_sections(reply.text))
     assert sorted(sections) == ["error", "result", "stderr"], reply.text
-    assert sections["error"].startswith(f"RuntimeError: {PAYLOAD}\n"), sections["error"]
+    assert sections["error"].startswith("Traceback"), sections["error"]
+    assert sections["error"].rstrip("\n").endswith(f"\nRuntimeError: {PAYLOAD}"), sections["error"]
     assert sections["result"].rstrip("\n") == PAYLOAD
     assert sections["stderr"].startswith(PAYLOAD)

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from codemode.batch._dispatch import run_on_workers
 from codemode.batch._jobs import open_job_store
 from codemode.batch._local import check_sessions, run_job
 from codemode.batch._ray import ray_workers
-from codemode.batch._runner import BatchError, BatchJob, BatchOptions, ItemResult, prepare_job, run_on_workers
+from codemode.batch._runner import BatchError, BatchJob, BatchOptions, ItemResult, prepare_job
 from codemode.config import Config
 
 if TYPE_CHECKING:

@@ -25,7 +25,9 @@ from typing import Any, Literal, Protocol
 
 ItemStatus = Literal["pending", "running", "done", "failed", "unknown", "unverified"]
 FINAL_BAD: tuple[ItemStatus, ...] = ("failed", "unknown", "unverified")
+SETTLED: tuple[ItemStatus, ...] = ("done", *FINAL_BAD)
 PAGE = 500
+_ITEM_COLUMNS = "key, line, data, status, attempts, run_id, result, error, calls, duration_ms"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -97,6 +99,25 @@ class StoredItem:
     duration_ms: float = 0.0
 
 
+@dataclass(frozen=True)
+class Runnable:
+    """Which items of a job a run runs: those never run or cut off by a crash (``pending``,
+    ``running``), ``failed`` ones with attempts left, and on request ``unknown`` ones (after
+    ``codemode ledger reconcile``) and ``unverified`` ones (their verify program only)."""
+
+    max_attempts: int
+    retry_unknown: bool = False
+    reverify: bool = False
+
+    def where(self) -> tuple[str, tuple[Any, ...]]:
+        """The SQL condition on an item row, and its parameters."""
+        states = ["pending", "running", "failed"]
+        states += ["unknown"] if self.retry_unknown else []
+        states += ["unverified"] if self.reverify else []
+        marks = ",".join("?" * len(states))
+        return f"(status IN ({marks}) AND (status != 'failed' OR attempts < ?))", (*states, self.max_attempts)
+
+
 class JobStore(Protocol):
     def job(self, job_id: str) -> JobRecord | None: ...
     def begin_registration(
@@ -112,10 +133,15 @@ class JobStore(Protocol):
     def finish_registration(
         self, job_id: str, inputs_digest: str, bad_lines: list[dict[str, Any]]
     ) -> None: ...
-    def runnable(self, job_id: str, *, max_attempts: int, retry_unknown: bool) -> Iterator[StoredItem]: ...
+    def runnable(
+        self, job_id: str, *, max_attempts: int, retry_unknown: bool, reverify: bool = False
+    ) -> Iterator[StoredItem]: ...
+    def todo(self, job_id: str, runs: Runnable) -> int: ...
     def start(self, job_id: str, key: str) -> int: ...
     def finish(self, job_id: str, item: StoredItem) -> None: ...
     def items(self, job_id: str) -> Iterator[StoredItem]: ...
+    def settled(self, job_id: str, *, leaving_out: Runnable | None = None) -> Iterator[StoredItem]: ...
+    def failures(self, job_id: str) -> Iterator[tuple[ItemStatus, int, str | None]]: ...
     def counts(self, job_id: str) -> dict[str, int]: ...
     def claim(self, job_id: str) -> None: ...
     def close(self) -> None: ...
@@ -321,26 +347,27 @@ class SqliteJobStore:
                 (inputs_digest, json.dumps(bad_lines), job_id),
             )
 
-    def runnable(self, job_id: str, *, max_attempts: int, retry_unknown: bool) -> Iterator[StoredItem]:
+    def runnable(
+        self, job_id: str, *, max_attempts: int, retry_unknown: bool, reverify: bool = False
+    ) -> Iterator[StoredItem]:
         """Items still to run, in input order, read a page at a time (keyset on the line number).
 
         ``running`` items were cut off by a crash: they run again (their completed calls replay).
+        Each comes with what is stored of its last run: an ``unverified`` item's result is what
+        its verify program checks again.
         """
-        states = ["pending", "running", "failed"] + (["unknown"] if retry_unknown else [])
-        marks = ",".join("?" * len(states))
-        after = -1
-        while True:
-            with self._lock:
-                rows = self._conn.execute(
-                    f"SELECT key, line, data, status, attempts FROM items WHERE job_id = ? AND line > ? "  # noqa: S608
-                    f"AND status IN ({marks}) AND (status != 'failed' OR attempts < ?) ORDER BY line LIMIT ?",
-                    (job_id, after, *states, max_attempts, PAGE),
-                ).fetchall()
-            if not rows:
-                return
-            for key, line, data, status, attempts in rows:
-                yield StoredItem(key, line, json.loads(data), status, attempts)
-            after = rows[-1][1]
+        where, params = Runnable(max_attempts, retry_unknown, reverify).where()
+        return self._paged(job_id, where, params)
+
+    def todo(self, job_id: str, runs: Runnable) -> int:
+        """How many items :meth:`runnable` would yield now."""
+        where, params = runs.where()
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT COUNT(*) FROM items WHERE job_id = ? AND {where}",  # noqa: S608
+                (job_id, *params),
+            ).fetchone()
+        return int(row[0])
 
     def start(self, job_id: str, key: str) -> int:
         """Mark an item running and count the attempt; returns the attempt number."""
@@ -374,13 +401,43 @@ class SqliteJobStore:
             )
 
     def items(self, job_id: str) -> Iterator[StoredItem]:
+        return self._paged(job_id, "1 = 1", ())
+
+    def settled(self, job_id: str, *, leaving_out: Runnable | None = None) -> Iterator[StoredItem]:
+        """The items that have an outcome, in input order; without those that a run
+        ``leaving_out`` runs (they are to get a new one)."""
+        where, params = f"status IN ({','.join('?' * len(SETTLED))})", tuple[Any, ...](SETTLED)
+        if leaving_out is not None:
+            runs, more = leaving_out.where()
+            where, params = f"{where} AND NOT {runs}", (*params, *more)
+        return self._paged(job_id, where, params)
+
+    def failures(self, job_id: str) -> Iterator[tuple[ItemStatus, int, str | None]]:
+        """The status, attempts and error of each failed, unknown or unverified item (not its data)."""
+        marks = ",".join("?" * len(FINAL_BAD))
         after = -1
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT key, line, data, status, attempts, run_id, result, error, calls, duration_ms "
-                    "FROM items WHERE job_id = ? AND line > ? ORDER BY line LIMIT ?",
-                    (job_id, after, PAGE),
+                    f"SELECT line, status, attempts, error FROM items WHERE job_id = ? AND line > ? "  # noqa: S608
+                    f"AND status IN ({marks}) ORDER BY line LIMIT ?",
+                    (job_id, after, *FINAL_BAD, PAGE),
+                ).fetchall()
+            if not rows:
+                return
+            for _, status, attempts, error in rows:
+                yield status, int(attempts), error
+            after = rows[-1][0]
+
+    def _paged(self, job_id: str, where: str, params: tuple[Any, ...]) -> Iterator[StoredItem]:
+        """The job's items that meet ``where``, in input order, a page at a time."""
+        after = -1
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT {_ITEM_COLUMNS} FROM items WHERE job_id = ? AND line > ? AND {where} "  # noqa: S608
+                    "ORDER BY line LIMIT ?",
+                    (job_id, after, *params, PAGE),
                 ).fetchall()
             if not rows:
                 return

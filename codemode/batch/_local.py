@@ -14,16 +14,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from codemode.batch._dispatch import run_on_workers
+from codemode.batch._item import run_item
 from codemode.batch._jobs import StoredItem
-from codemode.batch._runner import (
-    BatchError,
-    BatchJob,
-    BatchOptions,
-    ItemResult,
-    check_identity,
-    run_item,
-    run_on_workers,
-)
+from codemode.batch._runner import BatchError, BatchJob, BatchOptions, ItemResult, check_identity
 from codemode.errors import SandboxError
 
 if TYPE_CHECKING:

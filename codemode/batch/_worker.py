@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from codemode.batch._item import run_item
 from codemode.batch._jobs import StoredItem
-from codemode.batch._runner import BatchError, BatchOptions, ItemResult, run_item
+from codemode.batch._runner import BatchError, BatchOptions, ItemResult
 from codemode.config import Config, config_from_mapping
 from codemode.errors import CodemodeError
 from codemode.host import ConnectionState

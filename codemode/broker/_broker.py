@@ -231,6 +231,9 @@ class Broker:
 
     def _reason_filtered(self, binding: RunBinding, outcome: CallOutcome) -> CallOutcome:
         run = self._state(binding)
+        if run is not None and isinstance(outcome, CallFailed | ToolError):
+            with run.lock:
+                run.failed_calls += 1
         return self.outcomes.reason_for_run(outcome, None if run is None else run.vault)
 
     async def _call_tool(self, binding: RunBinding, request: ToolCallRequest) -> CallOutcome:
@@ -288,6 +291,7 @@ class Broker:
         recordable = call.kind == "tool"  # resources and prompts leave no call record
         with run.lock:
             run.denials += 1
+            run.denied[kind] += 1
             record = recordable and (
                 run.denials_recorded[kind] < DENIALS_RECORDED_PER_KIND
                 and run.denials_recorded.total() < DENIALS_RECORDED_PER_RUN

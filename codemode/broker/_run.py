@@ -69,6 +69,10 @@ class RunState:
     denials_recorded: Counter[str] = field(default_factory=lambda: Counter[str]())
     """Denials written to the ledger, per ``gate:server/tool`` (a flood is recorded as a count)."""
     denials_unrecorded: Counter[str] = field(default_factory=lambda: Counter[str]())
+    denied: Counter[str] = field(default_factory=lambda: Counter[str]())
+    """Every denial by a gate, per ``gate:server/name``, in the order first seen (recorded or not)."""
+    failed_calls: int = 0
+    """Calls the gates let through that did not succeed (an error answer, a timeout, a refusal)."""
     unknown_outcomes: int = 0
     """Calls of this run whose outcome is unknown (sent, never answered; or an earlier attempt
     under the same key is unknown): the run's work must be reconciled, not retried."""
@@ -97,6 +101,8 @@ class RunState:
             money_spent=self.money_spent,
             flags=tuple(sorted(flags)),
             unknown_outcomes=self.unknown_outcomes,
+            denied=tuple(self.denied),
+            failed_calls=self.failed_calls,
         )
 
 
@@ -111,6 +117,10 @@ class RunSummary:
     money_spent: float
     flags: tuple[str, ...]
     unknown_outcomes: int = 0
+    denied: tuple[str, ...] = ()
+    """What the gates denied, as ``gate:server/name``, first seen first: with ``calls`` and
+    ``failed_calls``, whether another run of the same program would be denied the same."""
+    failed_calls: int = 0
 
 
 class RunOptions(TypedDict, total=False):

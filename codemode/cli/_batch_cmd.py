@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -17,7 +17,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from codemode._atomic import replace_file
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -26,14 +25,18 @@ from codemode.cli._common import (
     json_option,
     load,
     print_json,
+    show_warnings,
     stderr,
     stdout,
 )
+from codemode.cli._signals import run_until_signalled
 
 if TYPE_CHECKING:
-    from codemode.batch import Workers
+    from codemode.batch import FailureGroup, Workers
 
 STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
+MAX_GROUPS_SHOWN = 10
+"""Reasons of failure listed after a run, the largest groups first (--json lists them all)."""
 
 
 @click.command()
@@ -61,6 +64,12 @@ STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 @click.option("--resume", is_flag=True, help="Resume --job-id (fails if there is no such job).")
 @click.option("--retry-unknown", is_flag=True, help="Also run items left unknown (after 'ledger reconcile').")
 @click.option(
+    "--reverify",
+    is_flag=True,
+    help="Also check unverified items again with --verify, on their stored results: their program "
+    "(and so their writes) does not run again.",
+)
+@click.option(
     "--verify",
     "verify_program",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -69,11 +78,15 @@ STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 @click.option(
     "--max-attempts",
     type=click.IntRange(1, 100),
-    help="Attempts per failed item [default: 3]. With --resume, failed items that have had fewer "
-    "attempts run again: raise it to retry items that used theirs up.",
+    help="Attempts per failed item [default: 3]. A failure that would repeat (a policy denial, "
+    "the program's own error before any call) gets no more in the same run. Run again, failed "
+    "items that have had fewer attempts run again: raise it to retry items that used theirs up.",
 )
 @click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write one JSON line per item here."
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one JSON line per settled item here, as each settles (it holds every settled "
+    "item after a Ctrl-C or a kill too).",
 )
 @click.option(
     "--engine",
@@ -99,6 +112,7 @@ def batch(
     job_id: str | None,
     resume: bool,
     retry_unknown: bool,
+    reverify: bool,
     verify_program: Path | None,
     max_attempts: int | None,
     out: Path | None,
@@ -114,6 +128,10 @@ def batch(
     Side-effecting calls get idempotency keys derived from the job, the item and the call, so
     a retried, resumed or re-run item never repeats a completed call. A call whose outcome is
     unknown is never re-sent: its item is 'unknown' until 'codemode ledger reconcile' settles it.
+    A failed item is retried up to --max-attempts, unless another attempt would fail the same
+    way (a policy denial, the program's own error before any call); the summary counts failed
+    items by reason. --out is written as items settle: after Ctrl-C or a kill it holds every
+    settled item, and the resume lists none twice.
 
     \b
     Examples:
@@ -129,6 +147,8 @@ def batch(
 
     if resume and not job_id:
         fail("--resume needs --job-id (the job to resume)", code=EXIT_USAGE)
+    if reverify and verify_program is None:
+        fail("--reverify checks items with the job's verify program: give it with --verify", code=EXIT_USAGE)
     config = load(config_path)
     settings = config.batch
     if settings.wall_time_s is not None and settings.wall_time_s > config.sandbox.wall_time_s:
@@ -149,6 +169,8 @@ def batch(
         limits=RunLimits(calls=settings.calls_per_item, money=settings.money_per_item),
         principal=principal,
         tenant=tenant,
+        reverify=reverify,
+        out=out,
     )
     code = program.read_text(encoding="utf-8")
     quiet = as_json or not sys.stderr.isatty()
@@ -177,17 +199,13 @@ def batch(
                 highlight=False,
                 soft_wrap=True,
             )
-            counts_before = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
-            todo = sum(counts_before.get(s, 0) for s in ("pending", "running", "failed"))
-            if retry_unknown:
-                todo += counts_before.get("unknown", 0)
-            if job.resumed and todo == 0:
-                stderr.print(
-                    f"job {job.job_id} has no item left to run, so nothing runs; to run the items again "
-                    "as a new job, give it another --job-id",
-                    markup=False,
-                    highlight=False,
-                )
+            todo = await anyio.to_thread.run_sync(job.store.todo, job.job_id, options.runnable())
+            idle: str | None = None
+            if todo == 0:
+                counts = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
+                failures = await anyio.to_thread.run_sync(_failures, job.store, job.job_id)
+                idle = _why_nothing_runs(job.job_id, counts, failures, has_verify=verify_program is not None)
+                stderr.print(idle, markup=False, highlight=False, soft_wrap=True)
             seen: Counter[str] = Counter()
             calls = 0
             started = time.monotonic()
@@ -203,8 +221,7 @@ def batch(
                     bar.update(task, advance=1, stats=f"{stats} · {calls / elapsed:.1f} calls/s")
             elapsed = time.monotonic() - started
             counts = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
-            if out is not None:
-                await anyio.to_thread.run_sync(_write_out, job.store, job.job_id, out)
+            failures = await anyio.to_thread.run_sync(_failures, job.store, job.job_id)
         return {
             "job_id": job.job_id,
             "resumed": job.resumed,
@@ -214,11 +231,18 @@ def batch(
             "calls_now": calls,
             "seconds": round(elapsed, 3),
             "items_per_s": round(sum(seen.values()) / elapsed, 2) if elapsed > 0 else None,
+            "failures": [group.to_json() for group in failures],
+            "retry_left": any(
+                g.status == "failed" and g.attempts[0] < options.max_attempts for g in failures
+            ),
+            "skipped": job.skipped,
             "skipped_lines": job.bad_lines,
+            "nothing_to_run": idle,
             "out": str(out) if out else None,
         }
 
-    summary = anyio.run(main)
+    show_warnings()  # a server that did not start is said before any item runs
+    summary = run_until_signalled(main)
     if as_json:
         print_json(summary)
     else:
@@ -263,35 +287,45 @@ def _resume_command(
     return shlex.join([*args, "--job-id", job_id, "--resume"])
 
 
-def _write_out(store: Any, job_id: str, out: Path) -> None:
-    """Write the results whole or not at all: a crash while writing leaves the previous file.
+def _failures(store: Any, job_id: str) -> list[FailureGroup]:
+    from codemode.batch import group_failures
 
-    A link, a pipe or a device (``/dev/stdout``) is written through, as named: replacing it
-    would put a plain file in its place."""
-    if out.is_symlink() or (out.exists() and not out.is_file()):
-        with out.open("w", encoding="utf-8") as handle:
-            _write_items(store, job_id, handle)
-        return
-    replace_file(out, lambda handle: _write_items(store, job_id, handle), keep_mode=True)
+    return group_failures(store.failures(job_id))
 
 
-def _write_items(store: Any, job_id: str, handle: Any) -> None:
-    from codemode.batch import ItemResult
-
-    for item in store.items(job_id):
-        error = item.error if item.status != "done" else None
-        line = ItemResult(
-            item.key,
-            item.line,
-            item.status,
-            item.attempts,
-            item.run_id,
-            item.result,
-            error,
-            item.calls,
-            item.duration_ms,
+def _why_nothing_runs(
+    job_id: str, counts: Mapping[str, int], failures: Sequence[FailureGroup], *, has_verify: bool
+) -> str:
+    """Why a run of the job runs no item, and what would make it run some."""
+    total = sum(counts.values())
+    if total == 0:
+        return f"job {job_id} has no items, so nothing runs: its input held none"
+    attempts = [group.attempts for group in failures if group.status == "failed"]
+    least = min((low for low, _ in attempts), default=0)
+    most = max((high for _, high in attempts), default=0)
+    parts: list[str] = []
+    for status in ("done", "failed", "unknown", "unverified"):
+        if counts.get(status):
+            parts.append(f"{counts[status]} {status}")
+            if status == "failed" and attempts:
+                span = f"{most}" if least == most else f"{least} to {most}"
+                parts[-1] += f" after {span} attempt{'' if most == 1 else 's'}"
+    ways: list[str] = []
+    if attempts:
+        ways.append(f"--max-attempts {most + 1} retries the failed items")
+    if counts.get("unknown"):
+        ways.append(
+            "--retry-unknown runs the unknown items once 'codemode ledger reconcile' settled their calls"
         )
-        handle.write(json.dumps(line.to_json(), ensure_ascii=False, default=str) + "\n")
+    if counts.get("unverified"):
+        ways.append(
+            "--reverify checks the unverified items again" + ("" if has_verify else " (with --verify)")
+        )
+    ways.append("another --job-id starts over and runs every item")
+    return (
+        f"nothing to run: all {total} items of job {job_id} are settled ({', '.join(parts)}); "
+        + "; ".join(ways)
+    )
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -309,10 +343,33 @@ def _print_summary(summary: dict[str, Any]) -> None:
         + (f" ({rate:.1f} items/s, {summary['calls_now']} calls)" if rate is not None else ""),
         highlight=False,
     )
+    shown = summary["failures"][:MAX_GROUPS_SHOWN]
+    for group in shown:
+        # The reasons quote what programs and servers said: printed as text, never as markup.
+        stdout.print(f"{group['status']} {group['count']}: {group['reason']}", markup=False, highlight=False)
+        for line in group["detail"].splitlines():
+            stdout.print(f"  {line}", markup=False, highlight=False, style="dim")
+    if len(summary["failures"]) > len(shown):
+        rest = sum(group["count"] for group in summary["failures"][len(shown) :])
+        stdout.print(f"… and {rest} more items for other reasons (see --out or --json)", highlight=False)
+    if summary["retry_left"]:
+        stdout.print(
+            "failed items with attempts left run again when the job runs again: fix their cause, "
+            "then run the same command"
+        )
     if summary["counts"].get("unknown"):
         stdout.print(
             "[magenta]unknown items:[/] settle their calls with 'codemode ledger reconcile', "
             "then run the job again with --retry-unknown"
+        )
+    if summary["skipped"]:
+        first = summary["skipped_lines"][0]
+        more = summary["skipped"] - 1
+        stdout.print(
+            f"skipped {summary['skipped']} input line{'' if summary['skipped'] == 1 else 's'}: "
+            f"line {first['line']}: {first['reason']}" + (f" (and {more} more)" if more else ""),
+            markup=False,
+            highlight=False,
         )
     if summary["out"]:
         stdout.print(f"results: {summary['out']}", highlight=False)

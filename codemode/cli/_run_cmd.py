@@ -1,14 +1,12 @@
-"""``codemode run`` (a program against the configured servers) and ``codemode approve``."""
+"""``codemode run``: a program in the sandbox against the configured servers."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 import threading
 from collections.abc import Generator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +19,8 @@ from codemode.broker import (
     RefusingSampler,
     TerminalApprover,
     TerminalElicitor,
-    consent_digest,
     terminal_available,
-    tool_risk,
 )
-from codemode.catalog import load_lock, parse_selector
 from codemode.cli._common import (
     BACKEND_CHOICE,
     EXIT_USAGE,
@@ -36,12 +31,12 @@ from codemode.cli._common import (
     json_option,
     load,
     print_json,
+    show_warnings,
     stderr,
 )
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
 from codemode.engine import CodeMode, RunResult, section_boundary, section_marker
-from codemode.ledger import ApprovalRecord, open_ledger
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -183,12 +178,13 @@ def _print_human(result: RunResult) -> None:
         boundary = section_boundary(*(content for _, content in sections))
         for name, content in sections:
             stderr.print(f"[dim]{section_marker(name, boundary)}[/]", highlight=False)
-            if name == "error" and result.error is not None:
-                error = result.error
-                stderr.print(f"[bold red]{escape(error.type)}[/]: {escape(error.message)}", highlight=False)
-                content = error.traceback.rstrip()
+            error = result.error if name == "error" else None
+            if error is not None:
+                content = error.frames()  # Python's order: the frames, then the error, once
             if content:
                 stderr.print(content, markup=False, emoji=False, highlight=False)
+            if error is not None:
+                stderr.print(f"[bold red]{escape(error.type)}[/]: {escape(error.message)}", highlight=False)
         stderr.print(f"[dim]{section_marker('end', boundary)}[/]", highlight=False)
     for flag in result.flags:
         stderr.print(f"[yellow]warning:[/] {escape(flag)}", highlight=False)
@@ -258,6 +254,7 @@ def run(
     asking = not no_input and terminal_available()
     approver: Approver | None = TerminalApprover(pause=spinner.paused) if asking else None
     elicitor: Elicitor | None = TerminalElicitor(pause=spinner.paused) if asking else None
+    show_warnings()  # a server that did not start is said before the program runs
     result = run_until_signalled(
         _run, code, config_path, backend, principal, tenant, approver, elicitor, spinner, wall_time, memory
     )
@@ -266,91 +263,3 @@ def run(
     else:
         _print_human(result)
     sys.exit(0 if result.status == "ok" else 1)
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-
-
-def _parse_ttl(text: str) -> timedelta:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise click.BadParameter("use a number and a unit: 30s, 10m, 2h, 1d", param_hint="--ttl")
-    value, unit = float(match.group(1)), match.group(2)
-    return timedelta(seconds=value * {"s": 1, "m": 60, "h": 3600, "d": 86_400}[unit])
-
-
-@click.command()
-@config_option
-@json_option
-@click.argument("tool", metavar="SERVER/TOOL")
-@click.option("--args", "arguments", required=True, help="The exact arguments, as a JSON object.")
-@click.option("--principal", help="Who may use it [default: policy.default_principal].")
-@click.option("--tenant", help="In which tenant [default: policy.default_tenant].")
-@click.option(
-    "--ttl", default="10m", show_default=True, help="How long the approval stays valid (30s, 10m, 2h)."
-)
-@click.option("--note", default=None, help="Why it was approved (kept in the ledger).")
-@handle_errors
-def approve(
-    config_path: Path | None,
-    as_json: bool,
-    tool: str,
-    arguments: str,
-    principal: str | None,
-    tenant: str | None,
-    ttl: str,
-    note: str | None,
-) -> None:
-    """Pre-issue a single-use approval for one call with exactly these arguments.
-
-    The approval is bound to principal, tenant, tool and the digest of the canonical arguments,
-    expires after --ttl, and is consumed by the first call that matches it. A call with other
-    arguments, after expiry or a second time is not covered.
-
-    \b
-    codemode approve crm/record_payment \\
-        --args '{"customer_id": "CUST-0001", "amount_cents": 500, "reference": "INV-7"}'
-    """
-    config = load(config_path)
-    server, name = parse_selector(tool)
-    if server is None or name is None:
-        fail("give the tool as SERVER/TOOL", hint="codemode approve crm/record_payment --args '{...}'")
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        fail(f"--args is not valid JSON: {exc.msg} (column {exc.colno})")
-    if not isinstance(parsed, dict):
-        fail("--args must be a JSON object")
-    definition = load_lock(config.lock_path).approved_definition(server, name)
-    if definition is None:
-        fail(
-            f"{tool} is not an approved tool in {config.lock_path}",
-            hint="run 'codemode sync' and 'codemode pin'",
-        )
-    trusted = bool((entry := config.servers.get(server)) and entry.trusted)
-    risk = tool_risk(config.policy, server, name, definition.get("annotations"), trusted=trusted)
-    now = datetime.now(UTC)
-    record = ApprovalRecord.issue(
-        tenant=tenant or config.policy.default_tenant,
-        principal=principal or config.policy.default_principal,
-        server=server,
-        tool=name,
-        args_digest=consent_digest(parsed, definition),  # pyright: ignore[reportUnknownArgumentType]
-        risk=risk,
-        approver="cli",
-        expires_at=now + _parse_ttl(ttl),
-        now=now,
-        note=note,
-    )
-    ledger = open_ledger(config.ledger_location())
-    try:
-        ledger.record_approval(record)
-    finally:
-        ledger.close()
-    if as_json:
-        print_json(record.model_dump(mode="json"))
-    else:
-        click.echo(
-            f"approved one call of {tool} for {record.principal}@{record.tenant} until "
-            f"{record.expires_at:%Y-%m-%d %H:%M:%S} UTC ({record.approval_id})"
-        )

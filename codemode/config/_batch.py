@@ -16,7 +16,9 @@ class BatchConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=256)
     """Items running at once (each in its own sandbox from the warm pool)."""
     max_attempts: int = Field(default=3, ge=1, le=100)
-    """Attempts per item before it stays failed (unknown items are never retried by themselves)."""
+    """Attempts per item before it stays failed. A failure that another attempt would repeat (a
+    policy denial, the program's own error before any call) takes one; unknown items are never
+    retried by themselves."""
     wall_time_s: float | None = Field(default=None, gt=0)
     """Per-item wall time; at most ``[sandbox] wall_time_s``."""
     calls_per_item: int | None = Field(default=None, ge=0)

@@ -30,6 +30,20 @@ class RunErrorInfo(BaseModel):
     message: str
     traceback: str = ""
 
+    @property
+    def headline(self) -> str:
+        return f"{self.type}: {self.message}"
+
+    def frames(self) -> str:
+        """The traceback without its last line(s) when they repeat :attr:`headline` (or its start:
+        codemode may add a note to the message), so a denial that lists its ways out is read once."""
+        frames, marker = self.traceback.rstrip(), f"{self.type}:"
+        at = frames.rfind("\n" + marker)
+        cut = at + 1 if at >= 0 else (0 if frames.startswith(marker) else None)
+        if cut is not None and self.headline.startswith(frames[cut:]):
+            return frames[:cut].rstrip()
+        return frames
+
 
 class RunResult(BaseModel):
     """What a run returns to its caller: only the filtered final result and a summary."""
@@ -61,6 +75,10 @@ class RunResult(BaseModel):
     peak_concurrency: int = 0
     unknown_outcomes: int = 0
     """Tool calls whose outcome is unknown (sent, never answered): see ``codemode ledger reconcile``."""
+    denied: tuple[str, ...] = ()
+    """What the broker's gates denied, as ``gate:server/name``, first seen first."""
+    failed_calls: int = 0
+    """Calls the gates let through that did not succeed (an error answer, a timeout, a refusal)."""
     tool_result_bytes: int = 0
     """Size of all tool results the program received: data that never entered the model's context."""
     tool_result_tokens: int | None = None
@@ -102,8 +120,8 @@ class RunResult(BaseModel):
         """The program's error, its type, message and traceback: the program's words, not codemode's."""
         if self.error is None:
             return ""
-        text = f"{self.error.type}: {self.error.message}"
-        return f"{text}\n{self.error.traceback.rstrip()}" if self.error.traceback else text
+        frames = self.error.frames()
+        return f"{frames}\n{self.error.headline}" if frames else self.error.headline
 
 
 def run_result(
@@ -146,6 +164,8 @@ def run_result(
         flags=end.flags,
         peak_concurrency=summary.peak_concurrency,
         unknown_outcomes=summary.unknown_outcomes,
+        denied=summary.denied,
+        failed_calls=summary.failed_calls,
         tool_result_bytes=summary.result_bytes,
         tool_result_tokens=summary.result_tokens if count_tokens is not None else None,
     )

@@ -92,6 +92,18 @@ class Workspace:
                     return 0
                 raise
 
+    def item_attempts(self, job_id: str) -> dict[str, int]:
+        """Each item's attempts, as the job store counts them."""
+        with sqlite3.connect(self.root / "codemode-jobs.db", timeout=30) as conn:
+            rows = conn.execute("SELECT key, attempts FROM items WHERE job_id = ?", (job_id,)).fetchall()
+        return {str(key): int(attempts) for key, attempts in rows}
+
+    def ledger_calls(self, tool: str) -> list[str]:
+        """The state of each call of ``tool`` the ledger recorded (denied ones too), oldest first."""
+        with sqlite3.connect(self.root / "codemode.db", timeout=30) as conn:
+            rows = conn.execute("SELECT state FROM calls WHERE tool = ? ORDER BY rowid", (tool,)).fetchall()
+        return [str(row[0]) for row in rows]
+
     def item_states(self, job_id: str) -> dict[str, str]:
         path = self.root / "codemode-jobs.db"
         if not path.exists():
@@ -111,7 +123,11 @@ MakeWorkspace = Callable[..., Workspace]
 
 @pytest.fixture
 def make_workspace(tmp_path: Path) -> MakeWorkspace:
-    def make(*, crm_fault: str = "", backend: str = "process", extra: str = "") -> Workspace:
+    def make(
+        *, crm_fault: str = "", backend: str = "process", extra: str = "", trusted: bool = True
+    ) -> Workspace:
+        """``trusted=False``: the crm server as a third-party one is, its tools high risk (every
+        call of one needs an approval, which no batch can give)."""
         root = tmp_path / f"ws-{backend}-{len(list(tmp_path.iterdir()))}"
         root.mkdir()
         env = {"CRM_STATE_DIR": str(root / "crm-state")}
@@ -120,9 +136,11 @@ def make_workspace(tmp_path: Path) -> MakeWorkspace:
         env_toml = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
         (root / "codemode.toml").write_text(
             f"[servers.crm]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(CRM))}]\n"
-            f"trusted = true\nenv = {{ {env_toml} }}\n\n"
-            f'[sandbox]\nbackend = "{backend}"\npool_size = 1\n\n'
-            '[policy.consent]\nnever = ["crm/add_note"]\n' + extra,
+            + ("trusted = true\n" if trusted else "")
+            + f"env = {{ {env_toml} }}\n\n"
+            + f'[sandbox]\nbackend = "{backend}"\npool_size = 1\n\n'
+            + ('[policy.consent]\nnever = ["crm/add_note"]\n' if trusted else "")
+            + extra,
             encoding="utf-8",
         )
         # Docker sandboxes of this workspace carry their own pool label, so a test counts only them.

@@ -19,6 +19,7 @@ from codemode.batch import (
     ItemResult,
     SqliteJobStore,
     StoredItem,
+    _dispatch,
     open_job_store,
     prepare_job,
     read_items,
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    monkeypatch.setattr(_dispatch, "PAUSE_S", (0.0, 0.0))
 
 
 def test_nan_and_infinite_numbers_make_a_jsonl_line_bad(tmp_path: Path) -> None:

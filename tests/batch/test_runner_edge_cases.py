@@ -18,11 +18,12 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from codemode import CodeMode
-from codemode.batch import BatchError, BatchOptions, SqliteJobStore, StoredItem, prepare_job
+from codemode.batch import BatchError, BatchOptions, SqliteJobStore, StoredItem, _item, prepare_job
 from codemode.batch import _runner as runner
 from codemode.batch._inputs import InputDigest, read_items
+from codemode.batch._jobs import Runnable
 from codemode.batch._naming import item_scope
-from codemode.cli._batch_cmd import _write_out  # pyright: ignore[reportPrivateUsage]
+from codemode.batch._out import ResultsFile
 from codemode.config import PolicyConfig
 from codemode.engine._run_result import RunErrorInfo, RunResult
 from codemode.host import ConnectionState, ServerStatus
@@ -125,7 +126,7 @@ async def test_a_job_begun_with_the_old_scope_resumes_without_sending_a_write_ag
     )
     items = [{"id": "doc/1%"}]
     with monkeypatch.context() as patched:
-        patched.setattr(runner, "item_scope", old_scope)  # as an earlier version ran it
+        patched.setattr(_item, "item_scope", old_scope)  # as an earlier version ran it
         first = BatchOptions(job_id="2024/nightly", key="id", concurrency=1, max_attempts=1)
         async with CodeMode(config, transports=transports) as engine:
             assert [r.status async for r in engine.batch(WRITE_THEN_FAIL, items, first)] == ["failed"]
@@ -249,14 +250,18 @@ async def test_a_result_over_result_bytes_fails_instead_of_being_stored_cut(tmp_
 class CrashingStore:
     """A job store whose second item cannot be read: the write of --out stops halfway."""
 
-    def items(self, job_id: str) -> Iterator[StoredItem]:
+    def settled(self, job_id: str, *, leaving_out: Runnable | None = None) -> Iterator[StoredItem]:
         yield StoredItem("a", 1, {}, "done", 1, "run_1", {"v": 1})
         raise OSError("the disk went away")
 
 
 class Store:
-    def items(self, job_id: str) -> Iterator[StoredItem]:
+    def settled(self, job_id: str, *, leaving_out: Runnable | None = None) -> Iterator[StoredItem]:
         yield StoredItem("a", 1, {}, "done", 1, "run_1", {"v": 2})
+
+
+def rewrite(store: object, out: Path) -> None:
+    ResultsFile(out).end(store, "j")  # type: ignore[arg-type]
 
 
 def test_out_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
@@ -264,25 +269,27 @@ def test_out_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
     out.write_text("previous complete results\n", encoding="utf-8")
     out.chmod(0o640)
     with pytest.raises(OSError, match="the disk went away"):
-        _write_out(CrashingStore(), "j", out)
+        rewrite(CrashingStore(), out)
+    with pytest.raises(BatchError, match=r"cannot write the results to .*results.jsonl: the disk went away"):
+        ResultsFile(out).begin(CrashingStore(), "j", Runnable(3))  # type: ignore[arg-type]
     assert out.read_text(encoding="utf-8") == "previous complete results\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"], "no temporary file left"
-    _write_out(Store(), "j", out)
+    rewrite(Store(), out)
     assert json.loads(out.read_text(encoding="utf-8"))["result"] == {"v": 2}
     assert stat.S_IMODE(out.stat().st_mode) == 0o640, "the file keeps its mode"
     fresh = tmp_path / "new.jsonl"
-    _write_out(Store(), "j", fresh)
+    rewrite(Store(), fresh)
     assert fresh.exists() and stat.S_IMODE(fresh.stat().st_mode) & 0o600 == 0o600
     # A link is written through (so is a pipe or /dev/stdout), never replaced by a plain file.
     link = tmp_path / "latest.jsonl"
     link.symlink_to(fresh)
     fresh.write_text("stale\n", encoding="utf-8")
-    _write_out(Store(), "j", link)
+    rewrite(Store(), link)
     assert link.is_symlink() and json.loads(fresh.read_text(encoding="utf-8"))["result"] == {"v": 2}
 
 
 def test_only_a_tool_of_a_server_names_it_in_an_error() -> None:
-    named = runner._names_tool_of  # pyright: ignore[reportPrivateUsage]
+    named = _item._names_tool_of  # pyright: ignore[reportPrivateUsage]
     assert named("db", "CallDenied: db/query is not listed by the server now")
     assert named("db", "(db/query) failed")
     assert not named("db", "CallDenied: mydb/query failed")
@@ -401,20 +408,20 @@ def load_config_for_tests() -> Any:
 async def test_an_item_waits_for_a_restarting_server_without_spending_an_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    monkeypatch.setattr(_item, "PAUSE_S", (0.0, 0.0))
     engine = RestartingEngine(down_runs=3)
     item = StoredItem("a", 1, {"id": "a"}, "pending", 0)
-    result = await runner.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
+    result = await _item.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
     assert (result.status, result.attempts, result.result, engine.runs) == ("done", 1, "fine", 4)
 
 
 async def test_a_failure_that_names_no_server_that_is_down_is_the_items_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    monkeypatch.setattr(_item, "PAUSE_S", (0.0, 0.0))
     engine = RestartingEngine(down_runs=3, error="KeyError: 'customer'")
     item = StoredItem("a", 1, {"id": "a"}, "pending", 0)
-    result = await runner.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
+    result = await _item.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
     assert (result.status, engine.runs) == ("failed", 1)
 
 
@@ -435,21 +442,21 @@ class QuickRestartEngine(RestartingEngine):
 async def test_a_server_that_restarted_during_the_run_counts_as_down_though_it_is_back(
     monkeypatch: pytest.MonkeyPatch, reconnected: bool, expected: tuple[str, int]
 ) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    monkeypatch.setattr(_item, "PAUSE_S", (0.0, 0.0))
     engine = QuickRestartEngine(down_runs=3, reconnected=reconnected)
     item = StoredItem("a", 1, {"id": "a"}, "pending", 0)
-    result = await runner.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
+    result = await _item.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
     assert (result.status, engine.runs) == expected
 
 
 async def test_a_server_down_for_too_long_stops_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (1.0, 1.0))
-    monkeypatch.setattr(runner, "SERVER_OUTAGE_LIMIT_S", 2.0)
-    monkeypatch.setattr(runner.anyio, "sleep", _no_sleep)
+    monkeypatch.setattr(_item, "PAUSE_S", (1.0, 1.0))
+    monkeypatch.setattr(_item, "SERVER_OUTAGE_LIMIT_S", 2.0)
+    monkeypatch.setattr(_item.anyio, "sleep", _no_sleep)
     engine = RestartingEngine(down_runs=100)
     item = StoredItem("a", 1, {"id": "a"}, "pending", 0)
     with pytest.raises(BatchError, match=r"server 'crm' has been down for 2 s.*--resume"):
-        await runner.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
+        await _item.run_item(engine, "INPUT", "j", item, 1, BatchOptions())  # type: ignore[arg-type]
     assert engine.runs == 3
 
 

@@ -26,10 +26,10 @@ from codemode.batch import (
     WorkerLost,
     WorkerRefused,
     WorkerSpec,
+    _dispatch,
     prepare_job,
     run_on_workers,
 )
-from codemode.batch import _runner as runner
 from codemode.batch._ray import import_ray, ray_workers
 from codemode.config import PolicyConfig, load_config
 
@@ -69,7 +69,7 @@ async def collect(results: AsyncIterator[ItemResult]) -> list[ItemResult]:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "PAUSE_S", (0.0, 0.0))
+    monkeypatch.setattr(_dispatch, "PAUSE_S", (0.0, 0.0))
 
 
 async def test_an_item_whose_worker_was_lost_runs_again_and_the_job_completes(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ async def test_a_worker_lost_on_every_attempt_fails_its_item_with_the_reason(tmp
     options = BatchOptions(job_id="doomed", key="id", concurrency=1, max_attempts=2)
     results = await collect(run_on_workers([AlwaysLost()], job_of(tmp_path, options), options))
     assert {(r.status, r.attempts) for r in results} == {("failed", 2)}
-    assert all(f"lost {runner.MAX_WORKER_LOSSES} times" in (r.error or "") for r in results)
+    assert all(f"lost {_dispatch.MAX_WORKER_LOSSES} times" in (r.error or "") for r in results)
 
 
 async def test_a_refusing_worker_stops_the_job_with_its_own_message(tmp_path: Path) -> None:

@@ -148,7 +148,9 @@ def test_printed_lines_cannot_forge_the_framing_of_the_program_s_output(workspac
     sections = framed_sections(completed.stderr)
     assert [name for name, _ in sections] == ["stderr", "error", "end"], completed.stderr
     assert sections[0][1].rstrip("\n") == PAYLOAD
-    assert sections[1][1].startswith(f"RuntimeError: {PAYLOAD}\nTraceback"), sections[1][1]
+    assert sections[1][1].startswith("Traceback"), sections[1][1]
+    assert sections[1][1].rstrip("\n").endswith(f"\nRuntimeError: {PAYLOAD}"), "the error comes last"
+    assert sections[1][1].count(PAYLOAD) == 1, "and is read once"
     # After the end marker: codemode's own lines only (the warning is about this very text).
     warning, summary = sections[2][1].rstrip("\n").split("\n")
     assert warning == "warning: instruction-like text in the final result"
