@@ -39,15 +39,14 @@ from codemode.errors import (
     CodemodeError,
     OutcomeUnknownError,
     ServerConnectionError,
-    ServerRefusedError,
     ServerRejectedError,
     ServerUnavailableError,
 )
 from codemode.host._call_slots import CallSlots
 from codemode.host._command import find_executable, resolve_setting
-from codemode.host._errors import REJECTED_BEFORE_RUNNING, describe_exception, root_cause
+from codemode.host._errors import call_failure, describe_exception, root_cause
 from codemode.host._frames import CutResults
-from codemode.host._http import CALL_MARKER, Refusals, http_client_for, refusal_reason
+from codemode.host._http import CALL_MARKER, Refusals, http_client_for
 from codemode.host._inputs import InputRoundsExceeded, InputRouter, drive_input_rounds
 from codemode.host._listing import list_catalog
 from codemode.host._output_check import OutputCheck, install_output_check
@@ -94,6 +93,9 @@ class ServerConnection:
         self._on_catalog = on_catalog
         self._client: Client | None = None
         self._stderr: StderrTail | None = None
+        self._failed_tail = ""
+        """The server's stderr as the last failure left it: a reconnect starts a fresh tail, and
+        the reason for the failure must not lose its telling line while the next attempt runs."""
         self._catalog: ServerCatalog | None = None
         self._tools_by_name: tuple[ServerCatalog | None, dict[str, ToolSpec]] = (None, {})
         self._state = ConnectionState.CONNECTING
@@ -183,7 +185,7 @@ class ServerConnection:
             tool_count=len(catalog.tools) if catalog else 0,
             excluded_count=len(catalog.excluded) if catalog else 0,
             error=self._error,
-            stderr_tail=self._stderr.tail() if self._stderr else "",
+            stderr_tail=self._error_tail(),
             reconnects=self.reconnects,
         )
 
@@ -196,6 +198,13 @@ class ServerConnection:
         self._state = ConnectionState.FAILED
         self._error = reason
         self._client = None
+        self._failed_tail = self._stderr.tail() if self._stderr else ""
+
+    def _error_tail(self) -> str:
+        """The stderr that goes with the current error: as the failure left it."""
+        if self._error is not None:
+            return self._failed_tail
+        return self._stderr.tail() if self._stderr else ""
 
     def _client_for(self, stack: AsyncExitStack) -> Client:
         cfg = self.config
@@ -256,7 +265,7 @@ class ServerConnection:
         while True:
             was_ready = False
             try:
-                was_ready = await self._serve()
+                was_ready = await self._attempt()
             except BaseException as exc:
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
                     self._state = ConnectionState.CLOSED
@@ -266,6 +275,9 @@ class ServerConnection:
                 self._fail(describe_exception(exc, self.config))
             finally:
                 self._client = None
+                if self._error is not None and self._stderr is not None:
+                    # The attempt's stderr is drained now (its pipe closed with the attempt).
+                    self._failed_tail = self._stderr.tail()
                 self.settled.set()
             if self._stop.is_set() or not self.config.reconnect:
                 break
@@ -279,6 +291,21 @@ class ServerConnection:
             self.reconnects += 1
         if self._state is not ConnectionState.FAILED:
             self._state = ConnectionState.CLOSED
+
+    async def _attempt(self) -> bool:
+        """:meth:`_serve`, given up at :meth:`stop` even while it starts: closing must not wait
+        out the connect_timeout of a server that is still starting (or hangs at start)."""
+        ready = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._give_up_starting_at_stop, tg.cancel_scope)
+            ready = await self._serve()
+            tg.cancel_scope.cancel()
+        return ready
+
+    async def _give_up_starting_at_stop(self, scope: anyio.CancelScope) -> None:
+        await self._stop.wait()
+        if self._state is not ConnectionState.READY:  # a ready one closes itself, gracefully
+            scope.cancel()
 
     async def _serve(self) -> bool:
         """One connection attempt; True if it got as far as ready (then ended: stop or lost)."""
@@ -418,7 +445,7 @@ class ServerConnection:
                 self.name,
                 self.config.describe(),
                 f"not connected ({self._state.value}{': ' + self._error if self._error else ''})",
-                self._stderr.tail() if self._stderr else "",
+                self._error_tail(),
             )
         return client
 
@@ -520,26 +547,14 @@ class ServerConnection:
         # -32000 and -32001 are the SDK's words for a closed connection and a timeout, and a
         # server's to use too (see ._transport_end): only the transport or the clock tells.
         closed = exc.code == mcp_types.CONNECTION_CLOSED and _ended(transport_end)
-        waited_s = anyio.current_time() - sent_at
-        timed_out = exc.code == mcp_types.REQUEST_TIMEOUT and waited_s >= self.config.call_timeout
+        timed_out = exc.code == mcp_types.REQUEST_TIMEOUT and (
+            anyio.current_time() - sent_at >= self.config.call_timeout
+        )
         if closed and transport_end is self._transport_end:  # not one a reconnect has replaced
             self._mark_lost(exc)  # (a failed sign-in ends the SDK's transport too: reconnect)
-        if refusal is not None:
-            status, retry_after = refusal
-            return ServerRefusedError(
-                self.name, tool, refusal_reason(self.name, self.config, status), retry_after
-            )
-        if exc.code == mcp_types.HEADER_MISMATCH:
+        if refusal is None and exc.code == mcp_types.HEADER_MISMATCH:
             self._request_refresh("header_mismatch")
-            return ServerRefusedError(self.name, tool, "the server's definition of the tool changed")
-        if closed:
-            return OutcomeUnknownError(self.name, tool, f"connection lost during the call: {exc}")
-        if timed_out:
-            return OutcomeUnknownError(self.name, tool, self._no_answer())
-        if exc.code in REJECTED_BEFORE_RUNNING:
-            return ServerRejectedError(self.name, tool, exc.code, str(exc))
-        # An internal error may have happened half-way through executing the tool.
-        return OutcomeUnknownError(self.name, tool, f"server error {exc.code}: {exc}; it may have executed")
+        return call_failure(self.name, self.config, tool, exc, refusal, closed=closed, timed_out=timed_out)
 
     def _request_refresh(self, why: str) -> None:
         # Counted even when a re-listing is already queued: that one starts later and covers it.

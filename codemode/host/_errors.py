@@ -14,7 +14,14 @@ from mcp.shared.exceptions import MCPError
 
 from codemode._redaction import redact_secrets
 from codemode.config import HttpServerConfig, StdioServerConfig
-from codemode.errors import CodemodeError, ServerConnectionError
+from codemode.errors import (
+    CodemodeError,
+    OutcomeUnknownError,
+    ServerConnectionError,
+    ServerRefusedError,
+    ServerRejectedError,
+)
+from codemode.host._http import refusal_reason
 
 REJECTED_BEFORE_RUNNING = frozenset(
     {
@@ -77,3 +84,32 @@ def _describe(exc: BaseException, config: StdioServerConfig | HttpServerConfig) 
         detail = str(exc) or name
         return f"could not reach {config.url}: {detail}"
     return f"{name}: {exc}" if str(exc) else name
+
+
+def call_failure(
+    server: str,
+    config: StdioServerConfig | HttpServerConfig,
+    tool: str,
+    exc: MCPError,
+    refusal: tuple[int, float | None] | None,
+    *,
+    closed: bool,
+    timed_out: bool,
+) -> Exception:
+    """What a call that ended in ``exc`` means for its outcome: refused or rejected (it did not
+    run), or unknown (it may have run). ``refusal`` is the HTTP status (and Retry-After) the
+    server answered the call with, ``closed`` whether the transport ended, ``timed_out`` whether
+    call_timeout passed."""
+    if refusal is not None:
+        status, retry_after = refusal
+        return ServerRefusedError(server, tool, refusal_reason(server, config, status), retry_after)
+    if exc.code == mcp_types.HEADER_MISMATCH:
+        return ServerRefusedError(server, tool, "the server's definition of the tool changed")
+    if closed:
+        return OutcomeUnknownError(server, tool, f"connection lost during the call: {exc}")
+    if timed_out:
+        return OutcomeUnknownError(server, tool, f"no answer within call_timeout = {config.call_timeout:g} s")
+    if exc.code in REJECTED_BEFORE_RUNNING:
+        return ServerRejectedError(server, tool, exc.code, str(exc))
+    # An internal error may have happened half-way through executing the tool.
+    return OutcomeUnknownError(server, tool, f"server error {exc.code}: {exc}; it may have executed")

@@ -293,3 +293,26 @@ async def test_reconnect_can_be_turned_off(example_stdio: Callable[..., dict[str
             await host.call_tool("crm", "get_customer", {"customer_id": "CUST-0001"})
         await wait_until(lambda: connection.state is ConnectionState.FAILED, timeout=15)
         assert connection.reconnects == 0
+
+
+async def test_a_failure_keeps_its_stderr_reason_while_the_next_attempt_runs(tmp_path: Path) -> None:
+    # The first start dies saying why on stderr; the second hangs silently. While it hangs, the
+    # reason told to a user (or an agent importing the server) still quotes the first start's line.
+    marker = tmp_path / "started-once"
+    script = tmp_path / "flaky.py"
+    script.write_text(
+        "import pathlib, sys, time\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.write_text('1')\n"
+        "    sys.exit('ModuleNotFoundError: No module named first_start')\n"
+        "time.sleep(60)\n",
+        encoding="utf-8",
+    )
+    server = {"command": sys.executable, "args": [str(script)], "connect_timeout": 60}
+    async with host_for({"flaky": server}) as host:
+        connection = host.connection("flaky")
+        await wait_until(lambda: connection.reconnects == 1, timeout=30)
+        [status] = host.statuses()
+        assert status.state is ConnectionState.CONNECTING
+        assert "No module named first_start" in (status.failure() or ""), status
