@@ -25,6 +25,7 @@ from codemode.config import EVERY_TENANT, OPERATOR, Config, MissingSecretError, 
 from codemode.engine import CodeMode
 from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
+from codemode.serve._health import HealthEndpoints, Readiness
 from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
@@ -288,6 +289,7 @@ async def serve_http(
     tokens, Host check and loopback default as the MCP endpoint). With ``console``, the operator
     console answers under ``/console`` (operators only; see :mod:`codemode.serve.console`), and
     runs' approval requests wait there for an operator as well as going to the client.
+    ``GET /healthz`` and ``GET /readyz`` answer probes (see :mod:`codemode.serve._health`).
 
     With bearer tokens, each MCP session is bound to the principal and tenant that opened it, in
     the ledger (see :mod:`codemode.serve._sessions`)."""
@@ -353,6 +355,9 @@ async def serve_http(
         if desk is not None and ledger is not None:
             console_app = _console_app(ledger, engine, desk, tokens, security)
             app = PathSplit(app, console_app, CONSOLE_PATH)
+        pool_size = config.sandbox.pool_size
+        readiness = Readiness(lambda: engine.warm_sandboxes >= pool_size)
+        app = HealthEndpoints(app, readiness)  # outermost: probes carry no token (see _health)
         console_url = url.removesuffix(config.serve.path) + CONSOLE_PATH
 
         class _Server(uvicorn.Server):
@@ -377,7 +382,7 @@ async def serve_http(
                 app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
             )
         )
-        await _serve_until_cancelled(uv, sock)
+        await _serve_until_cancelled(uv, sock, readiness)
         tg.cancel_scope.cancel()
 
 
@@ -412,7 +417,7 @@ def _console_app(
     return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)
 
 
-async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket) -> None:
+async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket, readiness: Readiness) -> None:
     """Run uvicorn; when cancelled, shut it down its own graceful way rather than mid-request.
 
     Cancelling uvicorn's tasks directly tears down the ASGI lifespan with a traceback; setting
@@ -433,6 +438,7 @@ async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket) -> Non
         try:
             await finished.wait()
         finally:
+            readiness.draining = True  # a probe on a kept-alive connection learns it first
             uv.should_exit = True
             with anyio.CancelScope(shield=True):
                 await finished.wait()
