@@ -9,7 +9,7 @@ from typing import Literal
 import click
 
 from codemode.cli._common import EXIT_USAGE, config_option, fail, handle_errors, load
-from codemode.cli._signals import run_until_signalled
+from codemode.cli._signals import run_draining, run_until_signalled
 
 
 @click.command()
@@ -75,6 +75,6 @@ def serve(
     if transport == "stdio":
         run_until_signalled(serve_stdio, config)
     else:
-        run_until_signalled(
-            lambda: serve_http(config, host=host, port=port, metrics=metrics, console=console)
+        run_draining(
+            lambda stop: serve_http(config, host=host, port=port, metrics=metrics, console=console, stop=stop)
         )

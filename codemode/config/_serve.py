@@ -110,6 +110,9 @@ class ServeConfig(_Section):
     max_sessions: int = Field(default=8, ge=0, le=1024)
     """Live sessions at most; the least recently used one is closed to make room."""
     progress_interval_s: float = Field(default=1.0, gt=0)
+    drain_s: float = Field(default=30.0, ge=0, le=3600)
+    """On SIGTERM (or SIGHUP, Ctrl-C), the HTTP server stops taking runs and gives the runs in
+    flight this long to finish before it cancels them (a second signal cancels them at once)."""
 
 
 class _Caller(NamedTuple):

@@ -9,10 +9,11 @@ notifications, and cancellation (a cancelled request cancels its run).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, cast
 
@@ -112,6 +113,12 @@ def _call_result(result: RunResult) -> mcp_types.CallToolResult:
     )
 
 
+DRAINING = (
+    "codemode serve is shutting down and takes no new runs (it finishes the ones in flight): "
+    "send this run again, to another replica if there is one"
+)
+
+
 def _error(text: str) -> mcp_types.CallToolResult:
     return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], is_error=True)
 
@@ -134,7 +141,31 @@ class CodemodeServer:
         """With the operator console on: where runs' approval requests wait for an operator too."""
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
+        self._in_flight = 0
+        self._idle = anyio.Event()
+        self.draining = False
+        """Set by :meth:`drain`: new runs are turned away, with a word to retry elsewhere."""
         self.mcp = self._build()
+
+    @contextlib.contextmanager
+    def _counted(self) -> Generator[None]:
+        self._in_flight += 1
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def drain(self, within_s: float) -> int:
+        """Turn new runs away and wait up to ``within_s`` for the runs in flight (including those
+        waiting for an input-required answer) to finish; how many were still running then."""
+        self.draining = True
+        if self._in_flight:
+            with anyio.move_on_after(within_s):
+                await self._idle.wait()
+        return self._in_flight
 
     def attach(self, task_group: TaskGroup) -> None:
         """Runs that wait for input-required answers live in this task group."""
@@ -192,19 +223,22 @@ class CodemodeServer:
                 return _error(str(exc))
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await self._run_modern(ctx, who, code, session_id)
+            if self.draining:
+                return _error(DRAINING)
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
-            result = await self.engine.run(
-                code,
-                principal=who.principal,
-                tenant=who.tenant,
-                session_id=session_id,
-                approver=self._approver(channel),
-                elicitor=ClientElicitor(channel),
-                sampler=ClientSampler(channel),
-                **self._progress(ctx),
-                traceparent=traceparent_of(ctx),
-            )
+            with self._counted():
+                result = await self.engine.run(
+                    code,
+                    principal=who.principal,
+                    tenant=who.tenant,
+                    session_id=session_id,
+                    approver=self._approver(channel),
+                    elicitor=ClientElicitor(channel),
+                    sampler=ClientSampler(channel),
+                    **self._progress(ctx),
+                    traceparent=traceparent_of(ctx),
+                )
             return _call_result(result)
 
         async def search_tools(
@@ -290,6 +324,8 @@ class CodemodeServer:
                     "the run goes on with the request that answered it"
                 )
         else:
+            if self.draining:  # (an answer to a run in flight above is still taken)
+                return _error(DRAINING)
             if self._tg is None:
                 return _error("codemode serve is not running its background task group")
             pending = self.pending.create(
@@ -319,7 +355,7 @@ class CodemodeServer:
         progress: RunProgress,
         traceparent: str | None,
     ) -> None:
-        with pending.scope:
+        with pending.scope, self._counted():
             try:
                 result = await self.engine.run(
                     code,

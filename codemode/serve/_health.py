@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 HEALTH_PATH = "/healthz"
@@ -23,22 +24,24 @@ READY_PATH = "/readyz"
 
 
 class Readiness:
-    """Whether this replica should get work: warm once, until it drains."""
+    """Whether this replica should get work: from the moment its warm pool first filled until it drains."""
 
-    def __init__(self, warm: Callable[[], bool]) -> None:
-        self._warm = warm
-        self._was_warm = False
+    def __init__(self) -> None:
+        self.warm = False
         self.draining = False
 
     def ready(self) -> bool:
-        if self.draining:
-            return False
-        if not self._was_warm:
-            self._was_warm = self._warm()
-        return self._was_warm
+        return self.warm and not self.draining
 
     def waiting_for(self) -> str:
         return "draining" if self.draining else "warm pool"
+
+    async def watch_warm(self, full: Callable[[], bool], poll_s: float = 0.05) -> None:
+        """Latch :attr:`warm` once ``full()`` says the pool holds its configured size. Watched from
+        the start, not at each probe: a pool filled and emptied between two probes counts."""
+        while not full():  # noqa: ASYNC110 - the pool offers a count to read, not an event to await
+            await anyio.sleep(poll_s)
+        self.warm = True
 
 
 class HealthEndpoints:

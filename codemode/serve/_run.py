@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from collections.abc import Generator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -282,8 +283,10 @@ async def serve_http(
     ready: anyio.Event | None = None,
     metrics: bool = False,
     console: bool = False,
+    stop: anyio.Event | None = None,
 ) -> None:
-    """Serve until cancelled. Prints ``READY <url>`` on stderr once listening.
+    """Serve until cancelled, or until ``stop`` is set: then it drains (see :func:`_serve_until_stopped`)
+    and returns. Prints ``READY <url>`` on stderr once listening.
 
     With ``metrics``, ``GET /metrics`` answers in Prometheus text format (behind the same bearer
     tokens, Host check and loopback default as the MCP endpoint). With ``console``, the operator
@@ -356,7 +359,8 @@ async def serve_http(
             console_app = _console_app(ledger, engine, desk, tokens, security)
             app = PathSplit(app, console_app, CONSOLE_PATH)
         pool_size = config.sandbox.pool_size
-        readiness = Readiness(lambda: engine.warm_sandboxes >= pool_size)
+        readiness = Readiness()
+        tg.start_soon(readiness.watch_warm, lambda: engine.warm_sandboxes >= pool_size)
         app = HealthEndpoints(app, readiness)  # outermost: probes carry no token (see _health)
         console_url = url.removesuffix(config.serve.path) + CONSOLE_PATH
 
@@ -382,7 +386,8 @@ async def serve_http(
                 app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
             )
         )
-        await _serve_until_cancelled(uv, sock, readiness)
+        drain = Drain(stop or anyio.Event(), readiness, server, config.serve.drain_s)
+        await _serve_until_stopped(uv, sock, drain)
         tg.cancel_scope.cancel()
 
 
@@ -417,12 +422,25 @@ def _console_app(
     return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)
 
 
-async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket, readiness: Readiness) -> None:
-    """Run uvicorn; when cancelled, shut it down its own graceful way rather than mid-request.
+@dataclass(frozen=True)
+class Drain:
+    """What stopping gracefully takes: the signal to begin, the probe to tell, the runs to wait for."""
 
-    Cancelling uvicorn's tasks directly tears down the ASGI lifespan with a traceback; setting
-    ``should_exit`` closes the listener, lets open requests finish (for up to the grace period:
-    a streaming response never does) and runs the lifespan shutdown.
+    stop: anyio.Event
+    readiness: Readiness
+    server: CodemodeServer
+    within_s: float
+
+
+async def _serve_until_stopped(uv: uvicorn.Server, sock: socket.socket, drain: Drain) -> None:
+    """Run uvicorn until ``drain.stop`` is set or the caller cancels, and end it gracefully.
+
+    At ``stop`` the replica drains: ``/readyz`` turns 503 so a load balancer stops sending work,
+    new runs are turned away with a word to retry, and the runs in flight get ``drain.within_s``
+    to finish. Only then does uvicorn close: cancelling its tasks directly tears down the ASGI
+    lifespan with a traceback; setting ``should_exit`` closes the listener, lets open requests
+    finish (for up to the grace period: a streaming response never does) and runs the lifespan
+    shutdown. Cancelled from outside (no drain asked), it closes that way at once.
     """
     finished = anyio.Event()
 
@@ -433,12 +451,22 @@ async def _serve_until_cancelled(uv: uvicorn.Server, sock: socket.socket, readin
         finally:
             finished.set()
 
+    async def drain_at_stop() -> None:
+        await drain.stop.wait()
+        drain.readiness.draining = True
+        left = await drain.server.drain(drain.within_s)
+        if left:
+            log.warning("%d run(s) still running after drain_s = %g s: cancelling them", left, drain.within_s)
+        uv.should_exit = True
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
+        tg.start_soon(drain_at_stop)
         try:
             await finished.wait()
         finally:
-            readiness.draining = True  # a probe on a kept-alive connection learns it first
+            drain.readiness.draining = True
             uv.should_exit = True
             with anyio.CancelScope(shield=True):
                 await finished.wait()
+        tg.cancel_scope.cancel()

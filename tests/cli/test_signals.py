@@ -100,14 +100,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _as_from_a_terminal() -> None:
+def as_from_a_terminal() -> None:
     # A command typed at a terminal starts with SIGINT handled by default; the test runner itself
     # may have been started as a background job, which ignores SIGINT and hands that on.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _start_body(
-    tmp_path: Path, preexec: Callable[[], object] = _as_from_a_terminal
+    tmp_path: Path, preexec: Callable[[], object] = as_from_a_terminal
 ) -> tuple[subprocess.Popen[str], Path]:
     script = tmp_path / "body.py"
     script.write_text(SCRIPT)
@@ -230,7 +230,7 @@ def engine() -> Iterator[Engine]:
     engine.client.close()
 
 
-def _env(pool_id: str) -> dict[str, str]:
+def pool_env(pool_id: str) -> dict[str, str]:
     return {**os.environ, "CODEMODE_POOL_ID": pool_id}
 
 
@@ -266,7 +266,7 @@ def test_a_signalled_run_removes_its_container_and_servers_and_exits_128_plus_si
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(pool_id),
+        env=pool_env(pool_id),
     )
     try:
         # Without a warm pool the container starts only when the run needs it: the program runs.
@@ -299,7 +299,7 @@ def test_a_finished_run_started_one_sandbox_and_serve_keeps_the_pool_until_stdin
         capture_output=True,
         text=True,
         timeout=180,
-        env=_env(run_pool),
+        env=pool_env(run_pool),
     )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["status"] == "ok"
@@ -313,7 +313,7 @@ def test_a_finished_run_started_one_sandbox_and_serve_keeps_the_pool_until_stdin
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(serve_pool),
+        env=pool_env(serve_pool),
     )
     try:
         # serve keeps the configured warm pool (default 2) ready.
@@ -349,7 +349,7 @@ def test_a_signalled_serve_removes_its_pool_and_servers(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(pool_id),
+        env=pool_env(pool_id),
     )
     try:
         if transport == "http":

@@ -47,16 +47,16 @@ class Probe:
 
 
 async def test_ready_once_the_pool_first_fills_and_not_again_once_draining() -> None:
-    warm = [False]
-    readiness = Readiness(lambda: warm[0])
+    full = anyio.Event()
+    readiness = Readiness()
     probe = Probe(readiness)
-    status, body = await probe.get("/readyz")
-    assert (status, json.loads(body)) == (503, {"status": "not ready", "waiting_for": "warm pool"})
-    assert (await probe.get("/healthz"))[0] == 200, "alive while it warms"
-    warm[0] = True
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(readiness.watch_warm, full.is_set, 0.001)
+        status, body = await probe.get("/readyz")
+        assert (status, json.loads(body)) == (503, {"status": "not ready", "waiting_for": "warm pool"})
+        assert (await probe.get("/healthz"))[0] == 200, "alive while it warms"
+        full.set()
     assert await probe.get("/readyz") == (200, b'{"status": "ready"}')
-    warm[0] = False  # a burst of runs took every warm sandbox: still ready (latched)
-    assert (await probe.get("/readyz"))[0] == 200
     readiness.draining = True
     status, body = await probe.get("/readyz")
     assert (status, json.loads(body)["waiting_for"]) == (503, "draining")
@@ -64,7 +64,7 @@ async def test_ready_once_the_pool_first_fills_and_not_again_once_draining() -> 
 
 
 async def test_other_paths_pass_and_other_methods_are_refused() -> None:
-    probe = Probe(Readiness(lambda: True))
+    probe = Probe(Readiness())
     assert await probe.get("/mcp") == (0, b"")
     assert await probe.get("/healthz/extra") == (0, b"")
     assert probe.passed == ["/mcp", "/healthz/extra"]
