@@ -12,7 +12,16 @@ import click
 from rich.table import Table
 
 from codemode.catalog import ToolStatus, load_lock, locked, parse_selector, revoke, save_lock
-from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, stdout
+from codemode.cli._common import (
+    EXIT_USAGE,
+    config_option,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    print_json,
+    stdout,
+)
 from codemode.cli._pin_hints import approve_and_accept, at_a_terminal
 from codemode.cli._pin_review import plain, review_row, review_table
 from codemode.config import RISK_ORDER, Config
@@ -119,6 +128,14 @@ def pin(
 
     Works on the lock file only: run 'codemode sync' first to record what servers list now.
     """
+    given = (("--diff", diff_tool), ("--revoke", revoke_tool), ("--approve", approve_flag))
+    actions = [name for name, value in (*given, ("--accept-hints", accept_flag)) if value]
+    if len(actions) > 1 and actions != ["--approve", "--accept-hints"]:
+        fail(
+            f"{' and '.join(actions)} do different things: give one at a time",
+            hint="codemode pin --approve --accept-hints SERVER[/TOOL] is the one pair that goes together",
+            code=EXIT_USAGE,
+        )
     config = load(config_path)
     if diff_tool:
         click.echo(_definition_diff(config, diff_tool) or "no difference")

@@ -288,3 +288,23 @@ def test_approve_says_which_file_holds_bad_json(config: Path, tmp_path: Path) ->
     (tmp_path / "bad.json").write_text('{"timezone": ')
     result = approve(config, "--args-file", str(tmp_path / "bad.json"))
     assert result.exit_code == 1 and "bad.json is not valid JSON" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--accept-hints", "--diff", "time/get_current_time"],
+        ["--accept-hints", "--revoke", "time/get_current_time"],
+        ["--approve", "--revoke", "time/get_current_time"],
+        ["--diff", "time/get_current_time", "--revoke", "time/convert_time"],
+    ],
+)
+def test_actions_that_do_different_things_are_refused_together_and_nothing_changes(
+    config: Path, args: list[str]
+) -> None:
+    lock = config.with_name("codemode.lock")
+    before = lock.read_bytes()
+    result = CliRunner().invoke(cli, ["pin", *args, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "give one at a time" in result.output
+    assert lock.read_bytes() == before
