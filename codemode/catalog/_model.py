@@ -36,6 +36,9 @@ class ToolSpec(_Frozen):
     output_schema: JsonObject | None = None
     annotations: JsonObject | None = None
     schema_hash: str
+    hints_accepted: bool = False
+    """On the copies stubs are rendered from (:meth:`Pins.usable`): a reviewer accepted this
+    tool's annotations at ``codemode pin``. Not part of the definition, nor of its hash."""
 
     @property
     def read_only_hint(self) -> bool:

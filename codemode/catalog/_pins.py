@@ -58,13 +58,25 @@ class Pins:
         return status_of(self._lock, spec)
 
     def usable(self, catalogs: Iterable[ServerCatalog]) -> list[ServerCatalog]:
-        """The catalogs with only approved tools left in them (what stubs may be rendered from)."""
+        """The catalogs with only approved tools left in them (what stubs may be rendered from),
+        each marked :attr:`ToolSpec.hints_accepted` where its review accepted its hints."""
         return [
             catalog.model_copy(
-                update={"tools": tuple(t for t in catalog.tools if self.status(t) is ToolStatus.APPROVED)}
+                update={
+                    "tools": tuple(
+                        self._as_reviewed(t) for t in catalog.tools if self.status(t) is ToolStatus.APPROVED
+                    )
+                }
             )
             for catalog in catalogs
         ]
+
+    def _as_reviewed(self, spec: ToolSpec) -> ToolSpec:
+        entry = self._lock.servers.get(spec.server, {}).get(spec.name)
+        accepted = (
+            entry is not None and entry.approved is not None and entry.approved.accepted_risk is not None
+        )
+        return spec.model_copy(update={"hints_accepted": True}) if accepted else spec
 
     def record(self, catalog: ServerCatalog) -> ServerDiff:
         """Write one server's live listing into the lock file (under the cross-process lock)."""

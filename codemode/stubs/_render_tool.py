@@ -139,7 +139,8 @@ def _hint_lines(spec: ToolSpec) -> list[str]:
             said.append(text)
     if not said:
         return []
-    return ["Server hints (not verified): " + ", ".join(said) + "."]
+    verdict = "accepted at review" if spec.hints_accepted else "not verified"
+    return [f"Server hints ({verdict}): " + ", ".join(said) + "."]
 
 
 def _plan_params(

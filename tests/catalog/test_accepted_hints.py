@@ -206,3 +206,23 @@ def test_pins_approve_and_accept_in_one_write_and_a_running_reader_sees_it(tmp_p
     assert accepted(running.lock, "read") == "low"
     # Accepting again on what is approved already (no --approve) is the same acceptance.
     assert Pins(path).accept_hints(["crm/read"])[1][0].claimed == "low"
+
+
+def test_the_stubs_say_which_hints_a_review_accepted(tmp_path: Path) -> None:
+    from codemode.stubs import render_tree
+
+    path = tmp_path / "codemode.lock"
+    listed = catalog(tool("read", annotations=READ_ONLY), tool("peek", annotations=READ_ONLY))
+    pending, _ = observe(LockFile(), listed)
+    save_lock(path, pending)
+    pins = Pins(path)
+    pins.accept_hints(["crm/read"], approve_first=True)
+    pins.approve(["crm/peek"])
+    [usable] = pins.usable([listed])
+    assert {t.name: t.hints_accepted for t in usable.tools} == {"read": True, "peek": False}
+    assert {t.schema_hash for t in usable.tools} == {t.schema_hash for t in listed.tools}, (
+        "not a new definition"
+    )
+    tree = render_tree([usable])
+    assert "Server hints (accepted at review): read-only." in tree.read("servers/crm/read.py")
+    assert "Server hints (not verified): read-only." in tree.read("servers/crm/peek.py")
