@@ -49,6 +49,7 @@ _EXPORTS = {
     "RunErrorInfo": "codemode.engine",
     "RunLimits": "codemode.broker",
     "RunResult": "codemode.engine",
+    "RunUsage": "codemode.engine",
     "Sampler": "codemode.broker",
     "SamplingAnswer": "codemode.broker",
     "SamplingRequest": "codemode.broker",
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.config import load_config as load_config
     from codemode.engine import RunErrorInfo as RunErrorInfo
     from codemode.engine import RunResult as RunResult
+    from codemode.engine import RunUsage as RunUsage
     from codemode.engine import ToolFormat as ToolFormat
     from codemode.engine import ToolReply as ToolReply
     from codemode.errors import AuthError as AuthError

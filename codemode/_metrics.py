@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from codemode._run_usage import RunUsage
 from codemode.calls import CallDenied, CallOutcome
 from codemode.errors import CodemodeError
 
@@ -50,6 +51,39 @@ class Metrics:
             ["backend"],
             registry=registry,
         )
+        self.run_cpu_seconds = Histogram(
+            "codemode_run_sandbox_cpu_seconds",
+            "CPU time (user + system) of a run's sandbox processes, by backend",
+            ["backend"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=registry,
+        )
+        self.run_peak_mb = Histogram(
+            "codemode_run_sandbox_peak_mb",
+            "Peak memory of a run's sandbox in MiB, by backend",
+            ["backend"],
+            buckets=(16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192),
+            registry=registry,
+        )
+        self.run_channel_bytes = Histogram(
+            "codemode_run_channel_bytes",
+            "Bytes over a run's sandbox channel, by direction (in: to the sandbox, out: from it)",
+            ["direction"],
+            buckets=(1e3, 1e4, 1e5, 1e6, 1e7, 1e8),
+            registry=registry,
+        )
+        self.run_broker_cpu_seconds = Histogram(
+            "codemode_run_broker_cpu_seconds",
+            "The broker's CPU time for one run's calls, on the event loop",
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+            registry=registry,
+        )
+        self.run_caps_hit = Counter(
+            "codemode_run_caps_hit",
+            "Runs stopped or refused by a sandbox cap, by cap",
+            ["cap"],
+            registry=registry,
+        )
         self.warm_pool_ready = Gauge(
             "codemode_warm_pool_ready", "Warm sandboxes ready to take a run", registry=registry
         )
@@ -61,6 +95,20 @@ class Metrics:
         if isinstance(outcome, CallDenied):
             self.denials.labels(outcome.gate).inc()
         self.broker_seconds.observe(seconds)
+
+    def run_finished(self, backend: str, usage: RunUsage | None, broker_cpu_s: float | None) -> None:
+        """What a run cost: observed where measured (an unmeasured number is not a zero)."""
+        if usage is not None:
+            if usage.cpu_s is not None:
+                self.run_cpu_seconds.labels(backend).observe(usage.cpu_s)
+            if usage.peak_mb is not None:
+                self.run_peak_mb.labels(backend).observe(usage.peak_mb)
+            self.run_channel_bytes.labels("in").observe(usage.channel_in_bytes)
+            self.run_channel_bytes.labels("out").observe(usage.channel_out_bytes)
+            if usage.cap_hit is not None:
+                self.run_caps_hit.labels(usage.cap_hit).inc()
+        if broker_cpu_s is not None:
+            self.run_broker_cpu_seconds.observe(broker_cpu_s)
 
     def render(self) -> bytes:
         from prometheus_client import generate_latest

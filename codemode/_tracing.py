@@ -31,6 +31,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, Status, StatusCode, format_trace_id
 
 from codemode._redaction import redact_secrets
+from codemode._run_usage import RunUsage
 from codemode.calls import CallDenied, CallFailed, CallOutcome, RunBinding, ToolCallRequest, ToolError
 
 TRACER_NAME = "codemode"
@@ -169,6 +170,28 @@ def finish_call(span: Span, outcome: CallOutcome) -> None:
     span.set_attribute("codemode.decision", "allowed")
     if isinstance(outcome, CallFailed | ToolError):
         span.set_status(Status(StatusCode.ERROR, outcome.kind))
+
+
+def note_run_usage(span: Span, usage: RunUsage | None, broker_cpu_s: float | None) -> None:
+    """What the run cost the machine, as ``codemode.usage.*`` attributes on its span (a number
+    that could not be measured is left out, not set to zero)."""
+    if not span.is_recording():
+        return
+    attributes: dict[str, float | int | str] = {}
+    if usage is not None:
+        measured = {
+            "cpu_s": usage.cpu_s,
+            "peak_mb": usage.peak_mb,
+            "channel_in_bytes": usage.channel_in_bytes,
+            "channel_out_bytes": usage.channel_out_bytes,
+            "cap_hit": usage.cap_hit,
+        }
+        attributes.update(
+            {f"codemode.usage.{key}": value for key, value in measured.items() if value is not None}
+        )
+    if broker_cpu_s is not None:
+        attributes["codemode.usage.broker_cpu_s"] = broker_cpu_s
+    span.set_attributes(attributes)
 
 
 def downstream_meta(meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_resources",
         "_safe_regex",
         "_text",
+        "_run_usage",
     ),
     # Foundations: settings, the catalog and its pins, the network guard, search, telemetry, and
     # the reading of untrusted JSON Schemas (whose patterns go through `_safe_regex`).

@@ -114,6 +114,17 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
     denied_attributes = dict(denied.attributes or {})
     assert denied_attributes["codemode.decision"] == "denied"
     assert denied_attributes["codemode.gate"] == "consent"
+    # The run's span says what it cost: the sandbox's CPU, memory and channel, the broker's CPU.
+    usage = result.usage
+    assert usage is not None and usage.cpu_s is not None and usage.peak_mb is not None
+    run_attributes = dict(run.attributes or {})
+    assert run_attributes["codemode.usage.cpu_s"] == usage.cpu_s > 0
+    assert run_attributes["codemode.usage.peak_mb"] == usage.peak_mb > 0
+    assert run_attributes["codemode.usage.channel_in_bytes"] == usage.channel_in_bytes > len(program)
+    assert run_attributes["codemode.usage.channel_out_bytes"] == usage.channel_out_bytes > 0
+    assert run_attributes["codemode.usage.broker_cpu_s"] == result.broker_cpu_s
+    assert result.broker_cpu_s is not None and result.broker_cpu_s > 0, "three calls went through the gates"
+    assert "codemode.usage.cap_hit" not in run_attributes, "no cap stopped it"
     every_value = repr([dict(s.attributes or {}) for s in spans])
     assert SECRET_ARGUMENT not in every_value, "no argument value in any span"
     # The downstream server got each call's own context: same trace, the call span as parent.
@@ -128,6 +139,10 @@ async def test_a_run_is_one_trace_with_a_span_per_call_and_no_argument_values(tm
     try:
         run_record = ledger.get_run(result.run_id)
         assert run_record is not None and run_record.trace_id == TRACE_ID
+        # The run's record keeps what the run cost, as its result reports it.
+        assert run_record.summary is not None and result.usage is not None
+        assert run_record.summary["usage"] == result.usage.model_dump(mode="json")
+        assert run_record.summary["broker_cpu_s"] == result.broker_cpu_s
         assert {c.trace_id for c in ledger.list_calls(run_id=result.run_id)} == {TRACE_ID}
     finally:
         ledger.close()

@@ -30,6 +30,7 @@ _EXPORTS = {
     "Runnable": "codemode.batch._jobs",
     "SqliteJobStore": "codemode.batch._jobs",
     "StoredItem": "codemode.batch._jobs",
+    "UsageTally": "codemode.batch._usage",
     "WorkerLost": "codemode.batch._runner",
     "WorkerRefused": "codemode.batch._worker",
     "WorkerSpec": "codemode.batch._worker",
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from codemode.batch._runner import ItemWorker as ItemWorker
     from codemode.batch._runner import WorkerLost as WorkerLost
     from codemode.batch._runner import prepare_job as prepare_job
+    from codemode.batch._usage import UsageTally as UsageTally
     from codemode.batch._worker import RemoteWorker as RemoteWorker
     from codemode.batch._worker import WorkerRefused as WorkerRefused
     from codemode.batch._worker import WorkerSpec as WorkerSpec

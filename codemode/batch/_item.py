@@ -99,6 +99,8 @@ async def run_item(
             result.calls,
             duration_ms,
             repeats,
+            result.usage,
+            result.broker_cpu_s,
         )
 
     if result.unknown_outcomes:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from codemode._run_usage import RunUsage
 from codemode.batch._inputs import BadLine, InputDigest, Item, json_problem, keyed, read_items
 from codemode.batch._jobs import (
     DuplicateKeyError,
@@ -90,6 +91,10 @@ class ItemResult:
     repeats: bool = False
     """A failure that another attempt would repeat (a policy denial, the program's own error
     before any call): it gets no more attempts in this run."""
+    usage: RunUsage | None = None
+    """What the item's program run used of its sandbox (None: not run now, or not measured)."""
+    broker_cpu_s: float | None = None
+    """The broker's CPU seconds for that run."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"key": self.key, "status": self.status, "run_id": self.run_id}

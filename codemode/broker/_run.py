@@ -254,6 +254,13 @@ class RunScope:
         self._record.update(record or {})
         return RunEnd(output=filtered, summary=summary, report=report)
 
+    def note(self, **fields: Any) -> None:
+        """Add fields to the run's ledger record (written when the ``async with`` block is left),
+        after :meth:`finish` too: what the run cost is known only once it has finished."""
+        if self._left:
+            raise RuntimeError(f"run {self.binding.run_id} is recorded already: note() comes before leaving")
+        self._record.update(fields)
+
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:

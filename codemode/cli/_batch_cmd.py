@@ -142,7 +142,7 @@ def batch(
     Exit status: 0 when every item is done; 1 when any is failed, unknown or unverified; 2 for
     usage errors. --json prints one summary document on stdout.
     """
-    from codemode.batch import BatchError, BatchOptions, is_bad, run_batch
+    from codemode.batch import BatchError, BatchOptions, UsageTally, is_bad, run_batch
     from codemode.broker import RunLimits
 
     if resume and not job_id:
@@ -208,12 +208,14 @@ def batch(
                 stderr.print(idle, markup=False, highlight=False, soft_wrap=True)
             seen: Counter[str] = Counter()
             calls = 0
+            usage = UsageTally()
             started = time.monotonic()
             with _progress(quiet) as bar:
                 task = bar.add_task("items", total=todo, stats="")
                 async for result in run.results():
                     seen[result.status] += 1
                     calls += result.calls
+                    usage.add(result.usage, result.broker_cpu_s)
                     elapsed = max(time.monotonic() - started, 1e-9)
                     stats = " ".join(
                         f"{s} {seen[s]}" for s in ("done", "failed", "unknown", "unverified") if seen[s]
@@ -231,6 +233,7 @@ def batch(
             "calls_now": calls,
             "seconds": round(elapsed, 3),
             "items_per_s": round(sum(seen.values()) / elapsed, 2) if elapsed > 0 else None,
+            "usage_now": usage.to_json(),
             "failures": [group.to_json() for group in failures],
             "retry_left": any(
                 g.status == "failed" and g.attempts[0] < options.max_attempts for g in failures
@@ -343,6 +346,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
         + (f" ({rate:.1f} items/s, {summary['calls_now']} calls)" if rate is not None else ""),
         highlight=False,
     )
+    cost = _cost_line(summary["usage_now"])
+    if cost:
+        stdout.print(cost, highlight=False)
     shown = summary["failures"][:MAX_GROUPS_SHOWN]
     for group in shown:
         # The reasons quote what programs and servers said: printed as text, never as markup.
@@ -373,3 +379,24 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if summary["out"]:
         stdout.print(f"results: {summary['out']}", highlight=False)
+
+
+def _cost_line(usage: Mapping[str, Any]) -> str:
+    """``sandbox CPU 3.21 s (p50 0.12 s, p95 0.40 s per item) · peak 41 MB (p95 40 MB)``: what the
+    items run now cost, from what was measured (empty when nothing was)."""
+    parts: list[str] = []
+    cpu, peak, broker = usage["sandbox_cpu_s"], usage["sandbox_peak_mb"], usage["broker_cpu_s"]
+    if cpu is not None:
+        parts.append(
+            f"sandbox CPU {cpu['total']:.2f} s (p50 {cpu['p50']:.2f} s, p95 {cpu['p95']:.2f} s per item)"
+        )
+    if peak is not None:
+        parts.append(f"peak {peak['max']:.0f} MB (p50 {peak['p50']:.0f} MB, p95 {peak['p95']:.0f} MB)")
+    if broker is not None:
+        parts.append(f"broker CPU {broker['total']:.3f} s")
+    caps = usage["caps_hit"]
+    if caps:
+        parts.append(
+            "stopped by a cap: " + ", ".join(f"{cap.replace('_', '-')} {n}" for cap, n in caps.items())
+        )
+    return " · ".join(parts)

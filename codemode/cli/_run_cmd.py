@@ -190,7 +190,7 @@ def _print_human(result: RunResult) -> None:
         stderr.print(f"[yellow]warning:[/] {escape(flag)}", highlight=False)
     stderr.print(
         f"[dim]{result.status} · run {result.run_id} · {result.calls} calls · {result.denials} denied · "
-        f"{result.duration_ms:.0f} ms · {result.backend}[/]",
+        f"{escape(result.summary_line())} · {result.backend}[/]",
         highlight=False,
     )
 

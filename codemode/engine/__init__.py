@@ -22,6 +22,7 @@ _EXPORTS = {
     "RUN_CODE_DESCRIPTION": "codemode.engine._tools",
     "RunErrorInfo": "codemode.engine._run_result",
     "RunResult": "codemode.engine._run_result",
+    "RunUsage": "codemode._run_usage",
     "SEARCH_DESCRIPTION": "codemode.engine._tools",
     "ServerDown": "codemode.engine._down",
     "ToolFormat": "codemode.engine._tools",
@@ -38,6 +39,7 @@ _EXPORTS = {
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from codemode._run_usage import RunUsage as RunUsage
     from codemode.engine._adapters import HostCatalog as HostCatalog
     from codemode.engine._adapters import LedgerApprovals as LedgerApprovals
     from codemode.engine._down import ServerDown as ServerDown

@@ -29,7 +29,7 @@ from pydantic import JsonValue
 
 from codemode._metrics import active as active_metrics
 from codemode._tokens import count_tokens
-from codemode._tracing import run_span
+from codemode._tracing import note_run_usage, run_span
 from codemode.broker import (
     Approver,
     Broker,
@@ -46,6 +46,7 @@ from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRe
 from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.engine._adapters import HostCatalog, LedgerApprovals
+from codemode.engine._broker_cpu import BrokerCpu
 from codemode.engine._down import (
     ImportRecorder,
     ServerDown,
@@ -414,6 +415,7 @@ class CodeMode:
             )
             async with scope:
                 modules = ImportRecorder(self.tree_for(binding.principal))
+                broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
@@ -424,7 +426,7 @@ class CodeMode:
                         run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
-                    outcome = await run_in(program, binding=binding, modules=modules, handler=broker)
+                    outcome = await run_in(program, binding=binding, modules=modules, handler=broker_cpu)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
                 error = outcome.error
@@ -445,14 +447,27 @@ class CodeMode:
                     error_message=error_message,
                     error_traceback=None if error is None else error.traceback,
                 )
-                end = scope.finish(outcome.status, output, record={"duration_ms": outcome.duration_ms})
+                with broker_cpu.step():
+                    end = scope.finish(outcome.status, output)
+                usage = outcome.usage
+                scope.note(
+                    duration_ms=outcome.duration_ms,
+                    usage=None if usage is None else usage.model_dump(mode="json"),
+                    broker_cpu_s=round(broker_cpu.seconds, 6),
+                )
                 result = run_result(
-                    binding, outcome, end, count_tokens=count_tokens if self.measure_tokens else None
+                    binding,
+                    outcome,
+                    end,
+                    count_tokens=count_tokens if self.measure_tokens else None,
+                    broker_cpu_s=broker_cpu.seconds,
                 )
             span.set_attribute("codemode.status", result.status)
+            note_run_usage(span, result.usage, result.broker_cpu_s)
             metrics = active_metrics()
             if metrics is not None:
                 metrics.runs.labels(result.status).inc()
+                metrics.run_finished(result.backend, result.usage, result.broker_cpu_s)
             return result
 
     async def call_tool(

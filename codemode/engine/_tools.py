@@ -139,6 +139,8 @@ def run_summary(result: RunResult) -> dict[str, Any]:
         "stderr_truncated": result.stderr_truncated,
         "flags": list(result.flags),
         "error": None if result.error is None else f"{result.error.type}: {result.error.message}",
+        "usage": None if result.usage is None else result.usage.model_dump(mode="json"),
+        "broker_cpu_s": result.broker_cpu_s,
     }
 
 

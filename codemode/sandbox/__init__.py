@@ -6,6 +6,8 @@ The public surface:
   binding=…, modules=…, handler=…)`` runs one program in a fresh sandbox from the warm pool and
   returns a :class:`RunOutcome`; :meth:`SandboxManager.open_session` keeps one sandbox (and its
   interpreter state) for several runs of one principal.
+* :class:`RunUsage` — what a run used of its sandbox (CPU, peak memory, channel bytes, the cap it
+  hit), measured by the host, in every :class:`RunOutcome`.
 * :class:`Program` — what every run layer takes: the code, its bindings, its wall-time limit, and
   whether a session's run starts from an empty namespace.
 * :func:`run_once` — one program, no pool (``codemode run``).
@@ -20,6 +22,7 @@ calls to a :class:`codemode.calls.CallHandler`, with the run's :class:`codemode.
 attached by the host.
 """
 
+from codemode._run_usage import CapHit, RunUsage, UsageSource
 from codemode.sandbox._backend import BackendFactory
 from codemode.sandbox._doctor import Check, DoctorReport, doctor
 from codemode.sandbox._image import BASE_IMAGE_DEFAULT, DEBIAN_BASE_IMAGE, BuildResult, build_image
@@ -36,6 +39,7 @@ __all__ = [
     "BackendInfo",
     "BackendName",
     "BuildResult",
+    "CapHit",
     "Check",
     "DoctorReport",
     "ErrorKind",
@@ -44,8 +48,10 @@ __all__ = [
     "ResultKind",
     "RunError",
     "RunOutcome",
+    "RunUsage",
     "SandboxManager",
     "Session",
+    "UsageSource",
     "build_image",
     "choose_backend",
     "doctor",

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from codemode._run_usage import CapHit
 from codemode.config import SandboxConfig
 from codemode.sandbox._outcome import BackendName, ErrorKind
 from codemode.sandbox._state import StateDir
+from codemode.sandbox._usage_meter import UsageMeter
 
 __all__ = ["Backend", "BackendFactory", "Launch", "SandboxInstance", "Termination"]
 
@@ -38,11 +40,18 @@ class Termination:
     kind: ErrorKind
     type: str
     message: str
+    cap: CapHit | None = None
+    """The cap that stopped the sandbox, when a cap did."""
 
 
 class SandboxInstance(Protocol):
     @property
     def sandbox_id(self) -> str: ...
+
+    @property
+    def meter(self) -> UsageMeter:
+        """Measures each run's CPU, peak memory and caps hit (one meter for the sandbox's life)."""
+        ...
 
     async def watch(self) -> Termination:
         """Return only when the backend had to stop the sandbox for a limit it enforces itself

@@ -10,7 +10,11 @@ process and bwrap backends put each sandbox in one of its own before it runs any
   takes the whole sandbox), ``pids.max``;
 * cgroup v1 (as root): ``memory.limit_in_bytes`` and, where swap is accounted,
   ``memory.memsw.limit_in_bytes`` (so no swap either) in the memory hierarchy, ``pids.max`` in
-  the pids hierarchy.
+  the pids hierarchy, and a cgroup in the cpuacct hierarchy that limits nothing but counts the
+  sandbox's CPU time (v2 counts it in every cgroup: ``cpu.stat``).
+
+Each run's usage is read from these cgroups (:mod:`codemode.sandbox._usage_meter`), and from a
+Docker container's own, which :func:`cgroup_of_process` finds.
 
 Sandbox cgroups live in a ``codemode`` directory: under this process's own cgroup on v1 (so the
 limits around this process bind the sandboxes too), and on v2 under the first of this process's
@@ -37,7 +41,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["CGROUP_DIR", "Candidate", "CgroupHost", "SandboxCgroup", "locate", "probe_cgroups"]
+__all__ = [
+    "CGROUP_DIR",
+    "Candidate",
+    "CgroupHost",
+    "CgroupPaths",
+    "SandboxCgroup",
+    "cgroup_of_process",
+    "locate",
+    "probe_cgroups",
+]
 
 CGROUP_DIR = "codemode"
 """The directory (in each parent below) that holds one cgroup per sandbox."""
@@ -57,6 +70,8 @@ class Candidate:
     """v2: the cgroup under which ``codemode/`` goes; v1: this process's memory cgroup."""
     pids_parent: Path | None = None
     """v1 only: this process's cgroup in the pids hierarchy (None when that is not mounted)."""
+    cpuacct_parent: Path | None = None
+    """v1 only: this process's cgroup in the cpuacct hierarchy (None when that is not mounted)."""
 
 
 def _mounts(mountinfo: str) -> list[tuple[str, str, str, set[str]]]:
@@ -97,6 +112,16 @@ def _inside(point: str, root: str, path: str) -> Path | None:
     return Path(point) / relative if relative else Path(point)
 
 
+def _v1_path(
+    mounts: list[tuple[str, str, str, set[str]]], own: dict[str, str], controller: str
+) -> Path | None:
+    """Where the cgroup ``own[controller]`` is in that controller's v1 hierarchy, if mounted."""
+    mount = next((m for m in mounts if m[2] == "cgroup" and controller in m[3]), None)
+    if mount is None or controller not in own:
+        return None
+    return _inside(mount[1], mount[0], own[controller])
+
+
 def locate(mountinfo: str, self_cgroup: str) -> list[Candidate]:
     """Where sandbox cgroups could go, best first (pure: reads nothing itself).
 
@@ -109,11 +134,8 @@ def locate(mountinfo: str, self_cgroup: str) -> list[Candidate]:
         if "memory" not in legacy:
             return []
         memory = _inside(v1_memory[1], v1_memory[0], legacy["memory"])
-        v1_pids = next((m for m in mounts if m[2] == "cgroup" and "pids" in m[3]), None)
-        pids = None
-        if v1_pids is not None and "pids" in legacy:
-            pids = _inside(v1_pids[1], v1_pids[0], legacy["pids"])
-        return [Candidate(1, memory, pids)] if memory is not None else []
+        pids, cpuacct = (_v1_path(mounts, legacy, controller) for controller in ("pids", "cpuacct"))
+        return [Candidate(1, memory, pids, cpuacct)] if memory is not None else []
     v2 = next((m for m in mounts if m[2] == "cgroup2"), None)
     if v2 is None or unified is None:
         return []
@@ -178,6 +200,8 @@ class CgroupHost:
     """v1: the ``codemode`` directory in the pids hierarchy (None: pids left to the watchdog)."""
     swap_capped: bool
     """Whether swap is capped too (v2 always; v1 only with swap accounting)."""
+    cpuacct_dir: Path | None = None
+    """v1: the ``codemode`` directory in the cpuacct hierarchy (None: CPU read from ``/proc``)."""
 
     def describe(self) -> str:
         """What is enforced, for ``sandbox doctor`` and the backends' isolation sentence."""
@@ -194,7 +218,7 @@ class CgroupHost:
 
     @property
     def parents(self) -> tuple[Path, ...]:
-        return (self.memory_dir,) if self.pids_dir is None else (self.memory_dir, self.pids_dir)
+        return tuple(p for p in (self.memory_dir, self.pids_dir, self.cpuacct_dir) if p is not None)
 
     def _ensure_parents(self) -> None:
         for parent in self.parents:
@@ -232,13 +256,17 @@ class CgroupHost:
             _write(memory / "memory.limit_in_bytes", str(memory_bytes))
             if self.swap_capped:
                 _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
-            if self.pids_dir is None:
-                return SandboxCgroup(1, (memory,))
-            task_pids = self.pids_dir / name
-            task_pids.mkdir(mode=0o755)
-            made.append(task_pids)
-            _write(task_pids / "pids.max", str(pids))
-            return SandboxCgroup(1, (memory, task_pids))
+            task_pids = cpu = None
+            if self.pids_dir is not None:
+                task_pids = self.pids_dir / name
+                task_pids.mkdir(mode=0o755)
+                made.append(task_pids)
+                _write(task_pids / "pids.max", str(pids))
+            if self.cpuacct_dir is not None:
+                cpu = self.cpuacct_dir / name
+                cpu.mkdir(mode=0o755)
+                made.append(cpu)
+            return SandboxCgroup(1, tuple(made), pids_dir=task_pids, cpu_dir=cpu)
         except OSError:
             for directory in reversed(made):
                 with contextlib.suppress(OSError):
@@ -253,6 +281,16 @@ class SandboxCgroup:
     version: Literal[1, 2]
     dirs: tuple[Path, ...]
     """The memory (or v2) directory first."""
+    pids_dir: Path | None = None
+    """v1: the one in the pids hierarchy (v2: the first directory holds every controller)."""
+    cpu_dir: Path | None = None
+    """v1: the one in the cpuacct hierarchy, which only counts CPU time."""
+
+    def paths(self) -> CgroupPaths:
+        """Where this sandbox's usage is read (see :class:`CgroupPaths`)."""
+        if self.version == 2:
+            return CgroupPaths(2, self.dirs[0], self.dirs[0], self.dirs[0])
+        return CgroupPaths(1, self.dirs[0], self.cpu_dir, self.pids_dir)
 
     @classmethod
     def recorded(cls, meta: Mapping[str, object], name: str) -> SandboxCgroup | None:
@@ -357,13 +395,22 @@ def _host_for(candidate: Candidate) -> CgroupHost:
             raise OSError(errno.ENOTSUP, f"controllers {' '.join(sorted(available)) or '(none)'} only")
         _enable_controllers(parent)
         return CgroupHost(2, parent / CGROUP_DIR, None, swap_capped=True)
-    pids_dir = None
-    if candidate.pids_parent is not None:
-        with contextlib.suppress(OSError):  # without it, the watchdog and RLIMIT_NPROC count processes
-            (candidate.pids_parent / CGROUP_DIR).mkdir(mode=0o755, exist_ok=True)
-            pids_dir = candidate.pids_parent / CGROUP_DIR
+    # Without pids, the watchdog and RLIMIT_NPROC count processes; without cpuacct, CPU time is
+    # read from /proc.
+    pids_dir, cpuacct_dir = (_shared_dir(p) for p in (candidate.pids_parent, candidate.cpuacct_parent))
     swap = (parent / "memory.memsw.limit_in_bytes").exists()
-    return CgroupHost(1, parent / CGROUP_DIR, pids_dir, swap_capped=swap)
+    return CgroupHost(1, parent / CGROUP_DIR, pids_dir, swap_capped=swap, cpuacct_dir=cpuacct_dir)
+
+
+def _shared_dir(parent: Path | None) -> Path | None:
+    """``parent``'s ``codemode`` directory, made if missing; None if there is none to be had."""
+    if parent is None:
+        return None
+    try:
+        (parent / CGROUP_DIR).mkdir(mode=0o755, exist_ok=True)
+    except OSError:
+        return None
+    return parent / CGROUP_DIR
 
 
 def _try(candidate: Candidate) -> CgroupHost:
@@ -403,3 +450,41 @@ def probe_cgroups() -> tuple[CgroupHost | None, str]:
             continue
         return host, host.describe()
     return None, f"cannot make cgroup v{candidates[0].version} sandbox cgroups: " + "; ".join(problems)
+
+
+@dataclass(frozen=True)
+class CgroupPaths:
+    """The cgroup directories that hold one sandbox's counters (a local sandbox's, a container's)."""
+
+    version: Literal[1, 2]
+    memory: Path
+    cpu: Path | None
+    """v1: its cpuacct directory (None when there is none); v2: the same directory."""
+    pids: Path | None
+
+
+def cgroup_of_process(pid: int, name: str) -> CgroupPaths | None:
+    """The cgroup of process ``pid`` as this host sees it, if its memory cgroup is named ``name``.
+
+    For a container the engine started: ``pid`` is its first process as the engine reports it,
+    ``name`` its id. The name check is what makes this safe where the engine runs in another pid
+    namespace (a remote engine, a host in a container): there the pid is some other process of
+    ours, or none, and the answer is None rather than that process's cgroup.
+    """
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+        listed = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    unified, legacy = _own_paths(listed)
+    mounts = _mounts(mountinfo)
+    if any(m[2] == "cgroup" and "memory" in m[3] for m in mounts):
+        memory = _v1_path(mounts, legacy, "memory")
+        if memory is None or name not in memory.name:
+            return None
+        return CgroupPaths(1, memory, _v1_path(mounts, legacy, "cpuacct"), _v1_path(mounts, legacy, "pids"))
+    v2 = next((m for m in mounts if m[2] == "cgroup2"), None)
+    where = _inside(v2[1], v2[0], unified) if v2 is not None and unified is not None else None
+    if where is None or name not in where.name:
+        return None
+    return CgroupPaths(2, where, where, where)

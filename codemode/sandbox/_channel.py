@@ -331,6 +331,12 @@ class HostChannel:
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
+    @property
+    def traffic(self) -> tuple[int, int]:
+        """``(bytes sent to the sandbox, bytes received from it)`` since it connected."""
+        protocol = self._protocol
+        return (protocol.bytes_sent, protocol.bytes_received) if protocol is not None else (0, 0)
+
     def bind(self, context: RunContext) -> None:
         self._context = context
 

@@ -31,11 +31,13 @@ import anyio
 from codemode.config import SandboxConfig
 from codemode.errors import SandboxError, SandboxUnavailableError
 from codemode.sandbox._backend import Launch, SandboxInstance, Termination
+from codemode.sandbox._cgroup import cgroup_of_process
 from codemode.sandbox._docker_api import SANDBOX_UID, ContainerSpec, DockerApi
 from codemode.sandbox._docker_seccomp import docker_profile_json
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import HostToken, StateDir, same_process
+from codemode.sandbox._usage_meter import CgroupMeter, NoMeter, UsageMeter
 
 __all__ = ["LABEL", "POOL_ENV", "POOL_LABEL", "DockerBackend", "machine_id", "new_pool_id", "owner_is_dead"]
 
@@ -87,6 +89,7 @@ class DockerBackend:
         self._root = os.geteuid() == 0
         self.pool_id = new_pool_id()
         """The ``codemode.pool`` label of this backend's containers (the manager sets its own)."""
+        self._told_no_usage = False
 
     @property
     def name(self) -> BackendName:
@@ -157,7 +160,33 @@ class DockerBackend:
         )
         container_id = await self._start_container(spec)
         self._state.write_meta(launch.root, {"container": container_id})
-        return DockerSandbox(launch, container_id, self._api, config)
+        sandbox = DockerSandbox(launch, container_id, self._api, config)
+        try:
+            sandbox.meter = await anyio.to_thread.run_sync(self._meter_for, container_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await sandbox.destroy()
+            raise
+        return sandbox
+
+    def _meter_for(self, container_id: str) -> UsageMeter:
+        """The container's cgroup counters, when this host can see them (a local engine); found
+        once per container, while the pool fills, not when a run starts."""
+        try:
+            state = self._api.state(container_id)
+        except SandboxError as exc:
+            log.debug("no usage for container %s: %s", container_id[:12], exc)
+            return NoMeter()
+        paths = cgroup_of_process(state.pid, container_id) if state is not None and state.pid else None
+        if paths is None:
+            if not self._told_no_usage:
+                self._told_no_usage = True
+                log.info(
+                    "sandbox CPU and memory per run are not measured: this host cannot see the "
+                    "containers' cgroups (is the Docker engine on another machine?)"
+                )
+            return NoMeter()
+        return CgroupMeter(paths)
 
     async def _start_container(self, spec: ContainerSpec) -> str:
         # Shielded: a cancellation (SIGTERM, a closing manager) during `docker run` would drop the
@@ -174,6 +203,8 @@ class DockerSandbox:
         self._api = api
         self._config = config
         self._destroyed = False
+        self.meter: UsageMeter = NoMeter()
+        """Set once the container's cgroup is found (see ``DockerBackend.spawn``)."""
 
     @property
     def sandbox_id(self) -> str:
@@ -209,6 +240,7 @@ class DockerSandbox:
                 "oom",
                 "OutOfMemory",
                 f"the program ran out of memory (limit {self._config.memory_mb} MiB) and was killed",
+                "memory",
             )
         if state.running:
             return Termination("sandbox", "SandboxError", "the sandbox closed its channel but kept running")
@@ -222,6 +254,7 @@ class DockerSandbox:
         if self._destroyed:
             return
         self._destroyed = True
+        self.meter.close()
         with anyio.CancelScope(shield=True):
             try:
                 await anyio.to_thread.run_sync(self._api.remove, self._id)

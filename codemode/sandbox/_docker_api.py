@@ -45,6 +45,8 @@ class ContainerState:
     running: bool
     exit_code: int
     oom_killed: bool
+    pid: int = 0
+    """The container's first process as the engine sees it (0 when it is not running)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ class DockerApi:
             running=bool(state.get("Running", False)),
             exit_code=int(state.get("ExitCode", 0) or 0),
             oom_killed=bool(state.get("OOMKilled", False)),
+            pid=int(state.get("Pid", 0) or 0),
         )
 
     def wait(self, container_id: str, timeout: float) -> None:

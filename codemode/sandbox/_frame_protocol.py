@@ -54,6 +54,10 @@ class FrameProtocol(asyncio.Protocol):
         self.sink: Sink | None = None
         self.error: ChannelError | None = None
         """Why the connection ended (a :class:`ChannelClosed` unless the peer broke the protocol)."""
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        """Bytes read from and written to the socket so far, frame headers included (a run's
+        channel traffic is the difference across it)."""
         self.closed = anyio.Event()
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
@@ -72,6 +76,7 @@ class FrameProtocol(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        self.bytes_received += len(data)
         self._buffer += data
         self._pump()
 
@@ -109,6 +114,7 @@ class FrameProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or self.error is not None or transport.is_closing():
             raise ChannelClosed(str(self.error) if self.error else "the connection closed")
+        self.bytes_sent += len(frame)
         transport.write(frame)
 
     async def drain(self) -> None:

@@ -36,6 +36,7 @@ from codemode.sandbox._backend import Launch, SandboxInstance, Termination
 from codemode.sandbox._files import RUNTIME_PACKAGE, install_runtime
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import StateDir
+from codemode.sandbox._usage_meter import NoMeter, UsageMeter
 
 __all__ = ["ISOLATION", "InProcessBackend", "InProcessSandbox", "load_runtime"]
 
@@ -143,6 +144,11 @@ class InProcessSandbox:
     @property
     def sandbox_id(self) -> str:
         return self._sandbox_id
+
+    @property
+    def meter(self) -> UsageMeter:
+        # A thread of the host's own process: nothing of its CPU or memory is the run's alone.
+        return NoMeter()
 
     async def watch(self) -> Termination:
         # This backend enforces no limit of its own (the host enforces wall time).

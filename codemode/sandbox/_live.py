@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from codemode._metrics import active as active_metrics
+from codemode._run_usage import CapHit, RunUsage
 from codemode.calls import CallHandler, ModuleProvider, RunBinding
 from codemode.config import SandboxConfig
 from codemode.errors import ChannelError
@@ -37,12 +38,14 @@ from codemode.sandbox._outcome import (
 )
 from codemode.sandbox._program import Program
 from codemode.sandbox._state import StateDir
+from codemode.sandbox._usage_meter import Measured
 
 __all__ = ["LiveSandbox", "start_sandbox"]
 
 log = logging.getLogger("codemode.sandbox")
 
 SNAPSHOT_TIMEOUT_S = 0.5
+MiB = 1024 * 1024
 
 
 class LiveSandbox:
@@ -87,6 +90,8 @@ class LiveSandbox:
         config = self._config
         wall = program.wall_time_s if program.wall_time_s is not None else config.wall_time_s
         context = RunContext(binding=binding, modules=modules, handler=handler)
+        traffic_before = self.channel.traffic
+        self.instance.meter.begin()
         started = time.perf_counter()
         reply: Any = None
         failure: ChannelError | None = None
@@ -121,14 +126,20 @@ class LiveSandbox:
             self.channel.unbind()
         # The run's duration; killing a sandbox afterwards is not the program's time.
         elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        # Read now, while the sandbox and its cgroup still exist (a limit kills it below).
+        measured = self.instance.meter.end()
 
-        def outcome(**fields: Any) -> RunOutcome:
+        def outcome(cap: CapHit | None = None, **fields: Any) -> RunOutcome:
+            error: RunError | None = fields.get("error")
+            if cap is None and error is not None and error.kind == "oom":
+                cap = "memory"  # the program's own MemoryError at the address-space limit
             return RunOutcome(
                 run_id=binding.run_id,
                 backend=self.backend,
                 sandbox_id=self.sandbox_id,
                 calls=context.calls,
                 duration_ms=elapsed_ms,
+                usage=self._usage(measured, traffic_before, cap or measured.cap),
                 **fields,
             )
 
@@ -140,10 +151,12 @@ class LiveSandbox:
                     "timeout",
                     "Timeout",
                     f"the program exceeded the wall-time limit of {wall:g} s and was killed",
+                    "wall_time",
                 )
-            return outcome(status="error", error=_error(verdict), **partial)
+            return outcome(verdict.cap, status="error", error=_error(verdict), **partial)
         if failure is not None or reply is None:
-            return outcome(status="error", error=await self._failure_error(failure))
+            error, cap = await self._failure_error(failure)
+            return outcome(cap, status="error", error=error)
         try:
             parsed = parse_reply(reply)
         except ChannelError as exc:
@@ -162,6 +175,21 @@ class LiveSandbox:
                 "Join threads before the end.\n"
             )
         return outcome(**fields)
+
+    def _usage(self, measured: Measured, traffic_before: tuple[int, int], cap: CapHit | None) -> RunUsage:
+        sent, received = self.channel.traffic
+        peak = measured.peak_bytes
+        if peak is None and cap == "memory" and measured.source == "cgroup":
+            # The kernel kills at the limit, and the dead sandbox's cgroup may be gone already.
+            peak = self._config.memory_mb * MiB
+        return RunUsage(
+            cpu_s=None if measured.cpu_s is None else round(measured.cpu_s, 4),
+            peak_mb=None if peak is None else round(peak / MiB, 2),
+            channel_in_bytes=sent - traffic_before[0],
+            channel_out_bytes=received - traffic_before[1],
+            cap_hit=cap,
+            source=measured.source,
+        )
 
     def _fields(self, reply: RuntimeReply) -> dict[str, Any]:
         config = self._config
@@ -205,25 +233,22 @@ class LiveSandbox:
         self.dead_reason = reason
         await self.destroy()
 
-    async def _failure_error(self, failure: ChannelError | None) -> RunError:
+    async def _failure_error(self, failure: ChannelError | None) -> tuple[RunError, CapHit | None]:
+        """Why the run failed, and the cap that ended it if one did."""
         if isinstance(failure, RemoteError):
             await self._kill(str(failure))
-            return RunError(
-                kind="sandbox", type="SandboxError", message=f"the sandbox runtime failed: {failure}"
-            )
+            message = f"the sandbox runtime failed: {failure}"
+            return RunError(kind="sandbox", type="SandboxError", message=message), None
         if self.channel.violated:
             reason = self.channel.close_reason or "protocol violation"
             await self._kill(reason)
-            return RunError(
-                kind="channel",
-                type="ChannelError",
-                message=f"the sandbox broke the channel protocol: {reason}",
-            )
+            message = f"the sandbox broke the channel protocol: {reason}"
+            return RunError(kind="channel", type="ChannelError", message=message), None
         # The connection ended: the sandbox died (or closed it). Ask the backend why.
         self.dead_reason = str(failure) if failure else "channel closed"
         termination = await self.instance.termination()
         await self.destroy()
-        return _error(termination)
+        return _error(termination), termination.cap
 
 
 def _error(termination: Termination) -> RunError:

@@ -65,6 +65,7 @@ def cgroup_verdict(config: SandboxConfig, cgroup: SandboxCgroup) -> Termination:
         f"the program ran out of memory: its sandbox reached its limit of {config.memory_mb} MiB "
         f"(cgroup v{cgroup.version} {cgroup.limit_file}, which counts resident memory, memfds, "
         "shared memory and tmpfs files) and the kernel killed it",
+        cap="memory",
     )
 
 
@@ -78,4 +79,5 @@ def watchdog_verdict(config: SandboxConfig, now: Sample) -> Termination | None:
         f"the program ran out of memory: its sandbox held {now.memory // MiB} MiB ({now.rss // MiB} MiB "
         f"resident, {now.shared // MiB} MiB in memfds and shared memory, {now.tmpfs // MiB} MiB in tmpfs "
         f"files), over the limit of {config.memory_mb} MiB, and the watchdog killed it",
+        cap="memory",
     )

@@ -20,6 +20,7 @@ from pydantic import (
     ValidationError,
 )
 
+from codemode._run_usage import RunUsage
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._framing import MalformedMessage, decode
 
@@ -73,6 +74,8 @@ class RunOutcome(BaseModel):
     run_id: str
     backend: BackendName
     sandbox_id: str = ""
+    usage: RunUsage | None = None
+    """What the run used of its sandbox (None when it never reached one: a closed session)."""
 
     @property
     def final(self) -> Any:

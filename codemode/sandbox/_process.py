@@ -52,6 +52,7 @@ from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces
 from codemode.sandbox._memory_limit import MemoryLimit, cgroup_verdict, choose_memory_limit, watchdog_verdict
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._state import StateDir, same_process
+from codemode.sandbox._usage_meter import CgroupMeter, ProcfsMeter, UsageMeter, tree_cpu_s
 from codemode.sandbox._watchdog import Members, kill_members, sample
 
 __all__ = ["Command", "ProcessBackend", "ProcessSandbox", "describe_isolation", "pick_interpreter"]
@@ -376,10 +377,21 @@ class ProcessSandbox:
         """The kernel enforces memory and pids when set; the watchdog measures memory otherwise."""
         self._verdict: Termination | None = None
         self._destroyed = False
+        self._procfs: ProcfsMeter | None = None
+        """Without a cgroup: the meter the watchdog's samples go to."""
+        self._meter: UsageMeter
+        if cgroup is not None:
+            self._meter = CgroupMeter(cgroup.paths(), cpu_fallback=lambda: tree_cpu_s(cgroup.pids()))
+        else:
+            self._procfs = self._meter = ProcfsMeter(proc.pid)
 
     @property
     def sandbox_id(self) -> str:
         return self._launch.sandbox_id
+
+    @property
+    def meter(self) -> UsageMeter:
+        return self._meter
 
     def _log_tail(self) -> str:
         try:
@@ -399,6 +411,8 @@ class ProcessSandbox:
     def _check(self) -> Termination | None:
         # With a cgroup the kernel holds memory: the watchdog only counts processes.
         now = sample(self._members, memory=self._cgroup is None)
+        if self._procfs is not None:
+            self._procfs.saw(now.memory)
         verdict = self._oom_killed() if self._cgroup is not None else watchdog_verdict(self._config, now)
         if verdict is not None:
             return verdict
@@ -409,6 +423,7 @@ class ProcessSandbox:
                 "TooManyProcesses",
                 f"the program started {started} processes, over the limit of {self._config.pids}, "
                 "and was killed",
+                cap="pids",
             )
         return None
 
@@ -447,7 +462,7 @@ class ProcessSandbox:
         if sig is not None:
             if sig == signal.SIGXCPU:
                 return Termination(
-                    "killed", "CpuTimeLimit", "the program exceeded its CPU-time limit and was killed"
+                    "killed", "CpuTimeLimit", "the program exceeded its CPU-time limit and was killed", "cpu"
                 )
             return Termination("killed", "Killed", f"the sandbox process was killed by {sig.name}")
         tail = self._log_tail()
@@ -465,6 +480,7 @@ class ProcessSandbox:
         if self._destroyed:
             return
         self._destroyed = True
+        self._meter.close()  # before the cgroup is removed
 
         def kill() -> None:
             if not kill_members(self._members):

@@ -76,6 +76,31 @@ async def test_a_run_is_begun_then_open_then_closed_by_finish_then_recorded_on_l
     assert len(tools.calls) == 1
 
 
+async def test_what_a_run_cost_is_noted_after_finish_and_recorded_on_leaving_not_after() -> None:
+    broker = fake_broker(crm())
+    binding = new_binding()
+    usage = {
+        "cpu_s": 0.41,
+        "peak_mb": 38.5,
+        "channel_in_bytes": 900,
+        "channel_out_bytes": 120,
+        "cap_hit": None,
+    }
+    async with broker.run(binding, "digest") as scope:
+        scope.finish("ok", RunOutput(value=1))
+        scope.note(duration_ms=2.5, usage=usage, broker_cpu_s=0.002)
+    record = recorded(broker, binding)
+    assert record.summary == {
+        "calls": 0,
+        "denials": 0,
+        "duration_ms": 2.5,
+        "usage": usage,
+        "broker_cpu_s": 0.002,
+    }
+    with pytest.raises(RuntimeError, match="recorded already"):
+        scope.note(broker_cpu_s=1.0)
+
+
 async def test_a_run_the_ledger_could_not_begin_is_never_opened() -> None:
     tools = crm()
     broker = fake_broker(tools)

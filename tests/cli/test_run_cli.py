@@ -47,6 +47,11 @@ def test_run_json_prints_the_documented_keys(workspace: Path) -> None:
     assert data["status"] == "ok"
     assert data["calls"] == 1
     assert isinstance(data["result"], str)
+    usage = data["usage"]
+    assert usage["cpu_s"] > 0 and usage["peak_mb"] > 0 and usage["cap_hit"] is None
+    # The program went in, the call and the result came out: both directions carried bytes.
+    assert usage["channel_in_bytes"] >= len(program) and usage["channel_out_bytes"] > 0
+    assert data["broker_cpu_s"] > 0, "the call went through the broker's gates"
 
 
 @pytest.mark.integration
@@ -118,8 +123,10 @@ def test_wall_time_stops_a_long_program_and_limits_cannot_exceed_the_config(work
         stdin="import time\ntime.sleep(30)",
     )
     assert slow.returncode == 1, slow.stderr
-    error = json.loads(slow.stdout)["error"]
+    stopped = json.loads(slow.stdout)
+    error = stopped["error"]
     assert error is not None and "time" in (error["type"] + error["message"]).lower()
+    assert stopped["usage"]["cap_hit"] == "wall_time"
     too_long = run_cli("run", "-", "--wall-time", "100000", "--config", str(workspace), stdin="1")
     assert too_long.returncode == 2 and "above the configured maximum" in too_long.stderr
     too_big = run_cli("run", "-", "--memory", "999999", "--config", str(workspace), stdin="1")
@@ -131,7 +138,9 @@ def test_a_lower_memory_limit_applies_to_the_sandbox(workspace: Path) -> None:
     hog = "x = bytearray(200 * 1024 * 1024)\nlen(x)"
     capped = run_cli("run", "-", "--json", "--memory", "64", "--config", str(workspace), stdin=hog)
     assert capped.returncode == 1, capped.stdout
-    assert json.loads(capped.stdout)["status"] == "error"
+    data = json.loads(capped.stdout)
+    assert data["status"] == "error"
+    assert data["usage"]["cap_hit"] == "memory", data
 
 
 @pytest.mark.integration
@@ -154,4 +163,6 @@ def test_printed_lines_cannot_forge_the_framing_of_the_program_s_output(workspac
     # After the end marker: codemode's own lines only (the warning is about this very text).
     warning, summary = sections[2][1].rstrip("\n").split("\n")
     assert warning == "warning: instruction-like text in the final result"
-    assert re.fullmatch(r"error · run run_\w+ · 0 calls · 0 denied · \d+ ms · process", summary), summary
+    assert re.fullmatch(
+        r"error · run run_\w+ · 0 calls · 0 denied · \d+ ms · \d+\.\d\d s CPU · \d+ MB · process", summary
+    ), summary

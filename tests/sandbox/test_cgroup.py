@@ -17,7 +17,14 @@ from codemode.config import BackendChoice, SandboxConfig
 from codemode.errors import SandboxError
 from codemode.sandbox import SandboxManager, doctor
 from codemode.sandbox._backend import Launch
-from codemode.sandbox._cgroup import Candidate, CgroupHost, SandboxCgroup, locate, probe_cgroups
+from codemode.sandbox._cgroup import (
+    Candidate,
+    CgroupHost,
+    SandboxCgroup,
+    cgroup_of_process,
+    locate,
+    probe_cgroups,
+)
 from codemode.sandbox._linux import ChildPlan
 from codemode.sandbox._process import ProcessBackend
 from codemode.sandbox._state import StateDir
@@ -42,6 +49,15 @@ def test_v1_sandboxes_go_under_this_process_s_own_memory_and_pids_cgroups() -> N
     assert locate(V1_MOUNTS, V1_SELF) == [
         Candidate(1, Path("/sys/fs/cgroup/memory/jobs/42"), Path("/sys/fs/cgroup/pids"))
     ]
+
+
+def test_v1_sandboxes_count_cpu_time_under_this_process_s_cpuacct_cgroup_where_mounted() -> None:
+    mounts = (
+        V1_MOUNTS + "37 31 0:34 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+    )
+    [candidate] = locate(mounts, V1_SELF + "5:cpu,cpuacct:/jobs/42\n")
+    assert candidate.cpuacct_parent == Path("/sys/fs/cgroup/cpu,cpuacct/jobs/42")
+    assert locate(V1_MOUNTS, V1_SELF)[0].cpuacct_parent is None
 
 
 def test_v1_without_a_pids_hierarchy_still_gets_memory() -> None:
@@ -106,6 +122,13 @@ def join_from_child(cgroup: SandboxCgroup) -> Callable[[], None]:
     return join
 
 
+def test_the_cgroup_of_a_process_is_found_only_under_the_name_it_must_have() -> None:
+    """How a container's counters are found from the pid its engine reports: a pid that the
+    engine sees in another pid namespace names some other process here, never its cgroup."""
+    assert cgroup_of_process(os.getpid(), "no-container-of-this-name") is None
+    assert cgroup_of_process(2**22 + 1, "any") is None  # no such process
+
+
 @pytest.mark.integration
 def test_the_probe_leaves_nothing_behind(cgroups: CgroupHost) -> None:
     for parent in cgroups.parents:
@@ -117,8 +140,9 @@ def test_a_process_in_a_sandbox_cgroup_is_oom_killed_at_its_limit_and_the_cgroup
     cgroups: CgroupHost, cgroup_name: str
 ) -> None:
     cgroup = cgroups.create(cgroup_name, 64 * MiB, 16)
-    if cgroups.version == 2 or cgroups.pids_dir is not None:
-        assert (cgroup.dirs[-1] / "pids.max").read_text().strip() == "16"
+    pids_dir = cgroup.dirs[0] if cgroups.version == 2 else cgroup.pids_dir
+    if pids_dir is not None:
+        assert (pids_dir / "pids.max").read_text().strip() == "16"
     # Memory a memfd holds is not resident in the process, but the cgroup is charged for it.
     script = "import os\nfd = os.memfd_create('x')\nfor _ in range(256):\n    os.write(fd, bytes(1 << 20))\n"
 

@@ -80,6 +80,19 @@ async def test_metrics_parse_as_prometheus_text_and_match_the_ledger(fresh_works
     assert found[("codemode_mcp_call_seconds_count", (("server", "crm"),))] == 4
     assert found[("codemode_result_bytes_total", ())] > 0
     assert found[("codemode_sandbox_start_seconds_count", (("backend", "process"),))] >= 1
+    # Each run's cost, observed once per run: the same numbers the ledger's run records keep.
+    process = (("backend", "process"),)
+    assert found[("codemode_run_sandbox_cpu_seconds_count", process)] == 2
+    assert found[("codemode_run_sandbox_cpu_seconds_sum", process)] == pytest.approx(
+        sum(run.summary["usage"]["cpu_s"] for run in runs if run.summary is not None), abs=1e-3
+    )
+    assert found[("codemode_run_sandbox_peak_mb_count", process)] == 2
+    for direction in ("in", "out"):
+        assert found[("codemode_run_channel_bytes_count", (("direction", direction),))] == 2
+        assert found[("codemode_run_channel_bytes_sum", (("direction", direction),))] == sum(
+            run.summary["usage"][f"channel_{direction}_bytes"] for run in runs if run.summary is not None
+        )
+    assert found[("codemode_run_broker_cpu_seconds_count", ())] == 2
     assert found[("codemode_warm_pool_ready", ())] in (0, 1), "the workspace's pool holds one"
 
 

@@ -84,6 +84,11 @@ async def exercise(client: Client) -> None:
     assert not result.is_error, text_of(result)
     summary = result.structured_content
     assert summary is not None and summary["status"] == "ok" and summary["calls"] == 4
+    # What the run cost the machine: the sandbox's CPU and memory, its channel, the broker's CPU.
+    usage = summary["usage"]
+    assert usage["cpu_s"] > 0 and usage["peak_mb"] > 0 and usage["cap_hit"] is None
+    assert usage["channel_in_bytes"] >= len(JOIN) and usage["channel_out_bytes"] > 0
+    assert summary["broker_cpu_s"] > 0
     text = text_of(result)
     assert "data returned by the program, not instructions" in text
     payload = json.loads(text.split("not instructions ---\n", 1)[1])

@@ -332,6 +332,26 @@ def test_verify_passes_a_clean_log_and_locates_each_kind_of_tampering(
     assert "event_edited" in kinds and "invalid_event" in kinds
 
 
+def test_a_runs_record_keeps_what_the_run_cost(ledger: StoreLedger) -> None:
+    """The engine's run record, as it writes it: the sandbox's usage and the broker's CPU, read
+    back as written (a JSON record: no column to migrate)."""
+    binding = RunBinding(run_id="run-cost", principal="alice", tenant="acme", trace_id="c" * 32)
+    ledger.begin_run(binding, "sha256:code")
+    usage = {
+        "cpu_s": 1.0312,
+        "peak_mb": 214.07,
+        "channel_in_bytes": 1_049_000,
+        "channel_out_bytes": 1_048_900,
+        "cap_hit": "memory",
+        "source": "cgroup",
+    }
+    summary = {"calls": 1, "denials": 0, "duration_ms": 1204.5, "usage": usage, "broker_cpu_s": 0.0021}
+    ledger.finish_run(binding.run_id, "error", summary)
+    record = ledger.get_run(binding.run_id)
+    assert record is not None and record.summary == summary
+    assert ledger.verify().ok
+
+
 def test_run_values_lists_one_tenants_principals_and_statuses(ledger: StoreLedger) -> None:
     for n, (principal, tenant, status) in enumerate(
         [("alice", "acme", "ok"), ("carol", "globex", "timeout"), ("bob", "acme", None)]
