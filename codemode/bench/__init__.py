@@ -19,6 +19,7 @@ _EXPORTS = {
     "Mode": "codemode.bench._model",
     "ModelError": "codemode.bench._llm",
     "Reply": "codemode.bench._model",
+    "ReplayError": "codemode.bench._recording",
     "ServerStartError": "codemode.bench._suite",
     "TaskError": "codemode.bench._tasks",
     "ToolCall": "codemode.bench._model",
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from codemode.bench._model import search_then_run as search_then_run
     from codemode.bench._model import tool_results as tool_results
     from codemode.bench._model import turn as turn
+    from codemode.bench._recording import ReplayError as ReplayError
     from codemode.bench._report import terminal_table as terminal_table
     from codemode.bench._suite import ServerStartError as ServerStartError
     from codemode.bench._tasks import TaskError as TaskError

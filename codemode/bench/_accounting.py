@@ -33,7 +33,8 @@ class TiktokenTokenizer:
         return count_tokens(text)
 
 
-def _compact(value: Any) -> str:
+def compact(value: Any) -> str:
+    """JSON as a request carries it, without spaces: what the tokenizer counts."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -43,7 +44,7 @@ def message_body(message: Message) -> str:
     tool_calls: list[dict[str, Any]] = message.get("tool_calls") or []
     for tool_call in tool_calls:
         parts.append(str(tool_call["name"]))
-        parts.append(_compact(tool_call["arguments"]))
+        parts.append(compact(tool_call["arguments"]))
     return "\n".join(parts)
 
 
@@ -70,7 +71,7 @@ class Accountant:
     def __init__(self, tokenizer: Tokenizer, system: str, tools: list[dict[str, Any]]) -> None:
         self.tokenizer = tokenizer
         self.system_tokens = tokenizer.count(system)
-        self.tools_tokens = tokenizer.count(_compact(tools)) if tools else 0
+        self.tools_tokens = tokenizer.count(compact(tools)) if tools else 0
         self._counted: list[int] = []
 
     def _message_tokens(self, history: list[Message]) -> int:

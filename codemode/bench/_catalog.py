@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from codemode.bench._accounting import Tokenizer
-from codemode.bench._runner import TaskRun
+from codemode.bench._accounting import Tokenizer, compact
+from codemode.bench._taskrun import TaskRun
 from codemode.engine import definitions, render_definition
 from codemode.search import SearchDocument, ToolIndex
 
@@ -167,10 +167,6 @@ def _quality(index: ToolIndex, queries: list[tuple[str, str]]) -> dict[str, floa
     return out
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def catalog_series(
     base: list[tuple[str, Tool]],
     runs: list[TaskRun],
@@ -231,11 +227,11 @@ def _direct_tokens(catalog: list[tuple[str, Tool]], tokenizer: Tokenizer) -> int
         )
         for s, t in catalog
     ]
-    return tokenizer.count(_compact(defs))
+    return tokenizer.count(compact(defs))
 
 
 def _codemode_tokens(catalog: list[tuple[str, Tool]], tokenizer: Tokenizer) -> int:
     servers: dict[str, int] = {}
     for server, _ in catalog:
         servers[server] = servers.get(server, 0) + 1
-    return tokenizer.count(_compact(definitions("openai", servers=servers)))
+    return tokenizer.count(compact(definitions("openai", servers=servers)))

@@ -8,6 +8,9 @@ from typing import Any
 
 TASK_CHART = "tokens_per_task.png"
 CATALOG_CHART = "tokens_vs_catalog.png"
+COST_CHART = "cost_vs_catalog.png"
+COLORS = {"direct": "#c44e52", "codemode": "#4c72b0"}
+LABELS = {"direct": "direct tool calling", "codemode": "code mode"}
 
 
 def available() -> bool:
@@ -77,4 +80,63 @@ def write_charts(results: dict[str, Any], out: Path) -> list[str]:
         fig.savefig(out / CATALOG_CHART)
         plt.close(fig)
         written.append(CATALOG_CHART)
+        _cost_chart(results, out)
+        written.append(COST_CHART)
     return written
+
+
+def _cost_chart(results: dict[str, Any], out: Path) -> None:
+    """Cost per solved task against catalog size (left), next to what running the solved tasks
+    cost the machine (right): the sandbox's and the broker's CPU seconds per solved task, with
+    the sandbox's peak memory. The resource side is measured once: growing the catalog re-prices
+    the conversations, it does not run them again."""
+    import matplotlib.pyplot as plt
+
+    summary: dict[str, dict[str, Any]] = results["summary"]
+    costs: list[dict[str, Any]] = results["catalog"]["cost_per_success_usd"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=90, width_ratios=(3, 2))
+    for mode in ("direct", "codemode"):
+        series = [(c["tools"], c.get(mode)) for c in costs]
+        solved = [(tools, cost) for tools, cost in series if cost is not None]
+        if solved:
+            left.plot(*zip(*solved, strict=True), "o-", label=LABELS[mode], color=COLORS[mode])
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("tools in the catalog")
+    left.set_ylabel("USD per solved task (tokens)")
+    left.set_title("Cost per solved task against catalog size", fontsize=10)
+    left.legend(fontsize=8)
+    modes = [m for m in ("direct", "codemode") if m in summary]
+    for x, mode in enumerate(modes):
+        s = summary[mode]
+        per = max(s["passed"], 1)
+        sandbox, broker = s["sandbox_cpu_s"], s["broker_cpu_s"]
+        right.bar(x, (sandbox or 0.0) / per, 0.6, color=COLORS[mode], label="sandbox CPU" if x == 0 else None)
+        right.bar(
+            x,
+            (broker or 0.0) / per,
+            0.6,
+            bottom=(sandbox or 0.0) / per,
+            color=COLORS[mode],
+            alpha=0.45,
+            hatch="//",
+            label="broker CPU" if x == 0 else None,
+        )
+        peak = "n/a" if s["sandbox_peak_mb"] is None else f"{s['sandbox_peak_mb']:.0f} MB peak"
+        cpu = "n/a" if sandbox is None else f"{sandbox / per:.3f} s"
+        broker_text = "n/a" if broker is None else f"{broker / per:.3f} s"
+        right.annotate(
+            f"sandbox {cpu}\nbroker {broker_text}\n{peak}",
+            (x, ((sandbox or 0.0) + (broker or 0.0)) / per),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+    right.set_xticks(range(len(modes)), [LABELS[m] for m in modes], fontsize=8)
+    right.set_ylabel("CPU seconds per solved task")
+    right.set_title("Resource cost (measured, any catalog size)", fontsize=10)
+    right.margins(y=0.45)
+    right.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out / COST_CHART)
+    plt.close(fig)

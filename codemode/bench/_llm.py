@@ -1,9 +1,9 @@
 """A real model in place of the scripted agents: ``--model anthropic:NAME`` or ``openai:NAME``.
 
 The model gets the same system text, tools and conversation as the accounting counts, over the
-provider's HTTP API (``httpx``, from the ``bench`` extra; a transport can be injected, which is
-how the tests replay recorded replies without a network). Its final text is the answer (see
-:func:`parse_answer`).
+provider's HTTP API (``httpx``, from the ``bench`` extra; a client can be injected: that is how a
+run is recorded, and how a recorded run is replayed without a network, see ``_recording`` and
+``_replay``). Its final text is the answer (see :func:`parse_answer`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from codemode.bench._model import Final, Message, Reply, ToolCall, Turn
 from codemode.bench._runner import SYSTEM
+from codemode.engine import render_definition
 
 if TYPE_CHECKING:
     import httpx
@@ -27,6 +28,7 @@ ENDPOINTS = {
 }
 KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 MAX_TOKENS = 4096
+TIMEOUT_S = 300
 
 
 class ModelError(Exception):
@@ -88,7 +90,7 @@ class ModelAgent:
                 import httpx
             except ImportError as exc:  # httpx comes with the 'bench' extra
                 raise ModelError("--model needs httpx: pip install 'codemode[bench]'") from exc
-            client = httpx.Client(timeout=300)
+            client = httpx.Client(timeout=TIMEOUT_S)
         self._client = client
         self.usage: list[dict[str, int]] = []
         """Token usage as the API reported it, per request (next to our own count)."""
@@ -198,3 +200,41 @@ class ModelAgent:
             for c in wire_calls
         )
         return Turn(calls, text) if calls else Final(parse_answer(text), text)
+
+
+# -- reading a request body back (a replay of a recorded run) ---------------------------------
+
+
+def offered_tools(provider: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tools a request offered, in the OpenAI function shape the runner offers them in."""
+    tools: list[dict[str, Any]] = list(body.get("tools") or [])
+    if provider == "anthropic":
+        return [
+            render_definition(
+                str(t["name"]), str(t.get("description", "")), dict(t["input_schema"]), "openai"
+            )
+            for t in tools
+        ]
+    return tools
+
+
+def sent_tool_results(provider: str, body: Mapping[str, Any]) -> dict[str, tuple[str, bool]]:
+    """The tool results a request carried, by tool call id: their text and whether each was an
+    error (the OpenAI shape does not say: False)."""
+    found: dict[str, tuple[str, bool]] = {}
+    messages: list[dict[str, Any]] = list(body.get("messages") or [])
+    for message in messages:
+        if provider == "openai":
+            if message.get("role") == "tool":
+                found[str(message["tool_call_id"])] = (str(message.get("content") or ""), False)
+            continue
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block in cast(list[dict[str, Any]], content):
+            if block.get("type") == "tool_result":
+                found[str(block["tool_use_id"])] = (
+                    str(block.get("content") or ""),
+                    bool(block.get("is_error")),
+                )
+    return found

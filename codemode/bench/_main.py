@@ -1,12 +1,15 @@
 """One benchmark run from start to finish: set up the servers, run the suite (with a progress
-bar), grow the catalog, and write results.json, report.md and the charts."""
+bar), grow the catalog, and write results.json, report.md and the charts. With ``--model``
+every request and reply also goes to ``replay.jsonl``; ``--replay FILE`` re-scores such a file
+instead of running anything."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from rich.console import Console
@@ -15,17 +18,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from codemode.bench._accounting import TiktokenTokenizer, Tokenizer
 from codemode.bench._catalog import catalog_series
 from codemode.bench._charts import write_charts
-from codemode.bench._llm import ModelAgent, ModelSpec
 from codemode.bench._model import Message, Mode, Reply
 from codemode.bench._report import Prices, build_results, markdown
 from codemode.bench._suite import MODES, AgentFactory, SuiteResult, run_suite, write_demo_config
+from codemode.bench._taskrun import TaskRun
 from codemode.bench._tasks import Task, TaskError, load_tasks
 from codemode.config import BackendChoice, Config, demo_servers, load_config
 
+if TYPE_CHECKING:
+    import httpx
 
-def _model_agents(spec: ModelSpec, key: str) -> AgentFactory:
-    def make(task: Task, mode: Mode, tools: list[dict[str, Any]]) -> Callable[[list[Message]], Reply]:
-        return ModelAgent(spec, tools, key)
+    from codemode.bench._llm import ModelSpec
+    from codemode.bench._recording import ReplayWriter
+
+
+def _model_agents(
+    spec: ModelSpec, key: str, writer: ReplayWriter, transport: httpx.BaseTransport | None
+) -> AgentFactory:
+    """A real model per task, mode and trial, its every request and reply written to ``writer``."""
+    import httpx
+
+    from codemode.bench._llm import TIMEOUT_S, ModelAgent
+    from codemode.bench._recording import RecordingTransport
+
+    def make(
+        task: Task, mode: Mode, trial: int, tools: list[dict[str, Any]]
+    ) -> Callable[[list[Message]], Reply]:
+        recording = RecordingTransport(transport or httpx.HTTPTransport(), writer, (task.name, mode, trial))
+        return ModelAgent(spec, tools, key, client=httpx.Client(timeout=TIMEOUT_S, transport=recording))
 
     return make
 
@@ -61,51 +81,53 @@ def run_bench(
     show_progress: bool = True,
     tokenizer: Tokenizer | None = None,
     agents: AgentFactory | None = None,
+    replay: Path | None = None,
+    model_transport: httpx.BaseTransport | None = None,
+    recording_note: str = "",
 ) -> dict[str, Any]:
-    """Run everything and write the outputs into ``out``; returns what results.json holds."""
+    """Run everything (or re-score the recorded run ``replay``) and write the outputs into
+    ``out``; returns what results.json holds. ``model_transport`` stands in for the model's HTTP
+    API (then no API key is needed); ``recording_note`` says in the replay file how it was made."""
     tokenizer = tokenizer or TiktokenTokenizer()
-    tasks = load_tasks(tasks_dir, only or None)
-    if model is not None and agents is None:
-        spec = ModelSpec.parse(model)
-        agents = _model_agents(spec, spec.key())
-    trials = trials or (3 if model else 1)
-    sync = config_path is None
-    if config_path is None:
-        config_path = write_demo_config(workspace, dict(demo_servers()))
-    elif tasks_dir is None:
-        require_suite_servers(load_config(config_path))
-    total = len(tasks) * len(MODES) * trials
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not show_progress,
-        transient=True,
-    ) as bar:
-        job = bar.add_task("starting the servers", total=total)
+    if replay is not None:
+        suite, tasks, meta = _replayed(replay, tasks_dir, only, tokenizer)
+    else:
+        tasks = load_tasks(tasks_dir, only or None)
+        trials = trials or (3 if model else 1)
+        writer: ReplayWriter | None = None
+        if model is not None and agents is None:
+            from codemode.bench._llm import KEYS, ModelSpec
+            from codemode.bench._recording import FILE_NAME, ReplayWriter
 
-        def advance(label: str) -> None:
-            bar.update(job, advance=1, description=f"done {label}")
-
-        suite: SuiteResult = anyio.run(
-            lambda: run_suite(
-                config_path,
-                tasks,
-                tokenizer=tokenizer,
-                backend=backend,
-                sync=sync,
-                trials=trials,
-                agents=agents,
-                progress=advance,
+            spec = ModelSpec.parse(model)
+            # A transport standing in for the API needs no key; one that is set is still sent.
+            key = spec.key() if model_transport is None else os.environ.get(KEYS[spec.provider], "none")
+            writer = ReplayWriter(
+                out / FILE_NAME, model=model, command=command, trials=trials, note=recording_note
             )
-        )
-        bar.update(job, description="growing the catalog")
-        points, source = (
-            catalog_series(suite.catalog, suite.runs, sizes, tokenizer, corpus=corpus) if sizes else ([], "")
-        )
+            agents = _model_agents(spec, key, writer, model_transport)
+        try:
+            suite = _live(
+                tasks,
+                config_path,
+                workspace,
+                backend,
+                trials,
+                tokenizer,
+                agents,
+                writer,
+                show_progress,
+                bundled=tasks_dir is None,
+            )
+        finally:
+            if writer is not None:
+                writer.close()
+        meta = {"agents": model or "scripted", "trials": trials}
+        if writer is not None:
+            meta["replay_file"] = writer.path.name
+    points, source = (
+        catalog_series(suite.catalog, suite.runs, sizes, tokenizer, corpus=corpus) if sizes else ([], "")
+    )
     results = build_results(
         runs=suite.runs,
         kinds={t.name: t.kind for t in tasks},
@@ -114,8 +136,7 @@ def run_bench(
         catalog_source=source,
         meta={
             "command": command,
-            "agents": model or "scripted",
-            "trials": trials,
+            **meta,
             "tokenizer": tokenizer.name,
             "backend": suite.backend,
             "servers": suite.tools_by_server,
@@ -133,3 +154,87 @@ def run_bench(
     )
     (out / "report.md").write_text(markdown(results), encoding="utf-8")
     return results
+
+
+def _live(
+    tasks: list[Task],
+    config_path: Path | None,
+    workspace: Path,
+    backend: BackendChoice | None,
+    trials: int,
+    tokenizer: Tokenizer,
+    agents: AgentFactory | None,
+    writer: ReplayWriter | None,
+    show_progress: bool,
+    *,
+    bundled: bool,
+) -> SuiteResult:
+    sync = config_path is None
+    if config_path is None:
+        config_path = write_demo_config(workspace, dict(demo_servers()))
+    elif bundled:
+        require_suite_servers(load_config(config_path))
+    chosen = config_path
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show_progress,
+        transient=True,
+    ) as bar:
+        job = bar.add_task("starting the servers", total=len(tasks) * len(MODES) * trials)
+
+        def advance(label: str) -> None:
+            bar.update(job, advance=1, description=f"done {label}")
+
+        def record(run: TaskRun) -> None:
+            if writer is not None:
+                writer.run((run.task, run.mode, run.trial), run.measured())
+
+        suite: SuiteResult = anyio.run(
+            lambda: run_suite(
+                chosen,
+                tasks,
+                tokenizer=tokenizer,
+                backend=backend,
+                sync=sync,
+                trials=trials,
+                agents=agents,
+                progress=advance,
+                on_start=None if writer is None else writer.start,
+                on_run=record,
+            )
+        )
+        bar.update(job, description="growing the catalog")
+    return suite
+
+
+def _replayed(
+    path: Path, tasks_dir: Path | None, only: list[str], tokenizer: Tokenizer
+) -> tuple[SuiteResult, list[Task], dict[str, Any]]:
+    from codemode.bench._recording import read_recording
+    from codemode.bench._replay import replay_suite
+
+    recording = read_recording(path)
+    recorded = list(dict.fromkeys(task for task, _, _ in recording.exchanges))
+    unknown = sorted(set(only) - set(recorded))
+    if unknown:
+        raise TaskError(f"{path} holds no run of {', '.join(unknown)} (it holds {', '.join(recorded)})")
+    tasks = load_tasks(tasks_dir, only or recorded)
+    suite = anyio.run(lambda: replay_suite(recording, tasks, tokenizer))
+    header = recording.header
+    meta = {
+        "agents": header.model,
+        "trials": header.trials,
+        "replay": {
+            "file": str(path),
+            "recorded": header.date,
+            "command": header.command,
+            "codemode": header.codemode,
+            "note": header.note,
+        },
+    }
+    return suite, tasks, meta

@@ -5,7 +5,8 @@ shown next to success."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.table import Table
 
 from codemode.bench._catalog import SizePoint
 from codemode.bench._model import Mode
-from codemode.bench._runner import TaskRun
+from codemode.bench._taskrun import TaskRun, rate
 
 MODES: tuple[Mode, ...] = ("direct", "codemode")
 LABEL = {"direct": "direct", "codemode": "code mode"}
@@ -41,6 +42,12 @@ class Prices:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
 
 
+def _total(values: Sequence[float | None], digits: int) -> float | None:
+    """A sum that is unknown when any part is: leaving a part out would read as a measurement."""
+    known = [v for v in values if v is not None]
+    return round(sum(known), digits) if len(known) == len(values) else None
+
+
 def summarize(runs: list[TaskRun], prices: Prices) -> dict[str, dict[str, Any]]:
     """Totals per mode. Cost per successful task = all the mode spent / tasks it solved."""
     out: dict[str, dict[str, Any]] = {}
@@ -52,8 +59,11 @@ def summarize(runs: list[TaskRun], prices: Prices) -> dict[str, dict[str, Any]]:
         inp = sum(r.input_tokens for r in mine)
         outp = sum(r.output_tokens for r in mine)
         cost = prices.cost(inp, outp)
-        cpu = [r.sandbox_cpu_s for r in mine if r.sandbox_cpu_s is not None]
-        peak = [r.sandbox_peak_mb for r in mine if r.sandbox_peak_mb is not None]
+        peaks = [r.sandbox_peak_mb for r in mine]
+        attempted = sum(r.mcp_calls for r in mine)
+        denied = sum(r.calls_denied for r in mine)
+        checked = sum(r.arguments_checked for r in mine)
+        scored = [r.refrained for r in mine if r.refrained is not None]
         out[mode] = {
             "runs": len(mine),
             "passed": passed,
@@ -65,12 +75,43 @@ def summarize(runs: list[TaskRun], prices: Prices) -> dict[str, dict[str, Any]]:
             "cost_per_success_usd": round(cost / passed, 4) if passed else None,
             "turns": sum(len(r.turns) for r in mine),
             "tool_calls": sum(r.tool_calls for r in mine),
-            "mcp_calls": sum(r.mcp_calls for r in mine),
-            "wall_s": round(sum(r.wall_s for r in mine), 2),
-            "sandbox_cpu_s": round(sum(cpu), 3) if cpu else None,
-            "sandbox_peak_mb": max(peak) if peak else None,
+            "mcp_calls": attempted,
+            "calls_denied": denied,
+            "denied": dict(sum((Counter(r.denied) for r in mine), Counter[str]())),
+            "valid_call_rate": rate(attempted - denied, attempted),
+            "schema_pass_rate": rate(checked - sum(r.arguments_denied for r in mine), checked),
+            "refrain_scored": len(scored),
+            "refrained": sum(scored),
+            "wall_s": round(sum(r.wall_s for r in mine), 3),
+            "model_s": round(sum(r.model_s for r in mine), 3),
+            "discovery_s": round(sum(r.discovery_s for r in mine), 3),
+            "execution_s": round(sum(r.execution_s for r in mine), 3),
+            "sandbox_cpu_s": _total([r.sandbox_cpu_s for r in mine], 3),
+            "sandbox_peak_mb": max(p for p in peaks if p is not None) if None not in peaks else None,
+            "channel_in_bytes": _total([r.channel_in_bytes for r in mine], 0),
+            "channel_out_bytes": _total([r.channel_out_bytes for r in mine], 0),
+            "broker_cpu_s": _total([r.broker_cpu_s for r in mine], 3),
+            "caps_hit": dict(Counter(cap for r in mine for cap in r.caps_hit)),
         }
     return out
+
+
+def cost_per_success(
+    summary: dict[str, dict[str, Any]], points: list[SizePoint], prices: Prices
+) -> list[dict[str, Any]]:
+    """Each catalog size's suite cost per solved task, per mode. Growing the catalog adds input
+    tokens only (every request carries more definitions); what the model wrote is the same."""
+    rows: list[dict[str, Any]] = []
+    for point in points:
+        row: dict[str, Any] = {"tools": point.tools}
+        for mode, tokens in (("direct", point.direct_tokens), ("codemode", point.codemode_tokens)):
+            s = summary.get(mode)
+            if s is None:
+                continue
+            cost = prices.cost(tokens - s["output_tokens"], s["output_tokens"])
+            row[mode] = round(cost / s["passed"], 4) if s["passed"] else None
+        rows.append(row)
+    return rows
 
 
 def per_task(runs: list[TaskRun], kinds: dict[str, str], prices: Prices) -> list[dict[str, Any]]:
@@ -92,15 +133,20 @@ def build_results(
     catalog: list[SizePoint],
     catalog_source: str,
 ) -> dict[str, Any]:
+    summary = summarize(runs, prices)
     return {
-        "version": 1,
+        "version": 2,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         **meta,
         "prices_usd_per_million": asdict(prices),
-        "summary": summarize(runs, prices),
+        "summary": summary,
         "tasks": per_task(runs, kinds, prices),
         "runs": [r.to_json() for r in runs],
-        "catalog": {"source": catalog_source, "points": [asdict(p) for p in catalog]},
+        "catalog": {
+            "source": catalog_source,
+            "points": [asdict(p) for p in catalog],
+            "cost_per_success_usd": cost_per_success(summary, catalog, prices),
+        },
         "anchors": list(ANCHORS),
     }
 
@@ -186,7 +232,92 @@ def terminal_table(results: dict[str, Any]) -> Table:
         table.add_row(
             "$ per successful task", _n(d["cost_per_success_usd"]), _n(c["cost_per_success_usd"]), ""
         )
+        rows: tuple[tuple[str, _Cell], ...] = (
+            ("sandbox CPU s / peak MB", lambda s: f"{_n(s['sandbox_cpu_s'])} / {_n(s['sandbox_peak_mb'])}"),
+            (
+                "valid calls / schema pass",
+                lambda s: f"{_pct(s['valid_call_rate'])} / {_pct(s['schema_pass_rate'])}",
+            ),
+            ("refrained", _refrained),
+        )
+        for label, cell in rows:
+            table.add_row(label, cell(d), cell(c), "")
     return table
+
+
+def _pct(value: float | None) -> str:
+    return "n/a (no call)" if value is None else f"{value:.1%}"
+
+
+def _kb(inward: int | None, outward: int | None) -> str:
+    if inward is None or outward is None:
+        return "n/a"
+    return f"{inward / 1024:,.1f} / {outward / 1024:,.1f}"
+
+
+def _denied(s: dict[str, Any]) -> str:
+    """The count, and which gate denied which tool how often."""
+    detail = ", ".join(f"{kind} x{count}" for kind, count in s["denied"].items())
+    return f"{s['calls_denied']} ({detail})" if detail else str(s["calls_denied"])
+
+
+def _refrained(s: dict[str, Any]) -> str:
+    return f"{s['refrained']}/{s['refrain_scored']}" if s["refrain_scored"] else "n/a (no such task)"
+
+
+def _cost_lines(results: dict[str, Any]) -> list[str]:
+    """Per task and mode: where the time went, what running it cost the machine, and what the
+    broker's gates made of its calls."""
+    lines = [
+        "",
+        "## Per task and mode: time, resources and calls",
+        "",
+        "Wall time split into waiting for the model, discovery (search_tools, list_files, "
+        "read_file) and execution (run_code, or the direct calls); the rest is the benchmark's "
+        "own bookkeeping (counting the tokens of each request). Sandbox CPU and peak memory "
+        "are what each run's sandbox accounted for itself; the channel is its only network. "
+        "Valid calls: MCP calls every gate let through / calls attempted; schema pass: calls "
+        "whose arguments matched the pinned schema / calls the arguments gate checked (from the "
+        "ledger's gate decisions). Refrained: for a task that needs no call (or one), whether the "
+        "mode kept to it.",
+        "",
+        "| task | mode | wall s (model / discovery / execution) | sandbox CPU s | sandbox peak MB "
+        "| channel KB in / out | broker CPU s | MCP calls | valid calls | schema pass | denied | refrained |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in results["tasks"]:
+        for mode in MODES:
+            s = row.get(mode)
+            if s is None:
+                continue
+            wall = f"{_n(s['wall_s'])} ({_n(s['model_s'])} / {_n(s['discovery_s'])} / {_n(s['execution_s'])})"
+            lines.append(
+                f"| {row['task']} | {LABEL[mode]} | {wall} | {_n(s['sandbox_cpu_s'])} "
+                f"| {_n(s['sandbox_peak_mb'])} | {_kb(s['channel_in_bytes'], s['channel_out_bytes'])} "
+                f"| {_n(s['broker_cpu_s'])} "
+                f"| {_n(s['mcp_calls'])} | {_pct(s['valid_call_rate'])} | {_pct(s['schema_pass_rate'])} "
+                f"| {_denied(s)} | {_refrained(s) if s['refrain_scored'] else ''} |"
+            )
+    return lines
+
+
+def _provenance(results: dict[str, Any]) -> list[str]:
+    """Where the run's figures come from, when a real model was involved."""
+    replay: dict[str, Any] | None = results.get("replay")
+    if replay is not None:
+        note = f"; {replay['note']}" if replay["note"] else ""
+        return [
+            f"- a replay of `{replay['file']}`, recorded {replay['recorded']} with `{replay['command']}` "
+            f"(codemode {replay['codemode']}{note}): tokens, answers and checks computed again from "
+            "the recorded requests and replies; MCP calls, gate decisions, times and resource use as "
+            "recorded"
+        ]
+    if results.get("replay_file"):
+        return [
+            f"- every request and reply: `{results['replay_file']}` (`codemode bench tokens --replay "
+            f"{results['replay_file']}` re-scores this run offline, without an API key)"
+        ]
+    return []
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -202,6 +333,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- tool definitions per request: direct {results['definition_tokens']['direct']:,} tokens, "
         f"code mode {results['definition_tokens']['codemode']:,} tokens",
         f"- prices: ${prices['input']}/M input, ${prices['output']}/M output tokens",
+        *_provenance(results),
         "",
         "Every request is counted as an API bills it: system text + every tool definition + the whole "
         "conversation, re-sent each turn. Both modes really ran: direct mode's calls and code mode's "
@@ -226,12 +358,23 @@ def markdown(results: dict[str, Any]) -> str:
         ("model turns", lambda s: _n(s["turns"])),
         ("model tool calls", lambda s: _n(s["tool_calls"])),
         ("MCP calls (ledger)", lambda s: _n(s["mcp_calls"])),
+        ("denied calls", lambda s: _denied(s)),
+        ("valid tool-call rate", lambda s: _pct(s["valid_call_rate"])),
+        ("argument-schema pass rate", lambda s: _pct(s["schema_pass_rate"])),
+        ("refrained (tasks that need no or one call)", _refrained),
         ("wall time (s)", lambda s: _n(s["wall_s"])),
+        ("… waiting for the model (s)", lambda s: _n(s["model_s"])),
+        ("… discovery: search_tools, list_files, read_file (s)", lambda s: _n(s["discovery_s"])),
+        ("… execution: run_code or direct calls (s)", lambda s: _n(s["execution_s"])),
         ("sandbox CPU (s)", lambda s: _n(s["sandbox_cpu_s"])),
         ("sandbox peak memory (MB)", lambda s: _n(s["sandbox_peak_mb"])),
+        ("sandbox channel in / out (KB)", lambda s: _kb(s["channel_in_bytes"], s["channel_out_bytes"])),
+        ("broker CPU (s)", lambda s: _n(s["broker_cpu_s"])),
+        ("resource caps hit", lambda s: ", ".join(f"{k} x{v}" for k, v in s["caps_hit"].items()) or "none"),
     )
     for label, get in fields:
         lines.append(f"| {label} | " + " | ".join(get(s) for s in results["summary"].values()) + " |")
+    lines += _cost_lines(results)
     failed = [r for r in results["runs"] if not r["passed"]]
     lines += ["", "## Failures", ""]
     lines += [
@@ -267,15 +410,17 @@ def markdown(results: dict[str, Any]) -> str:
             "re-priced; Recall@k and MRR show how often a real model's search would find them.",
             "",
             "| tools | direct defs/request | code mode defs/request | suite direct | suite code mode "
-            "| queries "
+            "| $ per solved task direct | $ per solved task code mode | queries "
             "| Recall@1 | Recall@3 | Recall@5 | MRR |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for p in points:
+        costs: list[dict[str, Any]] = results["catalog"].get("cost_per_success_usd") or [{}] * len(points)
+        for p, cost in zip(points, costs, strict=True):
             q = p["quality"]
             lines.append(
                 f"| {p['tools']:,} | {p['direct_definition_tokens']:,} | {p['codemode_definition_tokens']:,} "
-                f"| {p['direct_tokens']:,} | {p['codemode_tokens']:,} | {p['queries']} | {q['recall@1']:.3f} "
+                f"| {p['direct_tokens']:,} | {p['codemode_tokens']:,} | {_n(cost.get('direct'))} "
+                f"| {_n(cost.get('codemode'))} | {p['queries']} | {q['recall@1']:.3f} "
                 f"| {q['recall@3']:.3f} | {q['recall@5']:.3f} | {q['mrr']:.3f} |"
             )
     lines += ["", "## Published figures to compare with (not measured here)", ""]

@@ -4,6 +4,9 @@ Direct mode offers the model every MCP tool (``server__tool``) and executes each
 :meth:`CodeMode.call_tool`, so it is gated and recorded in the ledger like any other call. Code
 mode offers ``run_code`` plus the discovery tools and executes them through the engine, its
 sandbox and broker (:meth:`CodeMode.handle_tool_call`).
+
+The conversation itself (:func:`converse`) only knows an agent and a way to execute its calls:
+a replay of a recorded run (``_replay``) drives it with the recorded tool results instead.
 """
 
 from __future__ import annotations
@@ -11,17 +14,19 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from codemode.bench._accounting import Accountant, Tokenizer, TurnCost
+from codemode.bench._gates import gate_stats
 from codemode.bench._model import Final, Message, Mode, Reply, ToolCall
-from codemode.bench._sampler import SandboxSampler
+from codemode.bench._taskrun import TaskRun
 from codemode.calls import CallDenied, CallFailed, ToolError, ToolResult
-from codemode.engine import CodeMode, render_definition
+from codemode.engine import CodeMode, RunResult, render_definition
+from codemode.ledger import CallRecord
 
 SYSTEM = (
     "You are an assistant that completes the user's request with the tools provided. "
@@ -29,41 +34,21 @@ SYSTEM = (
 )
 MAX_TURNS = 40
 SEPARATOR = "__"
+DISCOVERY_TOOLS = frozenset({"search_tools", "list_files", "read_file"})
+"""Code mode's tools that find tools; ``run_code`` is the one that does the work."""
 
 
-@dataclass
-class TaskRun:
-    task: str
-    mode: Mode
-    passed: bool
-    answer: str
-    error: str | None
-    turns: list[TurnCost] = field(default_factory=lambda: [])
-    tool_calls: int = 0
-    """Tool calls the model made (in code mode: run_code and discovery calls)."""
-    mcp_calls: int = 0
-    """MCP tool calls recorded in the ledger while the task ran (in both modes)."""
-    wall_s: float = 0.0
-    sandbox_cpu_s: float | None = None
-    sandbox_peak_mb: float | None = None
-    trial: int = 0
-    api_usage: list[dict[str, int]] = field(default_factory=lambda: [])
-    """With a real model: the token usage its API reported, per request (next to our count)."""
+@dataclass(frozen=True)
+class Executed:
+    """One executed tool call: the text the model gets, and the sandbox run behind it (if any)."""
 
-    @property
-    def input_tokens(self) -> int:
-        return sum(t.input_tokens for t in self.turns)
+    text: str
+    is_error: bool = False
+    run: RunResult | None = None
 
-    @property
-    def output_tokens(self) -> int:
-        return sum(t.output_tokens for t in self.turns)
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["input_tokens"] = self.input_tokens
-        out["output_tokens"] = self.output_tokens
-        out["total_tokens"] = self.input_tokens + self.output_tokens
-        return out
+Execute = Callable[[ToolCall, str], Awaitable[Executed]]
+"""Executes one of the model's tool calls (given with its id in the conversation)."""
 
 
 def direct_definitions(engine: CodeMode) -> list[dict[str, Any]]:
@@ -92,21 +77,90 @@ def _outcome_text(outcome: Any) -> tuple[str, bool]:
     return str(outcome), True
 
 
-async def _execute(engine: CodeMode, mode: Mode, tool_call: ToolCall) -> tuple[str, bool]:
+async def _execute(engine: CodeMode, mode: Mode, tool_call: ToolCall) -> Executed:
     if mode == "codemode":
         reply = await engine.handle_tool_call(tool_call.name, tool_call.arguments)
-        return reply.text, reply.is_error
+        return Executed(reply.text, reply.is_error, reply.run)
+    # Every direct call goes to the broker, a name that is no ``server__tool`` too: its tool gate
+    # refuses it and the ledger records the refusal, as it would a program's call of no tool.
     server, sep, tool = tool_call.name.partition(SEPARATOR)
     if not sep:
-        return f"unknown tool {tool_call.name!r}", True
+        server, tool = "", tool_call.name
     outcome = await engine.call_tool(server, tool, tool_call.arguments, purpose="bench:direct")
-    return _outcome_text(outcome)
+    return Executed(*_outcome_text(outcome))
 
 
-def _ledger_calls(engine: CodeMode) -> int:
+def _ledger_rows(engine: CodeMode) -> list[CallRecord]:
     ledger = engine._ledger  # pyright: ignore[reportPrivateUsage]  # the engine's own ledger
     assert ledger is not None
-    return len(ledger.list_calls(limit=10_000_000))
+    return ledger.list_calls(limit=10_000_000)
+
+
+async def converse(
+    run: TaskRun,
+    *,
+    prompt: str,
+    agent: Callable[[list[Message]], Reply],
+    execute: Execute,
+    check: Callable[[Any], bool],
+    accountant: Accountant,
+    max_turns: int = MAX_TURNS,
+) -> None:
+    """Drive ``agent`` until it answers (or fails), filling in ``run``: its tokens turn by turn,
+    its answer and check, where the wall time went, and the sandbox runs its calls made. A
+    failure is a result, never an exception."""
+    history: list[Message] = [{"role": "user", "content": prompt}]
+    started = time.perf_counter()
+    try:
+        for _ in range(max_turns):
+            breakdown = accountant.request(history)
+            turn_start = time.perf_counter()
+            reply = await anyio.to_thread.run_sync(lambda: agent(list(history)))
+            run.model_s += time.perf_counter() - turn_start
+            if isinstance(reply, Final):
+                message: Message = {"role": "assistant", "content": reply.text or _answer_text(reply.answer)}
+                run.turns.append(_cost(accountant, breakdown, message, 0, turn_start))
+                run.answer = _answer_text(reply.answer)[:500]
+                run.passed = bool(check(reply.answer))
+                if not run.passed:
+                    run.error = "check failed"
+                break
+            calls: list[dict[str, Any]] = [
+                {"id": f"call_{len(history)}_{i}", "name": c.name, "arguments": c.arguments}
+                for i, c in enumerate(reply.calls)
+            ]
+            message = {"role": "assistant", "content": reply.text, "tool_calls": calls}
+            history.append(message)
+            for tool_call, wire in zip(reply.calls, calls, strict=True):
+                call_start = time.perf_counter()
+                executed = await execute(tool_call, wire["id"])
+                spent = time.perf_counter() - call_start
+                if run.mode == "codemode" and tool_call.name in DISCOVERY_TOOLS:
+                    run.discovery_s += spent
+                else:
+                    run.execution_s += spent
+                if executed.run is not None:
+                    run.add_run(executed.run)
+                history.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": wire["id"],
+                        "name": tool_call.name,
+                        "content": executed.text,
+                        "is_error": executed.is_error,
+                    }
+                )
+            run.tool_calls += len(calls)
+            run.turns.append(_cost(accountant, breakdown, message, len(calls), turn_start))
+        else:
+            run.error = f"no answer after {max_turns} turns"
+    except Exception as exc:  # a broken agent or check fails its task, and the suite goes on
+        run.error = f"{type(exc).__name__}: {exc}"
+        run.answer = traceback.format_exc(limit=3)[-500:]
+    # To the microsecond: a quick search rounded to the millisecond would read as no discovery.
+    run.wall_s = round(time.perf_counter() - started, 6)
+    run.model_s, run.discovery_s = round(run.model_s, 6), round(run.discovery_s, 6)
+    run.execution_s = round(run.execution_s, 6)
 
 
 async def run_task(
@@ -118,64 +172,33 @@ async def run_task(
     agent: Callable[[list[Message]], Reply],
     check: Callable[[Any], bool],
     tokenizer: Tokenizer,
-    measure_sandbox: bool = True,
-    server_args: list[list[str]] | None = None,
     max_turns: int = MAX_TURNS,
     trial: int = 0,
 ) -> TaskRun:
-    """Drive ``agent`` until it answers (or fails); a failure is a result, never an exception."""
+    """One task in one mode against ``engine``: the conversation, then what the broker's gates
+    decided about its MCP calls (from the ledger rows the task added)."""
     tools = direct_definitions(engine) if mode == "direct" else engine.tool_definitions("openai")
-    accountant = Accountant(tokenizer, SYSTEM, tools)
-    history: list[Message] = [{"role": "user", "content": prompt}]
     run = TaskRun(task=name, mode=mode, passed=False, answer="", error=None, trial=trial)
-    calls_before = await anyio.to_thread.run_sync(lambda: _ledger_calls(engine))
-    started = time.perf_counter()
-    with SandboxSampler(server_args or [], enabled=measure_sandbox) as sampler:
-        try:
-            for _ in range(max_turns):
-                breakdown = accountant.request(history)
-                turn_start = time.perf_counter()
-                reply = await anyio.to_thread.run_sync(lambda: agent(list(history)))
-                if isinstance(reply, Final):
-                    message: Message = {
-                        "role": "assistant",
-                        "content": reply.text or _answer_text(reply.answer),
-                    }
-                    run.turns.append(_cost(accountant, breakdown, message, 0, turn_start))
-                    run.answer = _answer_text(reply.answer)[:500]
-                    run.passed = bool(check(reply.answer))
-                    if not run.passed:
-                        run.error = "check failed"
-                    break
-                calls = [
-                    {"id": f"call_{len(history)}_{i}", "name": c.name, "arguments": c.arguments}
-                    for i, c in enumerate(reply.calls)
-                ]
-                message = {"role": "assistant", "content": reply.text, "tool_calls": calls}
-                history.append(message)
-                for tool_call, wire in zip(reply.calls, calls, strict=True):
-                    text, is_error = await _execute(engine, mode, tool_call)
-                    history.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": wire["id"],
-                            "name": tool_call.name,
-                            "content": text,
-                            "is_error": is_error,
-                        }
-                    )
-                run.tool_calls += len(calls)
-                run.turns.append(_cost(accountant, breakdown, message, len(calls), turn_start))
-            else:
-                run.error = f"no answer after {max_turns} turns"
-        except Exception as exc:  # a broken agent or check fails its task, and the suite goes on
-            run.error = f"{type(exc).__name__}: {exc}"
-            run.answer = traceback.format_exc(limit=3)[-500:]
-    run.wall_s = round(time.perf_counter() - started, 3)
-    run.sandbox_cpu_s = sampler.cpu_s if mode == "codemode" or not measure_sandbox else 0.0
-    run.sandbox_peak_mb = sampler.peak_mb if mode == "codemode" or not measure_sandbox else 0.0
-    calls_after = await anyio.to_thread.run_sync(lambda: _ledger_calls(engine))
-    run.mcp_calls = calls_after - calls_before
+    run.no_sandbox()
+    run.broker_cpu_s = 0.0 if mode == "codemode" else None
+    before = {row.call_id for row in await anyio.to_thread.run_sync(lambda: _ledger_rows(engine))}
+
+    async def execute(tool_call: ToolCall, call_id: str) -> Executed:
+        return await _execute(engine, mode, tool_call)
+
+    await converse(
+        run,
+        prompt=prompt,
+        agent=agent,
+        execute=execute,
+        check=check,
+        accountant=Accountant(tokenizer, SYSTEM, tools),
+        max_turns=max_turns,
+    )
+    rows = await anyio.to_thread.run_sync(lambda: _ledger_rows(engine))
+    stats = gate_stats(row for row in rows if row.call_id not in before)
+    run.mcp_calls, run.calls_denied, run.denied = stats.attempted, stats.denials, dict(stats.denied)
+    run.arguments_checked, run.arguments_denied = stats.arguments_checked, stats.arguments_denied
     return run
 
 

@@ -3,26 +3,27 @@ run every task in both modes, and collect the results."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemode.bench._accounting import Tokenizer
+from codemode.bench._accounting import Tokenizer, compact
 from codemode.bench._model import Message, Mode, Reply
-from codemode.bench._runner import TaskRun, direct_definitions, run_task
+from codemode.bench._runner import direct_definitions, run_task
+from codemode.bench._taskrun import TaskRun
 from codemode.bench._tasks import Task
 from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.catalog import Pins
-from codemode.config import BackendChoice, Config, StdioServerConfig, load_config, starter_config
+from codemode.config import BackendChoice, Config, load_config, starter_config
 from codemode.engine import CodeMode
 from codemode.host import ConnectionState, McpHost
 
 MODES: tuple[Mode, ...] = ("direct", "codemode")
 Progress = Callable[[str], None]
-AgentFactory = Callable[[Task, Mode, list[dict[str, Any]]], Callable[[list[Message]], Reply]]
-"""Makes the agent for one task and mode, given the tools the mode offers (a real model needs them)."""
+AgentFactory = Callable[[Task, Mode, int, list[dict[str, Any]]], Callable[[list[Message]], Reply]]
+"""Makes the agent for one task, mode and trial, given the tools the mode offers (a real model
+needs them)."""
 
 
 class ServerStartError(Exception):
@@ -77,18 +78,20 @@ async def run_suite(
     trials: int = 1,
     agents: AgentFactory | None = None,
     progress: Progress | None = None,
+    on_start: Callable[[str], None] | None = None,
+    on_run: Callable[[TaskRun], None] | None = None,
 ) -> SuiteResult:
-    """Run ``tasks`` x ``modes`` x ``trials`` against the servers of ``config_path``."""
+    """Run ``tasks`` x ``modes`` x ``trials`` against the servers of ``config_path``.
+    ``on_start`` hears the sandbox backend once the engine is up, ``on_run`` each run as it ends."""
     config = load_config(config_path)
     if sync:
         await sync_and_approve(config)
     approver = CallbackApprover(_approve, name="bench")
-    server_args = [
-        list(s.args) for s in config.servers.values() if isinstance(s, StdioServerConfig) and s.args
-    ]
     result = SuiteResult()
     async with CodeMode(config, backend=backend, approver=approver, measure_tokens=True) as engine:
         result.backend = engine.backend
+        if on_start is not None:
+            on_start(engine.backend)
         result.tools_by_server = engine.server_index()
         result.tools = sum(result.tools_by_server.values())
         result.catalog = [
@@ -98,8 +101,8 @@ async def run_suite(
             )
             for t in engine.tree.tools()
         ]
-        result.direct_definition_tokens = tokenizer.count(_compact(direct_definitions(engine)))
-        result.codemode_definition_tokens = tokenizer.count(_compact(engine.tool_definitions("openai")))
+        result.direct_definition_tokens = tokenizer.count(compact(direct_definitions(engine)))
+        result.codemode_definition_tokens = tokenizer.count(compact(engine.tool_definitions("openai")))
         for task in tasks:
             for trial in range(trials):
                 for mode in modes:
@@ -108,7 +111,7 @@ async def run_suite(
                         offered = (
                             direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
                         )
-                        agent = agents(task, mode, offered)
+                        agent = agents(task, mode, trial, offered)
                     run = await run_task(
                         engine,
                         name=task.name,
@@ -117,16 +120,13 @@ async def run_suite(
                         agent=agent,
                         check=task.check,
                         tokenizer=tokenizer,
-                        measure_sandbox=engine.backend != "docker",
-                        server_args=server_args,
                         trial=trial,
                     )
+                    run.refrained = task.refrained(run.tool_calls, run.mcp_calls)
                     run.api_usage = list(getattr(agent, "usage", []))
                     result.runs.append(run)
+                    if on_run is not None:
+                        on_run(run)
                     if progress is not None:
                         progress(f"{task.name} [{mode}]")
     return result
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,5 +1,10 @@
 """Loading tasks: each is a Python file defining ``PROMPT``, ``direct_agent(history)``,
-``codemode_agent(history)`` and ``check(answer)`` (see the README's "Token-cost experiments")."""
+``codemode_agent(history)`` and ``check(answer)`` (see the README's "Token-cost experiments").
+
+Optional: ``KIND`` (one line saying what the task exercises) and ``NEEDS_CALLS``, the most MCP
+tool calls a right answer needs. A task with it is also scored on whether each mode refrained:
+with ``NEEDS_CALLS = 0`` the model should call no tool at all (not even to search), with ``1``
+make at most one MCP call."""
 
 from __future__ import annotations
 
@@ -27,6 +32,18 @@ class Task:
     path: Path
     kind: str = ""
     """One line saying what the task exercises (the module's ``KIND``, optional)."""
+    needs_calls: int | None = None
+    """The most MCP calls a right answer needs (the module's ``NEEDS_CALLS``, optional)."""
+
+    def refrained(self, tool_calls: int, mcp_calls: int) -> bool | None:
+        """Whether a run kept to what the answer needs: no tool call of any kind when it needs
+        none (a search is a call the model should not have made), else at most ``needs_calls``
+        MCP calls. None for a task that does not say what it needs."""
+        if self.needs_calls is None:
+            return None
+        if self.needs_calls == 0:
+            return tool_calls == 0
+        return mcp_calls <= self.needs_calls
 
 
 def load_task(path: Path) -> Task:
@@ -48,7 +65,16 @@ def load_task(path: Path) -> Task:
         check=cast(Callable[[Any], bool], module.check),
         path=path,
         kind=str(getattr(module, "KIND", "")),
+        needs_calls=_needs_calls(path, getattr(module, "NEEDS_CALLS", None)),
     )
+
+
+def _needs_calls(path: Path, value: object) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise TaskError(f"{path}: NEEDS_CALLS must be a whole number of MCP calls (0 or more), not {value!r}")
+    return value
 
 
 def load_tasks(directory: Path | None = None, only: list[str] | None = None) -> list[Task]:

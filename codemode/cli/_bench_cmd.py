@@ -84,7 +84,18 @@ def _sizes(text: str) -> list[int]:
     default=None,
     metavar="PROVIDER:NAME",
     help="anthropic:NAME or openai:NAME: a real model replaces the scripted agents "
-    "(needs ANTHROPIC_API_KEY or OPENAI_API_KEY).",
+    "(needs ANTHROPIC_API_KEY or OPENAI_API_KEY). Every request and reply goes to "
+    "replay.jsonl in --out.",
+)
+@click.option(
+    "--replay",
+    "replay",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Re-score a recorded --model run (its replay.jsonl) offline: no API key, no server, "
+    "no sandbox. Tokens, answers and checks are computed again; calls, times and resource use "
+    "are as recorded.",
 )
 @click.option(
     "--trials",
@@ -109,6 +120,7 @@ def tokens(
     sizes: str,
     corpus: Path | None,
     model: str | None,
+    replay: Path | None,
     trials: int | None,
     price_input: float,
     price_output: float,
@@ -123,20 +135,24 @@ def tokens(
     (tiktoken cl100k_base, offline). A task whose answer fails its check is reported as failed.
 
     \b
-    Writes to --out: results.json, report.md, tokens_per_task.png, tokens_vs_catalog.png
-    (charts need the 'bench' extra: pip install 'codemode[bench]').
+    Writes to --out: results.json, report.md, tokens_per_task.png, tokens_vs_catalog.png,
+    cost_vs_catalog.png (charts need the 'bench' extra: pip install 'codemode[bench]'), and
+    with --model replay.jsonl.
 
     \b
     Examples:
       codemode bench tokens --out bench-tokens
       codemode bench tokens --tasks my_tasks/ --config codemode.toml --out results/
       codemode bench tokens --model anthropic:claude-sonnet-4-5 --trials 3 --out real/
+      codemode bench tokens --replay real/replay.jsonl --out rescored/
 
     A task file defines PROMPT, direct_agent(history), codemode_agent(history) and
     check(answer): see the README, "Token-cost experiments".
     """
-    from codemode.bench import ModelError, ServerStartError, TaskError, run_bench
+    from codemode.bench import ModelError, ReplayError, ServerStartError, TaskError, run_bench
 
+    if replay is not None:
+        _replay_alone(click.get_current_context())
     with tempfile.TemporaryDirectory(prefix="codemode-bench-") as scratch:
         try:
             results = run_bench(
@@ -153,8 +169,9 @@ def tokens(
                 prices=(price_input, price_output),
                 command=_command_line(click.get_current_context()),
                 show_progress=not as_json,
+                replay=replay,
             )
-        except (ModelError, TaskError, ServerStartError) as exc:
+        except (ModelError, TaskError, ServerStartError, ReplayError) as exc:
             raise click.ClickException(str(exc)) from exc
     if as_json:
         print_json(results)
@@ -165,6 +182,23 @@ def tokens(
     missing = "" if results.get("charts") else " (no charts: install the 'bench' extra for matplotlib)"
     stdout.print(f"wrote {out}/results.json, {out}/report.md{missing}", highlight=False)
     _failed_note(results)
+
+
+RECORDED = ("config_path", "backend", "model", "trials")
+"""What a replay takes from its recording: the options that would say otherwise are refused."""
+
+
+def _replay_alone(ctx: click.Context) -> None:
+    given = [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name in RECORDED and ctx.params.get(p.name) not in (None, p.default)
+    ]
+    if given:
+        raise click.UsageError(
+            f"--replay re-scores a recorded run as it ran: leave out {', '.join(given)} (the "
+            "recording says which model, servers, backend and trials it had)"
+        )
 
 
 def _command_line(ctx: click.Context) -> str:

@@ -19,9 +19,10 @@ from codemode.cli._main import cli
 from codemode.config import demo_servers, load_config
 from codemode.ledger import open_ledger
 
-TASKS = ("branching", "small_lookup")
+TASKS = ("branching", "no_tool_arithmetic", "no_tool_pasted_ticket", "small_lookup")
 # MCP calls each task makes (the same in both modes: the work is the same, only who does it differs).
-MCP_CALLS = {"branching": 2, "small_lookup": 1}
+MCP_CALLS = {"branching": 2, "no_tool_arithmetic": 0, "no_tool_pasted_ticket": 0, "small_lookup": 1}
+NO_TOOL = ("no_tool_arithmetic", "no_tool_pasted_ticket")
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +51,15 @@ def test_writes_every_output(bench_out: Path) -> None:
         "## Failures",
         "## Where direct calling wins",
         "## Catalog scale",
+        "## Per task and mode: time, resources and calls",
     ):
         assert heading in report
     assert "codemode bench tokens --out" in report and "--backend process" in report
     assert "--json" not in results["command"]
-    for chart in ("tokens_per_task.png", "tokens_vs_catalog.png"):
+    charts = ["tokens_per_task.png", "tokens_vs_catalog.png", "cost_vs_catalog.png"]
+    for chart in charts:
         assert (bench_out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert results["charts"] == ["tokens_per_task.png", "tokens_vs_catalog.png"]
+    assert results["charts"] == charts
 
 
 def test_both_modes_executed_and_solved(bench_out: Path) -> None:
@@ -69,9 +72,44 @@ def test_both_modes_executed_and_solved(bench_out: Path) -> None:
         assert run["mcp_calls"] == MCP_CALLS[run["task"]], run
         if run["mode"] == "direct":
             assert run["tool_calls"] == run["mcp_calls"]  # every model call was one real MCP call
-            assert run["sandbox_cpu_s"] == 0.0
-        else:
+        elif run["task"] not in NO_TOOL:
             assert run["sandbox_peak_mb"] > 0  # a sandbox process really ran
+
+
+def test_every_cost_of_a_run_is_reported(bench_out: Path) -> None:
+    """Per task and mode: what the sandbox and the broker used (from each run's own
+    accounting), where the wall time went, and what the gates made of the calls."""
+    for run in _results(bench_out)["runs"]:
+        split = run["model_s"] + run["discovery_s"] + run["execution_s"]
+        assert split <= run["wall_s"] + 3e-6, run  # the parts, each rounded, within the whole
+        if run["task"] in NO_TOOL or run["mode"] == "direct":
+            # No sandbox ran: it cost nothing (a measurement, not an unknown).
+            assert (run["sandbox_cpu_s"], run["sandbox_peak_mb"]) == (0.0, 0.0), run
+            assert (run["channel_in_bytes"], run["channel_out_bytes"]) == (0, 0), run
+            assert run["discovery_s"] == 0.0
+            assert run["broker_cpu_s"] == (0.0 if run["mode"] == "codemode" else None)
+        else:
+            assert run["sandbox_cpu_s"] > 0 and run["sandbox_peak_mb"] > 0, run
+            # In: the program, its stub modules and the tool results; out: the calls and the result.
+            assert run["channel_in_bytes"] > len(run["task"]) and run["channel_out_bytes"] > 0, run
+            assert run["broker_cpu_s"] > 0, run
+            assert run["discovery_s"] > 0 and run["execution_s"] > 0, run  # search_tools, then run_code
+        assert run["caps_hit"] == []
+        if run["task"] in NO_TOOL:
+            assert run["execution_s"] == 0.0 and run["tool_calls"] == 0, run
+            assert run["valid_call_rate"] is None and run["schema_pass_rate"] is None  # nothing to rate
+        else:
+            assert run["valid_call_rate"] == 1.0 and run["schema_pass_rate"] == 1.0, run
+            assert run["calls_denied"] == 0 and run["denied"] == {}
+        assert run["refrained"] is (True if run["task"] in (*NO_TOOL, "small_lookup") else None), run
+    summary = _results(bench_out)["summary"]
+    assert summary["codemode"]["sandbox_cpu_s"] > 0 and summary["direct"]["sandbox_cpu_s"] == 0.0
+    for mode in ("direct", "codemode"):
+        assert (summary[mode]["refrained"], summary[mode]["refrain_scored"]) == (3, 3)
+        assert summary[mode]["valid_call_rate"] == 1.0
+    report = (bench_out / "report.md").read_text(encoding="utf-8")
+    assert "| no_tool_arithmetic | code mode |" in report
+    assert "| refrained (tasks that need no or one call) | 3/3 | 3/3 |" in report
 
 
 def test_numbers_add_up_across_turns(bench_out: Path) -> None:

@@ -1,5 +1,6 @@
 """The real-model path (``--model``) against recorded API replies: no network. The transport
-serves the replies in order and checks each request is what the provider's API expects."""
+serves the replies in order and checks each request is what the provider's API expects; the
+run's replay file then re-scores it offline."""
 
 from __future__ import annotations
 
@@ -7,16 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from codemode.bench._accounting import TiktokenTokenizer
-from codemode.bench._llm import ENDPOINTS, ModelAgent, ModelError, ModelSpec, parse_answer
+from codemode.bench._llm import ENDPOINTS, KEYS, ModelAgent, ModelError, ModelSpec, parse_answer
+from codemode.bench._main import run_bench
 from codemode.bench._model import Message, Mode
-from codemode.bench._suite import run_suite, write_demo_config
-from codemode.bench._tasks import Task, load_tasks
-from codemode.config import demo_servers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -39,36 +36,61 @@ class Replay:
         return httpx.Response(200, json=self.replies.pop(0))
 
 
+def _mode_of(provider: str, body: dict[str, Any]) -> Mode:
+    names = {t["name"] if provider == "anthropic" else t["function"]["name"] for t in body["tools"]}
+    return "codemode" if "run_code" in names else "direct"
+
+
+class ByMode(httpx.BaseTransport):
+    """The provider's API: each mode's requests go to that mode's recorded replies."""
+
+    def __init__(self, provider: str, recorded: dict[str, list[dict[str, Any]]]) -> None:
+        self.provider = provider
+        self.replays = {mode: Replay(provider, replies) for mode, replies in recorded.items()}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.replays[_mode_of(self.provider, json.loads(request.content))](request)
+
+
+def _bench(out: Path, tmp: Path, *, model: str | None = None, **options: Any) -> dict[str, Any]:
+    return run_bench(
+        out=out,
+        tasks_dir=None,
+        only=["small_lookup"],
+        config_path=None,
+        workspace=tmp,
+        backend="process",
+        sizes=[],
+        corpus=None,
+        model=model,
+        trials=1,
+        prices=(3.0, 15.0),
+        command="test",
+        show_progress=False,
+        **options,
+    )
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_recorded_model_solves_both_modes(provider: str, tmp_path: Path) -> None:
+def test_recorded_model_solves_both_modes_and_replays_offline(
+    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's replies come from a transport standing in for the API; the run goes through
+    the real recording path, and its replay file re-scores to the same tokens, answers and checks."""
+    monkeypatch.setenv(KEYS[provider], "test-key")
     recorded = json.loads((FIXTURES / f"{provider}_small_lookup.json").read_text(encoding="utf-8"))
-    spec = ModelSpec.parse(f"{provider}:test-model")
-    replays: dict[Mode, Replay] = {}
-
-    def agents(task: Task, mode: Mode, tools: list[dict[str, Any]]) -> ModelAgent:
-        replays[mode] = Replay(provider, recorded[mode])
-        client = httpx.Client(transport=httpx.MockTransport(replays[mode]))
-        return ModelAgent(spec, tools, "test-key", client=client)
-
-    config = write_demo_config(tmp_path, dict(demo_servers()))
-    suite = anyio.run(
-        lambda: run_suite(
-            config,
-            load_tasks(only=["small_lookup"]),
-            tokenizer=TiktokenTokenizer(),
-            backend="process",
-            agents=agents,
-        )
-    )
-    for run in suite.runs:
-        assert run.passed, run
-        assert run.mcp_calls == 1 and len(run.turns) == 2
-        assert [u["input"] for u in run.api_usage] == [
+    api = ByMode(provider, recorded)
+    out = tmp_path / "live"
+    live = _bench(out, tmp_path, model=f"{provider}:test-model", model_transport=api)
+    for run in live["runs"]:
+        assert run["passed"], run
+        assert run["mcp_calls"] == 1 and len(run["turns"]) == 2
+        assert [u["input"] for u in run["api_usage"]] == [
             r["usage"]["input_tokens" if provider == "anthropic" else "prompt_tokens"]
-            for r in recorded[run.mode]
+            for r in recorded[run["mode"]]
         ]
-    for mode, replay in replays.items():
+    for mode, replay in api.replays.items():
         assert replay.replies == []  # every recorded reply was asked for
         first, second = replay.requests
         names = {t["name"] if provider == "anthropic" else t["function"]["name"] for t in first["tools"]}
@@ -80,6 +102,18 @@ def test_recorded_model_solves_both_modes(provider: str, tmp_path: Path) -> None
         assert len(second["messages"]) > len(first["messages"])
         result_text = json.dumps(second["messages"][-1])
         assert "TCK-1128" in result_text or "status: ok" in result_text
+    assert live["replay_file"] == "replay.jsonl"
+    lines = (out / "replay.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["header"] + ["exchange", "exchange", "run"] * 2
+    assert "test-key" not in "".join(lines) and "Bearer" not in "".join(lines)  # bodies only
+
+    replayed = _bench(tmp_path / "again", tmp_path, replay=out / "replay.jsonl")
+    fields = ("task", "mode", "input_tokens", "output_tokens", "passed", "answer", "api_usage", "mcp_calls")
+    assert [{f: r[f] for f in fields} for r in replayed["runs"]] == [
+        {f: r[f] for f in fields} for r in live["runs"]
+    ]
+    assert replayed["definition_tokens"] == live["definition_tokens"]
+    assert replayed["servers"] == live["servers"] and replayed["backend"] == live["backend"]
 
 
 def test_model_spec_and_key() -> None:

@@ -28,9 +28,22 @@ def _mode(total: int, passed: int, runs: int = 1) -> dict[str, Any]:
         "turns": 1,
         "tool_calls": 1,
         "mcp_calls": 1,
+        "calls_denied": 0,
+        "denied": {},
+        "valid_call_rate": 1.0,
+        "schema_pass_rate": 1.0,
+        "refrain_scored": 0,
+        "refrained": 0,
         "wall_s": 0.1,
-        "sandbox_cpu_s": None,
-        "sandbox_peak_mb": None,
+        "model_s": 0.05,
+        "discovery_s": 0.0,
+        "execution_s": 0.05,
+        "sandbox_cpu_s": 0.02,
+        "sandbox_peak_mb": 30.0,
+        "channel_in_bytes": 4096,
+        "channel_out_bytes": 1024,
+        "broker_cpu_s": 0.01,
+        "caps_hit": {},
     }
 
 
@@ -144,3 +157,68 @@ def test_the_chart_of_a_run_with_a_failed_mode_is_still_drawn(tmp_path: Path) ->
     results = _results({"solved": (_mode(1000, 1), _mode(100, 1)), "broken": (_mode(5000, 1), _mode(0, 0))})
     assert write_charts(results, tmp_path) == [TASK_CHART]
     assert (tmp_path / TASK_CHART).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_unknowns_denials_and_refraining_read_as_such() -> None:
+    """An unknown figure is n/a, never 0; denials say which gate refused which tool."""
+    direct = _mode(1000, 1) | {
+        "sandbox_cpu_s": None,
+        "broker_cpu_s": None,
+        "channel_in_bytes": None,
+        "calls_denied": 2,
+        "denied": {"arguments:crm/get_customer": 1, "tool:crm/nope": 1},
+        "valid_call_rate": 0.333,
+        "schema_pass_rate": 0.5,
+        "refrain_scored": 2,
+        "refrained": 1,
+    }
+    code = _mode(100, 1) | {"mcp_calls": 0, "valid_call_rate": None, "schema_pass_rate": None}
+    report = markdown(_results({"t": (direct, code)}))
+    row = next(line for line in report.splitlines() if line.startswith("| t | direct |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:] == [
+        "n/a",  # sandbox CPU
+        "30.00",
+        "n/a",  # channel: in unknown
+        "n/a",  # broker CPU
+        "1",
+        "33.3%",
+        "50.0%",
+        "2 (arguments:crm/get_customer x1, tool:crm/nope x1)",
+        "1/2",
+    ]
+    code_row = next(line for line in report.splitlines() if line.startswith("| t | code mode |"))
+    assert "| n/a (no call) | n/a (no call) |" in code_row
+    assert "| sandbox channel in / out (KB) | 4.0 / 1.0 | 4.0 / 1.0 |" in report
+    results = _results({"t": (direct, code)})
+    results["summary"] = {"direct": direct, "codemode": code}  # one task: its figures are the totals
+    text = _table_text(results)
+    assert "valid calls / schema pass" in text and "33.3% / 50.0%" in text
+
+
+def test_the_cost_chart_shows_cost_per_solved_task_and_the_resource_cost(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from codemode.bench._charts import COST_CHART, write_charts
+
+    results = _results({"a": (_mode(1000, 1), _mode(100, 1))})
+    point = {
+        "direct_definition_tokens": 10,
+        "codemode_definition_tokens": 5,
+        "queries": 1,
+        "quality": {"recall@1": 1.0, "recall@3": 1.0, "recall@5": 1.0, "mrr": 1.0},
+    }
+    results["catalog"] = {
+        "source": "generated tools",
+        "points": [
+            point | {"tools": 20, "direct_tokens": 1000, "codemode_tokens": 100},
+            point | {"tools": 200, "direct_tokens": 9000, "codemode_tokens": 150},
+        ],
+        "cost_per_success_usd": [
+            {"tools": 20, "direct": 0.003, "codemode": 0.0003},
+            {"tools": 200, "direct": 0.027, "codemode": None},  # a mode that solved nothing: no point
+        ],
+    }
+    assert COST_CHART in write_charts(results, tmp_path)
+    assert (tmp_path / COST_CHART).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = markdown(results)
+    assert "| 200 | 10 | 5 | 9,000 | 150 | 0.027 | n/a | 1 |" in report

@@ -20,6 +20,7 @@ from codemode.bench import (
 )
 
 KIND = "small catalog, small result (where direct calling may win)"
+NEEDS_CALLS = 1  # one read answers it
 PROMPT = "How many open tickets does customer CUST-0042 have? Answer with the number."
 
 
