@@ -30,17 +30,30 @@ HOLD_200_MB = "block = b'x' * (200 << 20)\nlen(block)"
 Metering = Literal["cgroup", "procfs"]
 
 
-@pytest.fixture(params=["cgroup", "procfs"])
+METERED = pytest.mark.parametrize(
+    ("backend", "metering"),
+    [
+        pytest.param("docker", "cgroup", marks=pytest.mark.docker),
+        ("process", "cgroup"),
+        ("process", "procfs"),
+        pytest.param("bwrap", "cgroup", marks=pytest.mark.bwrap),
+        pytest.param("bwrap", "procfs", marks=pytest.mark.bwrap),
+    ],
+    indirect=True,
+)
+"""Where each backend reads usage: a local backend from its sandbox's cgroup, or from /proc with
+cgroups off (so that path is tested on hosts that have cgroups too); Docker always from its
+container's cgroup."""
+
+
+@pytest.fixture
 def metering(request: pytest.FixtureRequest, backend: BackendName) -> Metering:
-    """Where a local backend reads usage: its sandbox's cgroup, or /proc with cgroups off (so
-    that path is tested on hosts that have cgroups too). Docker always reads its container's."""
-    if request.param == "procfs" and backend == "docker":
-        pytest.skip("a container is always measured from its cgroup")
-    if request.param == "cgroup" and backend != "docker":
+    metering: Metering = request.param
+    if metering == "cgroup" and backend != "docker":
         host, why = probe_cgroups()
         if host is None:
             pytest.skip(f"this host cannot make cgroups: {why}")
-    return request.param
+    return metering
 
 
 @pytest.fixture
@@ -65,6 +78,7 @@ def _usage(outcome: RunOutcome) -> RunUsage:
     return outcome.usage
 
 
+@METERED
 async def test_a_busy_second_is_a_cpu_second_and_200_mb_held_is_a_200_mb_peak(
     measured_config: Callable[..., SandboxConfig],
     metering: Metering,
@@ -104,6 +118,7 @@ async def test_channel_bytes_count_what_the_run_moved_each_way(
     assert 0 < _usage(small).channel_out_bytes < 64 * 1024
 
 
+@METERED
 async def test_a_run_stopped_by_the_memory_cap_names_it(
     measured_config: Callable[..., SandboxConfig],
     stub_tree: StubTree,
@@ -130,6 +145,7 @@ async def test_a_run_stopped_by_the_wall_time_cap_names_it(
     assert _usage(outcome).cap_hit == "wall_time"
 
 
+@METERED
 async def test_each_run_of_a_reused_sandbox_reports_its_own_usage(
     measured_config: Callable[..., SandboxConfig],
     stub_tree: StubTree,
@@ -169,6 +185,7 @@ def _open_cgroup_files() -> list[str]:
     return found
 
 
+@METERED
 async def test_a_torn_down_sandbox_leaves_no_cgroup_file_open(
     measured_config: Callable[..., SandboxConfig],
     stub_tree: StubTree,
