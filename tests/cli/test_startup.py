@@ -42,6 +42,7 @@ PUBLIC_API = [
     "RunErrorInfo",
     "RunLimits",
     "RunResult",
+    "RunUsage",
     "Sampler",
     "SamplingAnswer",
     "SamplingRequest",
