@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["ConfigFacts", "cached_search", "config_file", "included_policy", "ranking_for"]
 
 _FORMAT = "codemode-search-config-1"
-_SETTINGS = ("auto", "on", "off")
+_SETTINGS = ("auto", "on", "off", "wordllama", "e5")
 # Mirrors codemode.config._load (DEFAULT_CONFIG_NAME, CONFIG_ENV_VAR): importing that package builds
 # every config model, which is what this module avoids. tests/search/test_search_memo.py pins them.
 _CONFIG_ENV_VAR = "CODEMODE_CONFIG"
@@ -63,13 +63,14 @@ def config_file(explicit: Path | None) -> Path:
 def ranking_for(choice: SemanticSetting) -> tuple[SemanticSetting, Embedder | None]:
     """``[search] semantic`` as the engine reads it (same function, same override) and the model to
     rank with: None for BM25 alone, and then, if the signal was asked for, the engine's warning."""
-    from codemode.search import MISSING_EXTRA, semantic_ranking
+    from codemode.search import missing_model, semantic_ranking
 
     setting, embedder = semantic_ranking(choice)
-    if embedder is None and setting == "on":
+    warning = missing_model(setting) if embedder is None else None
+    if warning is not None:
         from codemode.cli._common import warn
 
-        warn(MISSING_EXTRA)
+        warn(warning)
     return setting, embedder
 
 

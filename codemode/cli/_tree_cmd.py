@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -30,6 +32,9 @@ if TYPE_CHECKING:
 # ``codemode search`` from a cached index imports none of the catalog, stub, config or broker modules
 # (nor rich, for --json): in a fresh process those imports alone cost more than the whole cached
 # search. See codemode.cli._search_cache.
+
+# A first build embedding fewer tools than this is over in a few seconds: no bar for it.
+_BAR_FROM = 64
 
 live_option = click.option(
     "--live",
@@ -110,12 +115,50 @@ def build_search(
     # "off" when the model is missing: the warning is printed already, once.
     semantic: SemanticChoice = setting if embedder is not None else "off"
     view = principal_view(config, load_tree(config, semantic=semantic), principal)
-    index, results = view.search_snapshot()
+    with embedding_bar(sys.stderr.isatty()):
+        index, results = view.search_snapshot()
     rows = {
         module: CachedRow(r.server, r.tool, r.module, r.path, r.import_line, r.text)
         for module, r in results.items()
     }
     return CachedSearch(index, rows)
+
+
+@contextlib.contextmanager
+def embedding_bar(show: bool) -> Generator[None]:
+    """A progress bar on stderr while the block embeds many tools (a first build with a model: e5
+    takes minutes for thousands of tools), gone when done; nothing when ``show`` is false."""
+    from codemode.search import embedding_progress
+
+    if not show:
+        yield
+        return
+    bars: list[Any] = []  # the bar and its task, made on the first long report (rich loads then)
+
+    def report(done: int, total: int) -> None:
+        if total < _BAR_FROM:
+            return
+        if not bars:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            bar = Progress(
+                TextColumn("embedding tools for search (once: cached after)"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=_common.console(True),
+                transient=True,
+            )
+            bar.start()
+            bars.extend((bar, bar.add_task("embedding", total=total)))
+        bars[0].update(bars[1], completed=done, total=total)
+
+    try:
+        with embedding_progress(report):
+            yield
+    finally:
+        if bars:
+            bars[0].stop()
 
 
 def _note_setup(config: Config) -> None:

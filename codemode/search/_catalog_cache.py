@@ -93,8 +93,8 @@ class CachedSearch:
 
     @property
     def ranker(self) -> str:
-        """``hybrid`` (BM25 fused with embeddings) or ``bm25``: what answers :meth:`search`."""
-        return "hybrid" if self.index.hybrid else "bm25"
+        """What answers :meth:`search`: ``bm25``, ``hybrid`` or ``hybrid:<model>`` (see ToolIndex)."""
+        return self.index.ranker
 
     def search(self, query: str, k: int) -> list[tuple[CachedRow, float]]:
         fields = self._fields

@@ -8,7 +8,7 @@ import marshal
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, KeysView, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from codemode.search._bm25 import BM25FIndex, FieldSpec
 from codemode.search._model import SearchDocument, SearchHit
@@ -24,7 +24,6 @@ __all__ = [
     "MAX_PARAMETERS",
     "MAX_PARAMETER_DESCRIPTION_CHARS",
     "MAX_QUERY_CHARS",
-    "SEMANTIC_WEIGHT",
     "ToolIndex",
 ]
 
@@ -50,8 +49,6 @@ _K1 = 1.2
 # tokenisation needs no bump here; a change of the layout does.
 _FORMAT = "codemode-search-4"
 _HEAD_BYTES = 8  # the length of the marshalled part, before it
-# Share of the fused score that comes from the embedding cosine; chosen on the benchmark's dev queries.
-SEMANTIC_WEIGHT = 0.6
 _COVERAGE_EXPONENT = 1.0
 _TF_CAP = 3
 _SYNONYM_WEIGHT = 0.3
@@ -104,41 +101,23 @@ def _family(doc: SearchDocument) -> str:
     return _squash(doc.name[:MAX_NAME_CHARS])
 
 
-def _semantic_texts(documents: Iterable[SearchDocument]) -> list[str]:
-    from codemode.search._semantic import semantic_text
-
-    return [
-        semantic_text(
-            doc.name[:MAX_NAME_CHARS],
-            doc.title[:MAX_NAME_CHARS] if doc.title else None,
-            doc.description[:MAX_DESCRIPTION_CHARS],
-            [name[:MAX_NAME_CHARS] for name, _ in doc.parameters[:MAX_PARAMETERS]],
-        )
-        for doc in documents
-    ]
-
-
-def _load_vectors(
-    stored: object, raw: memoryview, count: int, embedder: Embedder | None
-) -> tuple[SemanticIndex, float]:
-    """The semantic part :meth:`ToolIndex.to_bytes` stored (``raw``: the matrix's bytes), checked
-    against ``embedder`` and ``count``."""
-    import numpy as np
-
-    from codemode.search._semantic import SemanticIndex
-
-    if not isinstance(stored, tuple) or len(stored) != 5:  # pyright: ignore[reportUnknownArgumentType]
-        raise ValueError("damaged vectors in a serialised tool index")
-    model_id, weight, rows, cols, size = cast("tuple[object, ...]", stored)
-    if not (isinstance(rows, int) and isinstance(cols, int) and isinstance(size, int)):
-        raise ValueError("damaged vectors in a serialised tool index")
-    if rows != count or not isinstance(weight, float) or not len(raw) == size == rows * cols * 4:
-        raise ValueError("inconsistent vectors in a serialised tool index")
-    if embedder is None or embedder.model_id != model_id:
-        raise ValueError(f"a hybrid index of model {model_id!r} needs that model to search")
-    # Read-only over the loaded bytes (no copy): updates build new matrices, nothing writes to this one.
-    matrix = np.frombuffer(raw, dtype="<f4").reshape(rows, cols)
-    return SemanticIndex(embedder, matrix.astype(np.float32, copy=False)), weight
+def _capped(doc: SearchDocument) -> SearchDocument:
+    """``doc`` with every text cut as BM25 reads it: what a model embeds is bounded the same way."""
+    return SearchDocument(
+        doc.key,
+        doc.server[:MAX_NAME_CHARS],
+        doc.name[:MAX_NAME_CHARS],
+        doc.title[:MAX_NAME_CHARS] if doc.title else None,
+        doc.description[:MAX_DESCRIPTION_CHARS],
+        tuple(
+            (name[:MAX_NAME_CHARS], text[:MAX_PARAMETER_DESCRIPTION_CHARS])
+            for name, text in doc.parameters[:MAX_PARAMETERS]
+        ),
+        tuple(
+            (name[:MAX_NAME_CHARS], text[:MAX_PARAMETER_DESCRIPTION_CHARS])
+            for name, text in doc.outputs[:MAX_PARAMETERS]
+        ),
+    )
 
 
 def _check_unique(keys: Sequence[str]) -> None:
@@ -209,6 +188,19 @@ class ToolIndex:
         """Whether the semantic signal takes part in ranking (see :meth:`build`)."""
         return self._semantic is not None
 
+    @property
+    def semantic_weight(self) -> float:
+        """The cosine's share of the fused score (0.0 for BM25 alone)."""
+        return self._semantic_weight if self._semantic is not None else 0.0
+
+    @property
+    def ranker(self) -> str:
+        """``bm25``, or ``hybrid`` / ``hybrid:<model>`` with the model it was built with (what the CLI
+        reports; see :func:`codemode.search.ranker_name`)."""
+        from codemode.search._ranking import ranker_name
+
+        return ranker_name(self._semantic.model_id if self._semantic is not None else None)
+
     @classmethod
     def build(
         cls,
@@ -216,12 +208,13 @@ class ToolIndex:
         *,
         embedder: Embedder | None = None,
         cache: EmbeddingCache | None = None,
-        semantic_weight: float = SEMANTIC_WEIGHT,
+        semantic_weight: float | None = None,
     ) -> ToolIndex:
         """Index ``documents``. Keys must be unique (:class:`ValueError` otherwise).
 
-        With an ``embedder`` (see :func:`codemode.search.load_embedder`, the ``semantic`` extra) ranking
-        fuses BM25 with the cosine of static embeddings; ``cache`` keeps tool vectors between builds.
+        With an ``embedder`` (see :func:`codemode.search.load_embedder`) ranking fuses BM25 with the
+        cosine of the model's vectors, the cosine's share being ``semantic_weight`` (default: the
+        model's ``fusion_weight``); ``cache`` keeps tool vectors between builds.
         """
         keys = tuple(doc.key for doc in documents)
         _check_unique(keys)
@@ -235,9 +228,11 @@ class ToolIndex:
         if embedder is not None:
             from codemode.search._semantic import SemanticIndex
 
-            semantic = SemanticIndex.build(embedder, _semantic_texts(documents), cache)
+            semantic = SemanticIndex.build(embedder, [_capped(doc) for doc in documents], cache)
         exact_ids = {form: tuple(ids) for form, ids in exact.items()}
         families = tuple(_family(doc) for doc in documents)
+        if semantic_weight is None:
+            semantic_weight = embedder.fusion_weight if embedder is not None else 0.0
         return cls(
             keys, bm25, exact_ids, vocabulary, semantic, semantic_weight, tuple(documents), None, families
         )
@@ -322,7 +317,7 @@ class ToolIndex:
         semantic = self._semantic
         if semantic is not None:
             free_slots = [slot for slot, doc in enumerate(new_docs) if doc is None]
-            texts = dict(zip(placed, _semantic_texts(placed.values()), strict=True))
+            texts = dict(zip(placed, semantic.texts(_capped(doc) for doc in placed.values()), strict=True))
             semantic = semantic.updated(len(new_docs), free_slots, texts, cache)
         return ToolIndex(
             tuple(keys),
@@ -441,15 +436,7 @@ class ToolIndex:
         vectors = None
         raw = b""
         if self._semantic is not None:
-            matrix = self._semantic.rows(order)
-            raw = matrix.astype("<f4", copy=False).tobytes()
-            vectors = (
-                self._semantic.model_id,
-                self._semantic_weight,
-                matrix.shape[0],
-                matrix.shape[1] if matrix.ndim == 2 else 0,
-                len(raw),
-            )
+            vectors, raw = self._semantic.stored(self._semantic_weight, order)
         # The matrix follows the marshalled part, whose length comes first: loading reads it in place.
         head = marshal.dumps((_FORMAT, keys, state, exact, self._vocabulary, vectors, families))
         return len(head).to_bytes(_HEAD_BYTES, "little") + head + raw
@@ -492,7 +479,9 @@ class ToolIndex:
             if raw:
                 raise ValueError("inconsistent tool index: bytes after it")
             return cls(keys, bm25, exact, vocabulary, families=families)  # pyright: ignore[reportUnknownArgumentType]
-        semantic, weight = _load_vectors(vectors, raw, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
+        from codemode.search._semantic import SemanticIndex
+
+        semantic, weight = SemanticIndex.from_stored(vectors, raw, len(keys), embedder)  # pyright: ignore[reportUnknownArgumentType]
         return cls(keys, bm25, exact, vocabulary, semantic, weight, families=families)  # pyright: ignore[reportUnknownArgumentType]
 
     def _query_groups(self, terms: list[str]) -> list[dict[str, float]]:

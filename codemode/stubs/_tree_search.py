@@ -22,13 +22,15 @@ from typing import Final
 
 from codemode.config import SemanticChoice
 from codemode.search import (
-    MISSING_EXTRA,
     SEMANTIC_ENV,
     EmbeddingCache,
     SearchDocument,
+    SemanticSetting,
     ToolIndex,
     cache_dir,
     load_embedder,
+    missing_model,
+    ranker_name,
     semantic_setting,
 )
 
@@ -58,8 +60,10 @@ def semantic_wanted(choice: SemanticChoice | None) -> bool:
 
 
 @functools.cache
-def _warn_missing_extra() -> None:
-    log.warning(MISSING_EXTRA)
+def _warn_missing_model(setting: SemanticSetting) -> None:
+    warning = missing_model(setting)
+    if warning is not None:
+        log.warning(warning)
 
 
 def build_index(
@@ -77,15 +81,15 @@ def build_index(
     embeds only tools it has not seen.
     """
     setting = semantic_setting(semantic)
-    embedder = load_embedder() if setting != "off" else None
+    embedder = load_embedder(setting)
     if embedder is None:
-        if setting == "on":
-            _warn_missing_extra()
+        _warn_missing_model(setting)
         if base is not None and not base.hybrid:
             return base.updated_to(documents)
         return ToolIndex.build(documents)
     cache = _shared_embeddings()
-    if base is not None and base.hybrid:
+    # A base of another model (the override changed between renders) is not updated: built afresh.
+    if base is not None and base.ranker == ranker_name(embedder.model_id):
         index = base.updated_to(documents, cache=cache)
     else:
         index = ToolIndex.build(documents, embedder=embedder, cache=cache)

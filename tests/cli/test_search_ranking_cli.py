@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import codemode.stubs
 from codemode.catalog import ServerCatalog
 from codemode.cli._main import cli
-from codemode.search import _semantic, cache_dir, load_embedder
+from codemode.search import _ranking, cache_dir, load_embedder
 from codemode.stubs import _tree_search
 from tests.search.test_search_cli import CRM, MAIL, approve_catalogs, tool_spec
 
@@ -171,7 +171,7 @@ def test_on_without_the_extra_says_how_to_install_it_and_ranks_with_bm25(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The only stand-in here: the extra's absence, which the installed environment cannot show.
-    monkeypatch.setattr(_semantic, "load_embedder", lambda: None)
+    monkeypatch.setattr(_ranking, "load_embedder", lambda setting="on": None)
     result = CliRunner().invoke(
         cli, ["search", "remove a customer", "--json", "--config", str(workspace / "codemode.toml")]
     )

@@ -1,4 +1,5 @@
-"""The ``[search]`` section: ``semantic = "off" | "on" | "auto"``, overridden by CODEMODE_SEARCH_SEMANTIC."""
+"""The ``[search]`` section: ``semantic = "off" | "e5" | "wordllama" | "on" | "auto"``, overridden by
+CODEMODE_SEARCH_SEMANTIC."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from codemode.config import SearchConfig, SemanticChoice, load_config
 from codemode.errors import ConfigError
 from codemode.search import SemanticSetting
 from codemode.stubs import _tree_search, render_tree
+from tests.search.toy_model import ToyModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,7 +32,7 @@ def test_the_default_is_off(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "")).search == SearchConfig(semantic="off")
 
 
-@pytest.mark.parametrize("value", ["auto", "on", "off"])
+@pytest.mark.parametrize("value", ["auto", "on", "off", "wordllama", "e5"])
 def test_each_choice_loads(tmp_path: Path, value: str) -> None:
     assert load_config(write(tmp_path, f'[search]\nsemantic = "{value}"\n')).search.semantic == value
 
@@ -48,7 +50,7 @@ def test_a_value_that_is_not_a_choice_is_refused_with_the_choices(tmp_path: Path
         load_config(write(tmp_path, f"[search]\nsemantic = {value}\n"))
     message = str(info.value)
     assert "search.semantic" in message
-    assert "'auto', 'on' or 'off'" in message
+    assert "'auto', 'on', 'off', 'wordllama' or 'e5'" in message
 
 
 def test_the_stub_tree_knows_the_same_choices() -> None:
@@ -75,6 +77,9 @@ def test_the_search_takes_the_choices_the_configuration_offers() -> None:
         ("off", "auto", False),
         ("no", None, False),
         ("", "on", True),  # an empty variable is no override
+        (None, "e5", True),
+        ("e5", "off", True),
+        ("wordllama", None, True),
     ],
 )
 def test_the_environment_variable_overrides_the_setting(
@@ -87,7 +92,7 @@ def test_the_environment_variable_overrides_the_setting(
     assert _tree_search.semantic_wanted(choice) is wanted
 
 
-class OneAxisEmbedder:
+class OneAxisEmbedder(ToyModel):
     @property
     def model_id(self) -> str:
         return "test/one-axis"
@@ -120,6 +125,10 @@ def _catalog() -> list[ServerCatalog]:
         ("off", None, True, False),
         ("off", "1", True, True),
         ("on", "0", True, False),
+        ("e5", None, True, True),
+        ("e5", None, False, False),  # asked for but missing: BM25 alone, with a warning
+        ("off", "e5", True, True),
+        ("wordllama", None, True, True),
     ],
 )
 def test_render_tree_threads_the_setting_to_the_index(
@@ -133,10 +142,17 @@ def test_render_tree_threads_the_setting_to_the_index(
     pytest.importorskip("numpy")
     monkeypatch.setenv("CODEMODE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_tree_search, "_embeddings", None)
-    monkeypatch.setattr(_tree_search, "load_embedder", lambda: OneAxisEmbedder() if installed else None)
+    asked: list[str] = []
+
+    def load_embedder(setting: str) -> OneAxisEmbedder | None:
+        asked.append(setting)
+        return OneAxisEmbedder() if installed and setting != "off" else None
+
+    monkeypatch.setattr(_tree_search, "load_embedder", load_embedder)
     if env is None:
         monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
     else:
         monkeypatch.setenv("CODEMODE_SEARCH_SEMANTIC", env)
     index, _ = render_tree(_catalog(), semantic=choice).search_snapshot()
     assert index.hybrid is hybrid
+    assert asked == [{"1": "on", "0": "off"}.get(env or "", env or choice)]  # the setting in force

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from codemode.search._bpe import BpeTable, cached_table
-from codemode.search._semantic import (
+from codemode.search._wordllama import (
     _TOKENIZER,  # pyright: ignore[reportPrivateUsage]
     MODEL_PACKAGE,
     StaticEmbedder,

@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
+from codemode.search import (
+    Embedder,
+    EmbeddingCache,
+    SearchDocument,
+    ToolIndex,
+    load_embedder,
+    semantic_ranking,
+    semantic_setting,
+)
 from codemode.search._catalog_cache import CachedRow, CachedSearch
-from codemode.search._semantic import Embedder, semantic_ranking, semantic_setting
 
 DOCS = [
     SearchDocument("weather/now", "weather", "current_conditions", None, "Temperature and rain right now."),

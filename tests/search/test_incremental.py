@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemode.search import SearchDocument, SearchHit, ToolIndex
+from tests.search.toy_model import ToyModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +39,7 @@ QUERIES = (
 )
 
 
-class HashEmbedder:
+class HashEmbedder(ToyModel):
     """Deterministic unit vectors from word counts over :data:`WORDS` (plus a constant direction)."""
 
     def __init__(self) -> None:

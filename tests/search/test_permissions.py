@@ -2,7 +2,8 @@
 
 Two in-memory servers (no process): ``crm`` with three tools and ``vault`` with one. The principal
 ``analyst`` may use ``crm/*`` except ``crm/delete_customer``; ``vault`` is not granted to it at all.
-Every check runs once for an unrestricted principal too, so each assertion can fail.
+Every check runs once for an unrestricted principal too, so each assertion can fail, and with BM25
+alone and fused with the retrieval model (``[search] semantic = "e5"``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from codemode import CodeMode, config_from_mapping
 from codemode.catalog import ServerCatalog, ToolSpec, approve, load_lock, observe, save_lock, tool_hash
 from codemode.host import ConnectionState, McpHost
-from codemode.stubs import TreePathError, render_tree
+from codemode.stubs import TreePathError, _tree_search, render_tree
 from codemode.testing import in_memory_transports
 
 pytestmark = pytest.mark.anyio
@@ -64,9 +65,17 @@ def _transports() -> Any:
     return in_memory_transports({"crm": crm_server(), "vault": vault_server()})
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[CodeMode]:
+@pytest.fixture(params=["off", "e5"])
+async def engine(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[CodeMode]:
+    if request.param == "e5":
+        request.getfixturevalue("e5")  # the model, or the reason there is none
+    monkeypatch.setenv("CODEMODE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
+    monkeypatch.setattr(_tree_search, "_embeddings", None)  # vectors cached under this test's folder
     data: dict[str, Any] = {
+        "search": {"semantic": request.param},
         "servers": {
             "crm": {"command": "not-a-real-command", "trusted": True},
             "vault": {"command": "not-a-real-command", "trusted": True},
@@ -201,3 +210,26 @@ def test_scores_of_a_restricted_view_do_not_depend_on_hidden_tools() -> None:
         (h.tool, h.score) for h in alone.search("customer")
     ]
     assert full.search("customer")[0].score != alone.search("customer")[0].score
+
+
+def test_fused_scores_of_a_restricted_view_do_not_depend_on_hidden_tools(
+    e5: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fusion scales BM25 by the view's best score: hidden tools must not move that either.
+    monkeypatch.setenv("CODEMODE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CODEMODE_SEARCH_SEMANTIC", raising=False)
+    monkeypatch.setattr(_tree_search, "_embeddings", None)
+    visible = [
+        _spec("crm", "get_customer", "Look up a customer."),
+        _spec("crm", "list_orders", "List orders."),
+    ]
+    hidden = [_spec("crm", f"customer_report_{i}", "Customer report for a customer.") for i in range(20)]
+    full = render_tree([ServerCatalog(server="crm", tools=tuple(visible + hidden))], semantic="e5")
+    alone = render_tree([ServerCatalog(server="crm", tools=tuple(visible))], semantic="e5")
+    restricted = full.restrict(lambda spec: not spec.name.startswith("customer_report"))
+    assert restricted.search_snapshot()[0].ranker == "hybrid:e5"
+    for query in ("customer", "customer report", "which orders were placed"):
+        got = [(h.tool, round(h.score, 6)) for h in restricted.search(query)]
+        assert got == [(h.tool, round(h.score, 6)) for h in alone.search(query)], query
+        assert not any(tool.startswith("customer_report") for tool, _ in got)
+    assert full.search("customer report")[0].tool.startswith("customer_report")

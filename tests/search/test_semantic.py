@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from codemode.search import EmbeddingCache, SearchDocument, ToolIndex, load_embedder
-from codemode.search._semantic import StaticEmbedder
+from codemode.search._ranking import load_model
+from codemode.search._wordllama import StaticEmbedder
+from tests.search.toy_model import ToyModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,7 +34,7 @@ _CONCEPTS = (
 )
 
 
-class ConceptEmbedder:
+class ConceptEmbedder(ToyModel):
     def __init__(self) -> None:
         self.embedded: list[str] = []
 
@@ -143,14 +145,14 @@ def test_without_the_extra_there_is_no_embedder_and_bm25_still_works(monkeypatch
         return None if name == "wordllama" else real_find_spec(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    load_embedder.cache_clear()
+    load_model.cache_clear()
     try:
         assert load_embedder() is None
         with pytest.raises(ImportError, match="semantic extra"):
             StaticEmbedder.from_package()
         assert ToolIndex.build(DOCS).search("create invoice", k=1)[0].key == "billing/create_invoice"
     finally:
-        load_embedder.cache_clear()
+        load_model.cache_clear()
 
 
 @pytest.mark.integration
