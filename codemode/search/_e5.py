@@ -70,6 +70,9 @@ def _words(identifier: str) -> str:
 
 
 def _fields(pairs: Sequence[tuple[str, str]]) -> str:
+    # By name: a tool read from codemode.lock (canonical JSON, keys sorted) and the same tool listed
+    # live (the server's order) must give one text, or every vector cached by text misses.
+    pairs = sorted(pairs)
     return "; ".join(
         f"{_words(name)}: {text[:_MAX_PARAMETER_CHARS].strip().rstrip('.')}" if text.strip() else _words(name)
         for name, text in pairs[:_MAX_PARAMETERS]

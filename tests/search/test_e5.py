@@ -65,6 +65,15 @@ def test_a_tool_reads_as_plain_words_with_its_parameters_and_outputs() -> None:
     assert "live_multiple" not in e5_text(doc)  # BFCL-style server names carry no meaning
 
 
+def test_the_order_a_server_lists_parameters_in_does_not_change_the_text() -> None:
+    # The lock file keeps a schema's keys sorted, a live listing keeps the server's order: the
+    # cached vector of one must serve the other.
+    listed, outputs = (("zone", "The zone."), ("city", "The city.")), (("z", "Z."), ("a", "A."))
+    live = SearchDocument("w/now", "w", "now", None, "Weather.", listed, outputs)
+    from_lock = SearchDocument("w/now", "w", "now", None, "Weather.", listed[::-1], outputs[::-1])
+    assert e5_text(live) == e5_text(from_lock)
+
+
 def test_the_text_of_a_huge_tool_is_bounded() -> None:
     params = tuple((f"p{i}", "x" * 1_000) for i in range(100))
     doc = SearchDocument("s/t", "s", "t", None, "word " * 5_000, params)
