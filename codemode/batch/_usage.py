@@ -66,7 +66,7 @@ class UsageTally:
         peak = _spread(self._peak, 1)
         if peak is not None:
             del peak["total"]
-            peak = {"max": max(self._peak), **peak}
+            peak = {"max": round(max(self._peak), 1), **peak}  # rounded like p50 and p95
         return {
             "sandbox_cpu_s": _spread(self._cpu, 3),
             "sandbox_peak_mb": peak,

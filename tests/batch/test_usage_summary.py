@@ -43,6 +43,14 @@ def test_the_tally_adds_cpu_and_channel_takes_the_largest_peak_and_counts_caps()
     assert "peak 200 MB" in line and "stopped by a cap: memory 1" in line
 
 
+def test_the_largest_peak_is_rounded_like_its_percentiles() -> None:
+    tally = UsageTally()
+    for peak in (9.15, 9.19):  # p95 9.19 rounds up to 9.2: the max must too, or p95 > max
+        tally.add(RunUsage(peak_mb=peak), None)
+    peak_mb = tally.to_json()["sandbox_peak_mb"]
+    assert peak_mb == {"max": 9.2, "p50": 9.2, "p95": 9.2}
+
+
 def test_what_nothing_measured_is_none_not_zero() -> None:
     tally = UsageTally()
     tally.add(RunUsage(), None)  # a backend that cannot measure (the in-process one)
