@@ -44,6 +44,8 @@ PENDING_RUN_TTL_S = 900.0
 METRICS_PATH = "/metrics"
 CONSOLE_PATH = "/console"
 CONSOLE_MAX_BODY = 64 * 1024
+ANSWER_READ_S = 1.0
+"""Once the last answer of a drain is sent, how long its client has to read it before serve closes."""
 SHUTDOWN_GRACE_S = 5
 """How long open HTTP requests may take to finish once the server is told to stop."""
 
@@ -361,7 +363,8 @@ async def serve_http(
         pool_size = config.sandbox.pool_size
         readiness = Readiness()
         tg.start_soon(readiness.watch_warm, lambda: engine.warm_sandboxes >= pool_size)
-        app = HealthEndpoints(app, readiness)  # outermost: probes carry no token (see _health)
+        requests = RequestsInFlight(app)
+        app = HealthEndpoints(requests, readiness)  # outermost: probes carry no token (see _health)
         console_url = url.removesuffix(config.serve.path) + CONSOLE_PATH
 
         class _Server(uvicorn.Server):
@@ -386,7 +389,7 @@ async def serve_http(
                 app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
             )
         )
-        drain = Drain(stop or anyio.Event(), readiness, server, config.serve.drain_s)
+        drain = Drain(stop or anyio.Event(), readiness, server, requests, config.serve.drain_s)
         await _serve_until_stopped(uv, sock, drain)
         tg.cancel_scope.cancel()
 
@@ -422,13 +425,43 @@ def _console_app(
     return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)
 
 
+class RequestsInFlight:
+    """ASGI middleware: counts the POST requests whose response has not been sent in full. A run
+    that has finished may still be on its way to the client; the drain waits for that too, or
+    closing would cut the answer off. (A GET's event stream never ends: it is not counted.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.count = 0
+        self._idle = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        self.count += 1
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        try:
+            await self.app(scope, receive, send)  # returns once the whole response is sent
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        if self.count:
+            await self._idle.wait()
+
+
 @dataclass(frozen=True)
 class Drain:
-    """What stopping gracefully takes: the signal to begin, the probe to tell, the runs to wait for."""
+    """What stopping gracefully takes: the signal to begin, the probe to tell, the runs and the
+    answers to wait for."""
 
     stop: anyio.Event
     readiness: Readiness
     server: CodemodeServer
+    requests: RequestsInFlight
     within_s: float
 
 
@@ -454,9 +487,15 @@ async def _serve_until_stopped(uv: uvicorn.Server, sock: socket.socket, drain: D
     async def drain_at_stop() -> None:
         await drain.stop.wait()
         drain.readiness.draining = True
+        deadline = anyio.current_time() + drain.within_s
         left = await drain.server.drain(drain.within_s)
         if left:
             log.warning("%d run(s) still running after drain_s = %g s: cancelling them", left, drain.within_s)
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            await drain.requests.wait_idle()
+            # Closing also ends the clients' event streams, and a client that loses its stream
+            # before it has read the answer it was just sent may give that answer up.
+            await anyio.sleep(ANSWER_READ_S)
         uv.should_exit = True
 
     async with anyio.create_task_group() as tg:
