@@ -26,10 +26,9 @@ from pydantic import BaseModel
 
 from codemode._metrics import active as active_metrics
 from codemode._redaction import redact_secrets
-from codemode._tracing import call_span, downstream_meta, finish_call, note_intent
+from codemode._tracing import call_span, finish_call, note_intent
 from codemode.broker._approvals import Approver
 from codemode.broker._backend import ToolBackend
-from codemode.broker._call_inputs import CallInputs
 from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._derived_keys import with_derived_key
@@ -37,6 +36,7 @@ from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import arguments_for_tool
 from codemode.broker._run import RunLimits, RunOptions, RunScope, RunState, RunSummary
+from codemode.broker._send import SentCall, ask_server
 from codemode.broker.gates import (
     ApprovalFlow,
     ArgumentGate,
@@ -58,7 +58,6 @@ from codemode.calls import (
     PromptGetRequest,
     ResourceReadRequest,
     RunBinding,
-    SendOptions,
     ToolCallRequest,
     ToolError,
     ToolResult,
@@ -362,41 +361,9 @@ class Broker:
     async def _ask_server(
         self, call: Call, call_id: str, record_input: RecordInput, time_limit_s: float | None
     ) -> mcp_types.CallToolResult:
-        """The MCP call itself, under the run's concurrency cap. Raises the host's errors."""
-        run = call.run
-        assert run.concurrency is not None
-        async with run.concurrency:
-            if (changed := await self._pinned.changed(call)) is not None:  # the slot may have taken a while
-                raise ServerRefusedError(call.server, call.name, f"{changed}; nothing was sent")
-            with run.lock:
-                run.in_flight += 1
-                run.peak_in_flight = max(run.peak_in_flight, run.in_flight)
-            try:
-                sent_at = time.perf_counter()
-                inputs = CallInputs(
-                    call_id=call_id,
-                    binding=call.binding,
-                    server=call.server,
-                    tool=call.name,
-                    elicitor=run.elicitor,
-                    record=record_input,
-                    run=run,
-                    policy=self.policy,
-                )
-                options = SendOptions(
-                    meta=downstream_meta({"io.codemode/trace": call.binding.trace_id}),
-                    inputs=inputs,
-                    time_limit_s=time_limit_s,
-                    on_progress=run.on_call_progress,
-                )
-                result = await self.backend.call_tool(call.server, call.name, dict(call.arguments), options)
-                metrics = active_metrics()
-                if metrics is not None:
-                    metrics.mcp_seconds.labels(call.server).observe(time.perf_counter() - sent_at)
-                return result
-            finally:
-                with run.lock:
-                    run.in_flight -= 1
+        return await ask_server(
+            self.backend, self._pinned, self.policy, call, SentCall(call_id, record_input, time_limit_s)
+        )
 
     async def _send_write(self, call: Call, intent: CallIntent) -> CallOutcome | ServerRefusedError:
         """Record the call, send it, record what happened. Returns the refusal to retry on."""
