@@ -224,13 +224,9 @@ class RunScope:
         self._state = self._open_run()
         return self
 
-    def finish(
-        self, status: str, output: RunOutput = RunOutput(), *, record: Mapping[str, Any] | None = None
-    ) -> RunEnd:
+    def finish(self, status: str, output: RunOutput = RunOutput()) -> RunEnd:
         """End the run with ``status``: ``output`` through the final filter, then the run closed.
-
-        ``record`` adds fields known only now (the duration) to the run's ledger record, which is
-        written when the ``async with`` block is left."""
+        Fields known only now (the duration, what the run cost) go to its record by :meth:`note`."""
         state = self.state
         if self._status is not None or self._left:
             raise RuntimeError(f"run {self.binding.run_id} has finished already: finish() is called once")
@@ -251,7 +247,6 @@ class RunScope:
         )
         summary = self._close()
         self._status = status
-        self._record.update(record or {})
         return RunEnd(output=filtered, summary=summary, report=report)
 
     def note(self, **fields: Any) -> None:

@@ -66,7 +66,8 @@ async def test_a_run_is_begun_then_open_then_closed_by_finish_then_recorded_on_l
     async with broker.run(binding, "digest") as scope:
         assert recorded(broker, binding).status == "running", "begun in the ledger on entering"
         assert isinstance(await call(broker, tools, binding), ToolResult), "open: its calls are taken"
-        end = scope.finish("ok", RunOutput(value=1), record={"duration_ms": 2.5})
+        end = scope.finish("ok", RunOutput(value=1))
+        scope.note(duration_ms=2.5)
         assert end.summary.calls == 1 and end.output.value == 1
         assert closed(await call(broker, tools, binding)), "closed by finish: no call after it"
         assert recorded(broker, binding).status == "running", "the end is recorded on leaving"
