@@ -3,6 +3,7 @@ the wall time went, what the sandbox and the broker used, and what the broker's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,14 +109,8 @@ class TaskRun:
         task's figure unknown: a sum that left it out would read as a measurement."""
         usage = result.usage
         cpu, peak = (None, None) if usage is None else (usage.cpu_s, usage.peak_mb)
-        self.sandbox_cpu_s = (
-            None if cpu is None or self.sandbox_cpu_s is None else round(self.sandbox_cpu_s + cpu, 3)
-        )
-        self.sandbox_peak_mb = (
-            None
-            if peak is None or self.sandbox_peak_mb is None
-            else max(self.sandbox_peak_mb, round(peak, 1))
-        )
+        self.sandbox_cpu_s = _known(self.sandbox_cpu_s, cpu, lambda a, b: round(a + b, 3))
+        self.sandbox_peak_mb = _known(self.sandbox_peak_mb, peak, lambda a, b: max(a, round(b, 1)))
         if usage is None or self.channel_in_bytes is None or self.channel_out_bytes is None:
             self.channel_in_bytes = self.channel_out_bytes = None
         else:
@@ -123,10 +118,7 @@ class TaskRun:
             self.channel_out_bytes += usage.channel_out_bytes
         if usage is not None and usage.cap_hit is not None:
             self.caps_hit.append(usage.cap_hit)
-        broker = result.broker_cpu_s
-        self.broker_cpu_s = (
-            None if broker is None or self.broker_cpu_s is None else round(self.broker_cpu_s + broker, 3)
-        )
+        self.broker_cpu_s = _known(self.broker_cpu_s, result.broker_cpu_s, lambda a, b: round(a + b, 3))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -140,3 +132,9 @@ class TaskRun:
 
 def rate(part: int, whole: int) -> float | None:
     return round(part / whole, 3) if whole else None
+
+
+def _known(total: float | None, value: float | None, add: Callable[[float, float], float]) -> float | None:
+    """``add(total, value)``, or None once either is unknown (a sum that left one out would read as
+    a measurement)."""
+    return None if total is None or value is None else add(total, value)
