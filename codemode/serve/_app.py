@@ -9,11 +9,10 @@ notifications, and cancellation (a cancelled request cancels its run).
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import logging
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, cast
 
@@ -55,6 +54,7 @@ from codemode.serve._consent import (
     can_sample,
     deliver,
 )
+from codemode.serve._drain import InFlight
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
 log = logging.getLogger("codemode.serve")
@@ -141,31 +141,18 @@ class CodemodeServer:
         """With the operator console on: where runs' approval requests wait for an operator too."""
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
-        self._in_flight = 0
-        self._idle = anyio.Event()
+        self._runs = InFlight()
         self.draining = False
         """Set by :meth:`drain`: new runs are turned away, with a word to retry elsewhere."""
         self.mcp = self._build()
-
-    @contextlib.contextmanager
-    def _counted(self) -> Generator[None]:
-        self._in_flight += 1
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
 
     async def drain(self, within_s: float) -> int:
         """Turn new runs away and wait up to ``within_s`` for the runs in flight (including those
         waiting for an input-required answer) to finish; how many were still running then."""
         self.draining = True
-        if self._in_flight:
-            with anyio.move_on_after(within_s):
-                await self._idle.wait()
-        return self._in_flight
+        with anyio.move_on_after(within_s):
+            await self._runs.wait_idle()
+        return self._runs.count
 
     def attach(self, task_group: TaskGroup) -> None:
         """Runs that wait for input-required answers live in this task group."""
@@ -227,7 +214,7 @@ class CodemodeServer:
                 return _error(DRAINING)
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
-            with self._counted():
+            with self._runs.counted():
                 result = await self.engine.run(
                     code,
                     principal=who.principal,
@@ -355,7 +342,7 @@ class CodemodeServer:
         progress: RunProgress,
         traceparent: str | None,
     ) -> None:
-        with pending.scope, self._counted():
+        with pending.scope, self._runs.counted():
             try:
                 result = await self.engine.run(
                     code,

@@ -9,7 +9,6 @@ import os
 import socket
 import sys
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -26,14 +25,13 @@ from codemode.config import EVERY_TENANT, OPERATOR, Config, MissingSecretError, 
 from codemode.engine import CodeMode
 from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
+from codemode.serve._drain import Drain, RequestsInFlight, serve_until_stopped
 from codemode.serve._health import HealthEndpoints, Readiness
 from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from codemode.ledger import StoreLedger
 
 log = logging.getLogger("codemode.serve")
@@ -44,8 +42,6 @@ PENDING_RUN_TTL_S = 900.0
 METRICS_PATH = "/metrics"
 CONSOLE_PATH = "/console"
 CONSOLE_MAX_BODY = 64 * 1024
-ANSWER_READ_S = 1.0
-"""Once the last answer of a drain is sent, how long its client has to read it before serve closes."""
 SHUTDOWN_GRACE_S = 5
 """How long open HTTP requests may take to finish once the server is told to stop."""
 
@@ -287,7 +283,7 @@ async def serve_http(
     console: bool = False,
     stop: anyio.Event | None = None,
 ) -> None:
-    """Serve until cancelled, or until ``stop`` is set: then it drains (see :func:`_serve_until_stopped`)
+    """Serve until cancelled, or until ``stop`` is set: then it drains (see :func:`serve_until_stopped`)
     and returns. Prints ``READY <url>`` on stderr once listening.
 
     With ``metrics``, ``GET /metrics`` answers in Prometheus text format (behind the same bearer
@@ -390,7 +386,7 @@ async def serve_http(
             )
         )
         drain = Drain(stop or anyio.Event(), readiness, server, requests, config.serve.drain_s)
-        await _serve_until_stopped(uv, sock, drain)
+        await serve_until_stopped(uv, sock, drain)
         tg.cancel_scope.cancel()
 
 
@@ -423,89 +419,3 @@ def _console_app(
     console = Console(ledger, engine, desk, Sessions(tokens), security, ledger.location, CONSOLE_PATH)
     # Its forms are a few short fields: a large body is never a console request.
     return RequestBodyLimitMiddleware(console.app(), CONSOLE_MAX_BODY)
-
-
-class RequestsInFlight:
-    """ASGI middleware: counts the POST requests whose response has not been sent in full. A run
-    that has finished may still be on its way to the client; the drain waits for that too, or
-    closing would cut the answer off. (A GET's event stream never ends: it is not counted.)"""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.count = 0
-        self._idle = anyio.Event()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
-        self.count += 1
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
-        try:
-            await self.app(scope, receive, send)  # returns once the whole response is sent
-        finally:
-            self.count -= 1
-            if self.count == 0:
-                self._idle.set()
-
-    async def wait_idle(self) -> None:
-        if self.count:
-            await self._idle.wait()
-
-
-@dataclass(frozen=True)
-class Drain:
-    """What stopping gracefully takes: the signal to begin, the probe to tell, the runs and the
-    answers to wait for."""
-
-    stop: anyio.Event
-    readiness: Readiness
-    server: CodemodeServer
-    requests: RequestsInFlight
-    within_s: float
-
-
-async def _serve_until_stopped(uv: uvicorn.Server, sock: socket.socket, drain: Drain) -> None:
-    """Run uvicorn until ``drain.stop`` is set or the caller cancels, and end it gracefully.
-
-    At ``stop`` the replica drains: ``/readyz`` turns 503 so a load balancer stops sending work,
-    new runs are turned away with a word to retry, and the runs in flight get ``drain.within_s``
-    to finish. Only then does uvicorn close: cancelling its tasks directly tears down the ASGI
-    lifespan with a traceback; setting ``should_exit`` closes the listener, lets open requests
-    finish (for up to the grace period: a streaming response never does) and runs the lifespan
-    shutdown. Cancelled from outside (no drain asked), it closes that way at once.
-    """
-    finished = anyio.Event()
-
-    async def run() -> None:
-        try:
-            with anyio.CancelScope(shield=True):
-                await uv.serve(sockets=[sock])
-        finally:
-            finished.set()
-
-    async def drain_at_stop() -> None:
-        await drain.stop.wait()
-        drain.readiness.draining = True
-        deadline = anyio.current_time() + drain.within_s
-        left = await drain.server.drain(drain.within_s)
-        if left:
-            log.warning("%d run(s) still running after drain_s = %g s: cancelling them", left, drain.within_s)
-        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-            await drain.requests.wait_idle()
-            # Closing also ends the clients' event streams, and a client that loses its stream
-            # before it has read the answer it was just sent may give that answer up.
-            await anyio.sleep(ANSWER_READ_S)
-        uv.should_exit = True
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        tg.start_soon(drain_at_stop)
-        try:
-            await finished.wait()
-        finally:
-            drain.readiness.draining = True
-            uv.should_exit = True
-            with anyio.CancelScope(shield=True):
-                await finished.wait()
-        tg.cancel_scope.cancel()
