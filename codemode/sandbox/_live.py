@@ -26,6 +26,7 @@ from codemode.errors import ChannelError
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._backend import Backend, SandboxInstance, Termination
 from codemode.sandbox._channel import HostChannel, RemoteError, RunContext
+from codemode.sandbox._memory_limit import MiB
 from codemode.sandbox._outcome import (
     BackendName,
     RunError,
@@ -45,7 +46,6 @@ __all__ = ["LiveSandbox", "start_sandbox"]
 log = logging.getLogger("codemode.sandbox")
 
 SNAPSHOT_TIMEOUT_S = 0.5
-MiB = 1024 * 1024
 
 
 class LiveSandbox:
