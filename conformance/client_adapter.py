@@ -28,6 +28,11 @@ client credentials from the context become ``[servers.conformance.oauth] client_
 ``client_secret``; a client ID metadata document URL is always offered (the client uses it only
 where the server supports such documents).
 
+The client-credentials scenarios are a machine's sign-in: ``grant = "client_credentials"`` with
+the context's secret or private key (as ``${VAR}`` references the adapter sets), and the issuer
+that an operator would configure, read here from the server's protected-resource metadata. No
+``auth login`` runs: ``sync`` and ``run`` obtain their tokens themselves.
+
 Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
 1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).
 """
@@ -39,6 +44,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +218,43 @@ def _accepts_as_offered() -> Any:
     return CallbackElicitor(accept, name="conformance-adapter")
 
 
-def oauth_table(context: dict[str, Any]) -> str:
+def machine_client(context: dict[str, Any]) -> bool:
+    """Whether the scenario is a machine's sign-in (client credentials from the context)."""
+    return bool(context.get("client_id")) and bool(
+        context.get("client_secret") or context.get("private_key_pem")
+    )
+
+
+def advertised_issuer(url: str) -> str:
+    """The first authorization server of ``url``'s protected-resource metadata, found the way the
+    spec describes (the 401's ``resource_metadata``): what the operator of a machine client
+    looks up once and writes into its configuration."""
+    request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json"})  # noqa: S310
+    challenge = ""
+    try:
+        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - the suite's loopback server
+    except urllib.error.HTTPError as refused:
+        challenge = refused.headers.get("WWW-Authenticate", "")
+    marker = 'resource_metadata="'
+    start = challenge.index(marker) + len(marker)
+    with urllib.request.urlopen(challenge[start : challenge.index('"', start)], timeout=10) as answer:  # noqa: S310
+        return str(json.load(answer)["authorization_servers"][0])
+
+
+def oauth_table(context: dict[str, Any], url: str) -> str:
+    if machine_client(context):
+        lines = [
+            f"[servers.{SERVER}.oauth]",
+            'grant = "client_credentials"',
+            f"issuer = {json.dumps(advertised_issuer(url))}",
+            f"client_id = {json.dumps(context['client_id'])}",
+        ]
+        if context.get("private_key_pem"):
+            lines.append('private_key = "${CONFORMANCE_PRIVATE_KEY}"')
+            lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm') or 'RS256')}")
+        else:
+            lines.append('client_secret = "${CONFORMANCE_CLIENT_SECRET}"')
+        return "\n".join(lines) + "\n"
     lines = [f"[servers.{SERVER}.oauth]", f"client_metadata_url = {json.dumps(CLIENT_METADATA_URL)}"]
     if context.get("client_id"):
         lines.append(f"client_id = {json.dumps(context['client_id'])}")
@@ -232,13 +275,15 @@ def run_auth_scenario(url: str, protocol_version: str, context: dict[str, Any]) 
     """config -> auth login --headless -> sync -> pin --approve -> run, all through the CLI."""
     with tempfile.TemporaryDirectory(prefix="codemode-conformance-auth-") as tmp:
         directory = Path(tmp)
-        write_config(directory, url, protocol_version, oauth_table(context))
+        write_config(directory, url, protocol_version, oauth_table(context, url))
         env = {
             **os.environ,
             "CODEMODE_CREDENTIALS": str(directory / "credentials.json"),
             "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
+            "CONFORMANCE_PRIVATE_KEY": str(context.get("private_key_pem") or ""),
         }
-        for step in (["auth", "login", SERVER, "--headless"], ["sync"], ["pin", "--approve"]):
+        sign_in = [] if machine_client(context) else [["auth", "login", SERVER, "--headless"]]
+        for step in (*sign_in, ["sync"], ["pin", "--approve"]):
             if cli(directory, *step, env=env).returncode != 0:
                 return 1
         listed = cli(directory, "tree", "servers/" + SERVER, "--json", env=env)

@@ -4,13 +4,18 @@ The table's presence turns OAuth on for that server; every key is optional. With
 discovers the authorization server from the server itself and registers dynamically where the
 authorization server offers it. Tokens are never configured here: ``codemode auth login NAME``
 obtains them and keeps them in the host's credential store.
+
+``grant = "client_credentials"`` signs in as a machine instead of a person (batch jobs, shared
+``serve`` deployments): a client registered beforehand authenticates with a secret or a private
+key, and every command obtains its tokens itself, without a browser. Such a client must name the
+``issuer`` its credentials belong to, so that a server cannot send them anywhere else.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from codemode.config._secrets import check_references
 
@@ -28,9 +33,28 @@ class OAuthSettings(BaseModel):
     """A client registered beforehand with the authorization server (pre-registration)."""
     client_secret: str | None = None
     """Its secret, as a ``${VAR}`` reference. Leave it out for a public client."""
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    token_endpoint_auth_method: (
+        Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"] | None
+    ) = None
     """How a pre-registered client authenticates at the token endpoint; by default
-    ``client_secret_basic`` with a secret and ``none`` without."""
+    ``private_key_jwt`` with a private key, ``client_secret_basic`` with a secret and ``none``
+    without either."""
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    """``authorization_code``: a person signs in (``codemode auth login``). ``client_credentials``:
+    the client itself is the principal; no person and no browser."""
+    issuer: str | None = None
+    """The issuer URL of the authorization server that registered ``client_id``. Required with
+    ``client_credentials``: tokens are then only asked of that server, whatever the MCP server
+    advertises."""
+    private_key: str | None = None
+    """The client's private key (PEM) as a ``${VAR}`` reference, for ``private_key_jwt``."""
+    private_key_file: str | None = None
+    """Or the absolute path (``~`` allowed) of a file holding it, readable by the host only."""
+    signing_algorithm: Literal["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"] = "RS256"
+    """The algorithm of the signed client assertion: the one the key was registered for."""
+    scope: str | None = None
+    """The scopes a machine client asks for (space-separated); a person's sign-in takes the
+    server's own challenge instead."""
     client_metadata_url: str | None = None
     """An https URL of a client ID metadata document, used as the client id where the
     authorization server supports such documents (instead of registering)."""
@@ -38,7 +62,7 @@ class OAuthSettings(BaseModel):
     """The port of ``http://127.0.0.1:PORT/callback``, where the browser returns after sign-in."""
     client_name: str = "codemode"
 
-    @field_validator("client_id", "client_secret")
+    @field_validator("client_id", "client_secret", "private_key")
     @classmethod
     def _references(cls, value: str | None) -> str | None:
         if value is not None:
@@ -51,6 +75,50 @@ class OAuthSettings(BaseModel):
         if value is not None and not value.startswith("https://"):
             raise ValueError("must be an https:// URL of a client ID metadata document")
         return value
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be the authorization server's issuer URL (https://...)")
+        return value
+
+    @field_validator("private_key_file")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith(("/", "~"))):
+            raise ValueError(
+                "must be an absolute path (or start with ~): every command reads it, from anywhere"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _machine_client_is_complete(self) -> OAuthSettings:
+        keyed = self.private_key is not None or self.private_key_file is not None
+        if self.private_key is not None and self.private_key_file is not None:
+            raise ValueError("give private_key or private_key_file, not both")
+        if self.grant == "authorization_code":
+            if keyed or self.token_endpoint_auth_method == "private_key_jwt":
+                raise ValueError(
+                    'a private key signs a machine client in: set grant = "client_credentials" (a '
+                    "person's sign-in authenticates with client_secret_basic, client_secret_post or none)"
+                )
+            return self
+        if self.client_id is None:
+            raise ValueError('grant = "client_credentials" needs the client_id registered for this machine')
+        if self.issuer is None:
+            raise ValueError(
+                'grant = "client_credentials" needs issuer = "https://..." (the authorization server '
+                "that registered the client), so its credentials are never sent elsewhere"
+            )
+        if keyed == (self.client_secret is not None):
+            raise ValueError('grant = "client_credentials" needs either client_secret or a private key')
+        method = self.token_endpoint_auth_method
+        if keyed and method not in (None, "private_key_jwt"):
+            raise ValueError(f"a private key authenticates with private_key_jwt, not {method}")
+        if not keyed and method in ("private_key_jwt", "none"):
+            raise ValueError(f"a client secret authenticates with client_secret_basic or _post, not {method}")
+        return self
 
     @property
     def redirect_uri(self) -> str:

@@ -37,3 +37,79 @@ def test_an_empty_oauth_table_turns_oauth_on_with_the_defaults(tmp_path: Path) -
 def test_oauth_mistakes_are_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(write(tmp_path, text))
+
+
+MACHINE = '[servers.remote.oauth]\ngrant = "client_credentials"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (MACHINE + 'issuer = "https://as.example.test"\nclient_secret = "${S}"\n', "needs the client_id"),
+        (MACHINE + 'client_id = "m"\nclient_secret = "${S}"\n', "needs issuer"),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\n',
+            "either client_secret or a private key",
+        ),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nclient_secret = "${S}"\n'
+            'private_key = "${K}"\n',
+            "either client_secret or a private key",
+        ),
+        (MACHINE + 'client_id = "m"\nissuer = "as.example.test"\nclient_secret = "${S}"\n', "issuer URL"),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key_file = "key.pem"\n',
+            "absolute path",
+        ),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key = "${K}"\n'
+            'private_key_file = "/k.pem"\n',
+            "not both",
+        ),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key = "${K}"\n'
+            'token_endpoint_auth_method = "client_secret_post"\n',
+            "private_key_jwt, not client_secret_post",
+        ),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nclient_secret = "${S}"\n'
+            'token_endpoint_auth_method = "none"\n',
+            "client_secret_basic or _post, not none",
+        ),
+        ('[servers.remote.oauth]\nprivate_key = "${K}"\n', 'set grant = "client_credentials"'),
+        ('[servers.remote.oauth]\ngrant = "password"\n', "grant"),
+        (
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key = "-----BEGIN $"\n',
+            "stray",
+        ),
+    ],
+)
+def test_an_incomplete_machine_client_is_refused_with_what_is_missing(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_a_machine_client_with_a_secret_or_a_key_file_loads(tmp_path: Path) -> None:
+    secret = load_config(
+        write(
+            tmp_path,
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nclient_secret = "${S}"\n',
+        )
+    ).servers["remote"]
+    assert isinstance(secret, HttpServerConfig) and secret.oauth is not None
+    assert (secret.oauth.grant, secret.oauth.signing_algorithm) == ("client_credentials", "RS256")
+    keyed = load_config(
+        write(
+            tmp_path,
+            MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key_file = "~/m.pem"\n'
+            'signing_algorithm = "ES256"\nscope = "read write"\n',
+        )
+    ).servers["remote"]
+    assert isinstance(keyed, HttpServerConfig) and keyed.oauth is not None
+    assert (keyed.oauth.private_key_file, keyed.oauth.signing_algorithm, keyed.oauth.scope) == (
+        "~/m.pem",
+        "ES256",
+        "read write",
+    )

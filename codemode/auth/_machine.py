@@ -1,0 +1,143 @@
+"""Machine sign-in: the OAuth client-credentials grant, for clients that act for themselves.
+
+A batch job on a cluster or a team's ``serve`` has no person to open a browser. Its client was
+registered beforehand with the authorization server and proves who it is with a secret
+(``client_secret_basic`` / ``_post``) or a private key (``private_key_jwt``, RFC 7523: a
+short-lived assertion signed here, its audience the issuer). The MCP SDK's providers do the
+grant; codemode adds what it does for a person's tokens:
+
+- the tokens live in the host's credential store, keyed by the server's resource URL, with the
+  issuer that granted them; nothing of them reaches the sandbox;
+- the credentials go only to the configured ``issuer``: a server that points elsewhere stops the
+  flow instead of receiving them;
+- the secret and the key are read from ``${VAR}`` references or a file, each time a command
+  connects, and are never stored or logged (a referenced value is redacted everywhere);
+- every request goes out through the server's HTTP client, whose transport is the SSRF guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+
+from codemode.auth._provider import StoreTokenStorage
+from codemode.auth._store import CredentialStore
+from codemode.config import OAuthSettings, resolve_references
+from codemode.errors import AuthError
+
+__all__ = ["machine_client"]
+
+_ASSERTION_LIFETIME_S = 60
+"""A signed assertion is used once, right away: a minute covers clock skew and nothing more."""
+
+
+class _RemembersIssuer(OAuthClientProvider):
+    """Records the checked metadata of the issuer that granted the tokens, as a person's do."""
+
+    def __init__(self, *, records: StoreTokenStorage, **options: Any) -> None:
+        super().__init__(**options)
+        self._records = records
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        if self.context.oauth_metadata is not None:
+            self._records.remember_issuer(self.context.oauth_metadata)
+
+
+class _SecretClient(_RemembersIssuer, ClientCredentialsOAuthProvider):
+    pass
+
+
+class _KeyClient(_RemembersIssuer, PrivateKeyJWTOAuthProvider):
+    pass
+
+
+def machine_client(
+    server: str, settings: OAuthSettings, url: str, *, store: CredentialStore, environ: Mapping[str, str]
+) -> OAuthClientProvider:
+    """The ``httpx2.Auth`` of a ``grant = "client_credentials"`` server."""
+    assert settings.client_id is not None  # the config checked both
+    assert settings.issuer is not None
+    client_id = resolve_references(settings.client_id, environ)
+    storage = StoreTokenStorage(store, url, server)
+    if settings.client_secret is not None:
+        method = settings.token_endpoint_auth_method
+        return _SecretClient(
+            records=storage,
+            server_url=url,
+            storage=storage,
+            client_id=client_id,
+            client_secret=resolve_references(settings.client_secret, environ),
+            token_endpoint_auth_method="client_secret_post"
+            if method == "client_secret_post"
+            else "client_secret_basic",
+            scope=settings.scope,
+            issuer=settings.issuer,
+        )
+    return _KeyClient(
+        records=storage,
+        server_url=url,
+        storage=storage,
+        client_id=client_id,
+        assertion_provider=_signed_assertions(server, settings, client_id, environ),
+        scope=settings.scope,
+        issuer=settings.issuer,
+    )
+
+
+def _signed_assertions(
+    server: str, settings: OAuthSettings, client_id: str, environ: Mapping[str, str]
+) -> Callable[[str], Awaitable[str]]:
+    key = _private_key(server, settings, environ)
+    _check_signing(server, settings, key)
+    return SignedJWTParameters(
+        issuer=client_id,
+        subject=client_id,
+        signing_key=key,
+        signing_algorithm=settings.signing_algorithm,
+        lifetime_seconds=_ASSERTION_LIFETIME_S,
+    ).create_assertion_provider()
+
+
+def _private_key(server: str, settings: OAuthSettings, environ: Mapping[str, str]) -> str:
+    if settings.private_key is not None:
+        return resolve_references(settings.private_key, environ)
+    assert settings.private_key_file is not None  # config checked that one of the two is set
+    path = Path(settings.private_key_file).expanduser()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthError(
+            f"[servers.{server}.oauth] private_key_file {str(path)!r} cannot be read: "
+            f"{getattr(exc, 'strerror', None) or exc}; give the path of the PEM file of the client's key"
+        ) from None
+
+
+def _check_signing(server: str, settings: OAuthSettings, key: str) -> None:
+    """Sign once at start-up, so a wrong key or a missing library is told now, by name, and not
+    as an unexplained failure in the middle of the first call."""
+    import jwt  # the MCP SDK's own dependency; the algorithms with keys need `cryptography`
+
+    claims: dict[str, Any] = {"probe": True}
+    try:
+        jwt.encode(claims, key, algorithm=settings.signing_algorithm)
+    except NotImplementedError:
+        raise AuthError(
+            f"[servers.{server}.oauth] signing with {settings.signing_algorithm} needs the "
+            "'cryptography' package: pip install 'codemode[machine-auth]'"
+        ) from None
+    except (ValueError, TypeError, jwt.PyJWTError) as exc:
+        raise AuthError(
+            f"[servers.{server}.oauth] the private key cannot sign {settings.signing_algorithm} "
+            f"assertions ({type(exc).__name__}); give the PEM of the key registered for this client "
+            "and its signing_algorithm"
+        ) from None
