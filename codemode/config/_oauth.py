@@ -95,10 +95,11 @@ class OAuthSettings(BaseModel):
     @model_validator(mode="after")
     def _machine_client_is_complete(self) -> OAuthSettings:
         keyed = self.private_key is not None or self.private_key_file is not None
+        method = self.token_endpoint_auth_method
         if self.private_key is not None and self.private_key_file is not None:
             raise ValueError("give private_key or private_key_file, not both")
         if self.grant == "authorization_code":
-            if keyed or self.token_endpoint_auth_method == "private_key_jwt":
+            if keyed or method == "private_key_jwt":
                 raise ValueError(
                     'a private key signs a machine client in: set grant = "client_credentials" (a '
                     "person's sign-in authenticates with client_secret_basic, client_secret_post or none)"
@@ -113,7 +114,6 @@ class OAuthSettings(BaseModel):
             )
         if keyed == (self.client_secret is not None):
             raise ValueError('grant = "client_credentials" needs either client_secret or a private key')
-        method = self.token_endpoint_auth_method
         if keyed and method not in (None, "private_key_jwt"):
             raise ValueError(f"a private key authenticates with private_key_jwt, not {method}")
         if not keyed and method in ("private_key_jwt", "none"):
