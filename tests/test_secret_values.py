@@ -86,6 +86,21 @@ def test_a_whole_encoding_is_hidden_whole_padding_included() -> None:
     assert redact_known(base64.b64encode(b"us" + RAW).decode())[0] == f"dXN{MARKER}"
 
 
+def test_a_long_value_such_as_a_private_key_is_remembered_and_hidden_in_every_encoding() -> None:
+    # An RSA key in PEM is about 1,700 characters; its hex form twice that. Remembering it once
+    # overflowed the stack while the pattern was built, and took the command down with it.
+    key = (
+        "-----BEGIN PRIVATE KEY-----\n"
+        + "\n".join(["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2] * 26)
+        + "\n-----END"
+    )
+    remember_secret(key, "CLIENT_KEY")
+    for form in (key, json.dumps(key), key.encode().hex(), base64.b64encode(key.encode()).decode()):
+        hidden, found = redact_known(f"before {form} after")
+        assert found == 1 and "[REDACTED:${CLIENT_KEY}]" in hidden, form[:40]
+    assert redact_known(f"x {SECRET} y") == (f"x {MARKER} y", 1)
+
+
 def test_forgotten_short_and_machine_values_are_not_remembered() -> None:
     forget_secrets()
     assert not known_secret_in(SECRET)

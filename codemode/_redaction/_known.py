@@ -145,7 +145,17 @@ def _longest_first(forms: dict[str, str]) -> re.Pattern[str]:
         node[""] = {}
 
     def alternatives(node: dict[str, Any]) -> str:
-        branches = [re.escape(char) + alternatives(child) for char, child in sorted(node.items()) if char]
+        branches: list[str] = []
+        for char, child in sorted(node.items()):
+            if not char:
+                continue
+            run = char
+            # A chain without a branch or an end is one literal: recursion (and group nesting)
+            # then goes as deep as the branch points, not as the characters of a long key.
+            while len(child) == 1 and "" not in child:
+                ((next_char, child),) = child.items()
+                run += next_char
+            branches.append(re.escape(run) + alternatives(child))
         if not branches:
             return ""
         body = branches[0] if len(branches) == 1 and "" not in node else f"(?:{'|'.join(branches)})"
