@@ -28,8 +28,9 @@ client credentials from the context become ``[servers.conformance.oauth] client_
 ``client_secret``; a client ID metadata document URL is always offered (the client uses it only
 where the server supports such documents).
 
-The client-credentials scenarios are a machine's sign-in: ``grant = "client_credentials"`` with
-the context's secret or private key (as ``${VAR}`` references the adapter sets), and the issuer
+The client-credentials and workload-identity scenarios are a machine's sign-in:
+``grant = "client_credentials"`` with the context's secret or private key, or
+``grant = "jwt_bearer"`` with its workload token (as ``${VAR}`` references the adapter sets), and the issuer
 that an operator would configure, read here from the server's protected-resource metadata. No
 ``auth login`` runs: ``sync`` and ``run`` obtain their tokens themselves.
 
@@ -218,11 +219,13 @@ def _accepts_as_offered() -> Any:
     return CallbackElicitor(accept, name="conformance-adapter")
 
 
-def machine_client(context: dict[str, Any]) -> bool:
-    """Whether the scenario is a machine's sign-in (client credentials from the context)."""
-    return bool(context.get("client_id")) and bool(
-        context.get("client_secret") or context.get("private_key_pem")
-    )
+MACHINE_SCENARIOS = {
+    "auth/client-credentials-basic": "client_credentials",
+    "auth/client-credentials-jwt": "client_credentials",
+    "auth/wif-jwt-bearer": "jwt_bearer",
+}
+"""The scenarios of a machine's sign-in, and their grant. (Others give a client secret too: a
+pre-registered client that a person signs in with.)"""
 
 
 def advertised_issuer(url: str) -> str:
@@ -241,15 +244,18 @@ def advertised_issuer(url: str) -> str:
         return str(json.load(answer)["authorization_servers"][0])
 
 
-def oauth_table(context: dict[str, Any], url: str) -> str:
-    if machine_client(context):
+def oauth_table(scenario: str, context: dict[str, Any], url: str) -> str:
+    grant = MACHINE_SCENARIOS.get(scenario)
+    if grant is not None:
         lines = [
             f"[servers.{SERVER}.oauth]",
-            'grant = "client_credentials"',
+            f'grant = "{grant}"',
             f"issuer = {json.dumps(advertised_issuer(url))}",
             f"client_id = {json.dumps(context['client_id'])}",
         ]
-        if context.get("private_key_pem"):
+        if grant == "jwt_bearer":
+            lines.append('assertion = "${CONFORMANCE_WORKLOAD_TOKEN}"')
+        elif context.get("private_key_pem"):
             lines.append('private_key = "${CONFORMANCE_PRIVATE_KEY}"')
             lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm') or 'RS256')}")
         else:
@@ -271,18 +277,19 @@ def cli(directory: Path, *args: str, env: dict[str, str]) -> subprocess.Complete
     return done
 
 
-def run_auth_scenario(url: str, protocol_version: str, context: dict[str, Any]) -> int:
+def run_auth_scenario(scenario: str, url: str, protocol_version: str, context: dict[str, Any]) -> int:
     """config -> auth login --headless -> sync -> pin --approve -> run, all through the CLI."""
     with tempfile.TemporaryDirectory(prefix="codemode-conformance-auth-") as tmp:
         directory = Path(tmp)
-        write_config(directory, url, protocol_version, oauth_table(context, url))
+        write_config(directory, url, protocol_version, oauth_table(scenario, context, url))
         env = {
             **os.environ,
             "CODEMODE_CREDENTIALS": str(directory / "credentials.json"),
             "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
             "CONFORMANCE_PRIVATE_KEY": str(context.get("private_key_pem") or ""),
+            "CONFORMANCE_WORKLOAD_TOKEN": str(context.get("valid_jwt") or ""),
         }
-        sign_in = [] if machine_client(context) else [["auth", "login", SERVER, "--headless"]]
+        sign_in = [] if scenario in MACHINE_SCENARIOS else [["auth", "login", SERVER, "--headless"]]
         for step in (*sign_in, ["sync"], ["pin", "--approve"]):
             if cli(directory, *step, env=env).returncode != 0:
                 return 1
@@ -312,7 +319,7 @@ async def main(url: str) -> int:
     context: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     log(f"scenario={scenario} protocol={protocol_version} url={url}")
     if scenario.startswith("auth/"):
-        return await anyio.to_thread.run_sync(run_auth_scenario, url, protocol_version, context)
+        return await anyio.to_thread.run_sync(run_auth_scenario, scenario, url, protocol_version, context)
 
     try:
         from codemode import CodeMode

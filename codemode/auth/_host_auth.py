@@ -30,7 +30,7 @@ class HostAuth:
         """The auth that signs ``server``'s requests, or None when it has no ``[oauth]``."""
         if config.oauth is None:
             return None
-        if config.oauth.grant == "client_credentials":
+        if config.oauth.grant != "authorization_code":
             return machine_client(server, config.oauth, url, store=self.store, environ=environ)
         return oauth_client(
             server, config, url, store=self.store, sign_in=self.sign_in(server, config), environ=environ

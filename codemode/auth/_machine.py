@@ -1,10 +1,12 @@
-"""Machine sign-in: the OAuth client-credentials grant, for clients that act for themselves.
+"""Machine sign-in: OAuth grants for clients that act for themselves.
 
 A batch job on a cluster or a team's ``serve`` has no person to open a browser. Its client was
 registered beforehand with the authorization server and proves who it is with a secret
 (``client_secret_basic`` / ``_post``) or a private key (``private_key_jwt``, RFC 7523: a
-short-lived assertion signed here, its audience the issuer). The MCP SDK's providers do the
-grant; codemode adds what it does for a person's tokens:
+short-lived assertion signed here, its audience the issuer): the client-credentials grant, done
+by the MCP SDK's providers. Or the platform it runs on vouches for it with a token of its own
+(workload identity federation): the JWT-bearer grant (RFC 7523, section 2.1), done here.
+codemode adds what it does for a person's tokens:
 
 - the tokens live in the host's credential store, keyed by the server's resource URL, with the
   issuer that granted them; nothing of them reaches the sandbox;
@@ -19,15 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.utils import issuers_match
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
 from codemode.auth._provider import StoreTokenStorage
 from codemode.auth._store import CredentialStore
@@ -35,6 +39,11 @@ from codemode.config import OAuthSettings, resolve_references
 from codemode.errors import AuthError
 
 __all__ = ["machine_client"]
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+_PUBLIC_CLIENT: Final = "none"
+"""The JWT-bearer grant's token endpoint authentication: the assertion is the proof."""
 
 _ASSERTION_LIFETIME_S = 60
 """A signed assertion is used once, right away: a minute covers clock skew and nothing more."""
@@ -61,14 +70,69 @@ class _KeyClient(_RemembersIssuer, PrivateKeyJWTOAuthProvider):
     pass
 
 
+class _WorkloadClient(_RemembersIssuer):
+    """The JWT-bearer grant: the platform's token is the whole proof, sent to the configured
+    issuer only, read afresh at each sign-in, and never retried in another grant on failure."""
+
+    def __init__(self, *, issuer: str, client_id: str, assertion: Callable[[], str], **options: Any) -> None:
+        metadata = OAuthClientMetadata(
+            redirect_uris=None, grant_types=[JWT_BEARER], token_endpoint_auth_method=_PUBLIC_CLIENT
+        )
+        super().__init__(client_metadata=metadata, redirect_handler=None, callback_handler=None, **options)
+        self._issuer = issuer
+        self._assertion = assertion
+        self._client = OAuthClientInformationFull(
+            redirect_uris=None,
+            client_id=client_id,
+            grant_types=[JWT_BEARER],
+            token_endpoint_auth_method=_PUBLIC_CLIENT,
+        )
+
+    async def _initialize(self) -> None:
+        self.context.current_tokens = await self.context.storage.get_tokens()
+        self.context.client_info = self._client
+        self._initialized = True
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        return next((server for server in advertised if issuers_match(server, self._issuer)), advertised[0])
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        metadata = self.context.oauth_metadata
+        if metadata is None or not issuers_match(str(metadata.issuer), self._issuer):
+            self.context.clear_tokens()
+            found = "none" if metadata is None else str(metadata.issuer)
+            raise OAuthFlowError(f"Authorization server metadata issuer mismatch: {found} != {self._issuer}")
+        form: dict[str, str] = {"grant_type": JWT_BEARER, "assertion": self._assertion()}
+        form["client_id"] = self._client.client_id
+        if self.context.should_include_resource_param(self.context.protocol_version):
+            form["resource"] = self.context.get_resource_url()
+        if self.context.client_metadata.scope:
+            form["scope"] = self.context.client_metadata.scope
+        return httpx2.Request(
+            "POST",
+            self._get_token_endpoint(),
+            data=form,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+
+
 def machine_client(
     server: str, settings: OAuthSettings, url: str, *, store: CredentialStore, environ: Mapping[str, str]
 ) -> OAuthClientProvider:
-    """The ``httpx2.Auth`` of a ``grant = "client_credentials"`` server."""
-    assert settings.client_id is not None  # the config checked both
-    assert settings.issuer is not None
+    """The ``httpx2.Auth`` of a server whose ``grant`` is ``client_credentials`` or ``jwt_bearer``."""
+    assert settings.issuer is not None  # the config checked both
+    assert settings.client_id is not None
     client_id = resolve_references(settings.client_id, environ)
     storage = StoreTokenStorage(store, url, server)
+    if settings.grant == "jwt_bearer":
+        return _WorkloadClient(
+            records=storage,
+            server_url=url,
+            storage=storage,
+            issuer=settings.issuer,
+            client_id=client_id,
+            assertion=_workload_token(server, settings, environ),
+        )
     if settings.client_secret is not None:
         method = settings.token_endpoint_auth_method
         return _SecretClient(
@@ -112,13 +176,28 @@ def _private_key(server: str, settings: OAuthSettings, environ: Mapping[str, str
     if settings.private_key is not None:
         return resolve_references(settings.private_key, environ)
     assert settings.private_key_file is not None  # config checked that one of the two is set
-    path = Path(settings.private_key_file).expanduser()
+    return _read(server, "private_key_file", settings.private_key_file, "the PEM file of the client's key")
+
+
+def _workload_token(server: str, settings: OAuthSettings, environ: Mapping[str, str]) -> Callable[[], str]:
+    """The platform's token, read now (so a missing file is told at start) and at each sign-in."""
+    if settings.assertion is not None:
+        token = resolve_references(settings.assertion, environ)
+        return lambda: token
+    path = settings.assertion_file
+    assert path is not None  # config checked that one of the two is set
+    _read(server, "assertion_file", path, "the file where the platform keeps this workload's token")
+    return lambda: _read(server, "assertion_file", path, "the platform's token file").strip()
+
+
+def _read(server: str, key: str, path_text: str, what: str) -> str:
+    path = Path(path_text).expanduser()
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise AuthError(
-            f"[servers.{server}.oauth] private_key_file {str(path)!r} cannot be read: "
-            f"{getattr(exc, 'strerror', None) or exc}; give the path of the PEM file of the client's key"
+            f"[servers.{server}.oauth] {key} {str(path)!r} cannot be read: "
+            f"{getattr(exc, 'strerror', None) or exc}; give the path of {what}"
         ) from None
 
 

@@ -39,9 +39,10 @@ class OAuthSettings(BaseModel):
     """How a pre-registered client authenticates at the token endpoint; by default
     ``private_key_jwt`` with a private key, ``client_secret_basic`` with a secret and ``none``
     without either."""
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
     """``authorization_code``: a person signs in (``codemode auth login``). ``client_credentials``:
-    the client itself is the principal; no person and no browser."""
+    the client itself is the principal; no person and no browser. ``jwt_bearer``: workload
+    identity federation, a token that the platform issued to this workload (RFC 7523)."""
     issuer: str | None = None
     """The issuer URL of the authorization server that registered ``client_id``. Required with
     ``client_credentials``: tokens are then only asked of that server, whatever the MCP server
@@ -52,6 +53,11 @@ class OAuthSettings(BaseModel):
     """Or the absolute path (``~`` allowed) of a file holding it, readable by the host only."""
     signing_algorithm: Literal["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"] = "RS256"
     """The algorithm of the signed client assertion: the one the key was registered for."""
+    assertion_file: str | None = None
+    """For ``jwt_bearer``: the absolute path of the file where the platform keeps this workload's
+    token (read at each sign-in, since platforms rotate it)."""
+    assertion: str | None = None
+    """Or the token itself, as a ``${VAR}`` reference."""
     scope: str | None = None
     """The scopes a machine client asks for (space-separated); a person's sign-in takes the
     server's own challenge instead."""
@@ -62,7 +68,7 @@ class OAuthSettings(BaseModel):
     """The port of ``http://127.0.0.1:PORT/callback``, where the browser returns after sign-in."""
     client_name: str = "codemode"
 
-    @field_validator("client_id", "client_secret", "private_key")
+    @field_validator("client_id", "client_secret", "private_key", "assertion")
     @classmethod
     def _references(cls, value: str | None) -> str | None:
         if value is not None:
@@ -83,7 +89,7 @@ class OAuthSettings(BaseModel):
             raise ValueError("must be the authorization server's issuer URL (https://...)")
         return value
 
-    @field_validator("private_key_file")
+    @field_validator("private_key_file", "assertion_file")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
         if value is not None and not (value.startswith(("/", "~"))):
@@ -93,11 +99,16 @@ class OAuthSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _machine_client_is_complete(self) -> OAuthSettings:
-        keyed = self.private_key is not None or self.private_key_file is not None
-        method = self.token_endpoint_auth_method
+    def _grant_has_what_it_needs(self) -> OAuthSettings:
         if self.private_key is not None and self.private_key_file is not None:
             raise ValueError("give private_key or private_key_file, not both")
+        if self.assertion is not None and self.assertion_file is not None:
+            raise ValueError("give assertion or assertion_file, not both")
+        keyed = self.private_key is not None or self.private_key_file is not None
+        asserted = self.assertion is not None or self.assertion_file is not None
+        method = self.token_endpoint_auth_method
+        if asserted and self.grant != "jwt_bearer":
+            raise ValueError('a workload assertion signs in with grant = "jwt_bearer"')
         if self.grant == "authorization_code":
             if keyed or method == "private_key_jwt":
                 raise ValueError(
@@ -106,19 +117,30 @@ class OAuthSettings(BaseModel):
                 )
             return self
         if self.client_id is None:
-            raise ValueError('grant = "client_credentials" needs the client_id registered for this machine')
+            raise ValueError(f'grant = "{self.grant}" needs the client_id registered for this machine')
         if self.issuer is None:
             raise ValueError(
-                'grant = "client_credentials" needs issuer = "https://..." (the authorization server '
-                "that registered the client), so its credentials are never sent elsewhere"
+                f'grant = "{self.grant}" needs issuer = "https://..." (the authorization server that '
+                "knows this machine), so its credentials are never sent elsewhere"
             )
+        if self.grant == "jwt_bearer":
+            if not asserted or keyed or self.client_secret is not None:
+                raise ValueError(
+                    'grant = "jwt_bearer" signs in with the platform\'s token alone: give assertion_file '
+                    "(or assertion), and no client_secret or private key"
+                )
+            return self
+        self._check_client_credentials(keyed)
+        return self
+
+    def _check_client_credentials(self, keyed: bool) -> None:
+        method = self.token_endpoint_auth_method
         if keyed == (self.client_secret is not None):
             raise ValueError('grant = "client_credentials" needs either client_secret or a private key')
         if keyed and method not in (None, "private_key_jwt"):
             raise ValueError(f"a private key authenticates with private_key_jwt, not {method}")
         if not keyed and method in ("private_key_jwt", "none"):
             raise ValueError(f"a client secret authenticates with client_secret_basic or _post, not {method}")
-        return self
 
     @property
     def redirect_uri(self) -> str:

@@ -1,10 +1,11 @@
-"""Machine sign-in (``grant = "client_credentials"``): the token request, where the tokens go, and
-where the credentials never go.
+"""Machine sign-in (``grant = "client_credentials"`` and ``"jwt_bearer"``): the token request,
+where the tokens go, and where the credentials never go.
 
 The authorization and resource servers here are an in-process ``MockTransport``: it lets a test
 look inside each request (the Basic header, the signed assertion) and point the server at another
 issuer. The same flows against the MCP conformance suite's own servers, through the public CLI,
-are the ``auth/client-credentials-basic`` and ``auth/client-credentials-jwt`` scenarios of
+are the ``auth/client-credentials-basic``, ``auth/client-credentials-jwt`` and
+``auth/wif-jwt-bearer`` scenarios of
 ``tests/conformance/test_conformance_auth.py``.
 """
 
@@ -157,4 +158,37 @@ def test_a_key_that_cannot_sign_is_refused_at_start_without_showing_it(tmp_path:
 
     missing = machine(tmp_path, private_key_file=str(tmp_path / "absent.pem"))
     with pytest.raises(AuthError, match=r"private_key_file .*absent\.pem.* cannot be read"):
+        HostAuth(store=store).auth_for("remote", missing, RESOURCE, {})
+
+
+def test_a_workload_signs_in_with_the_platforms_token_read_afresh_each_time(tmp_path: Path) -> None:
+    token_file = tmp_path / "workload-token"
+    token_file.write_text("platform.issued.jwt-1\n", encoding="utf-8")
+    servers, store = Servers(), FileCredentialStore(tmp_path / "credentials.json")
+    config = machine(tmp_path, grant="jwt_bearer", assertion_file=str(token_file))
+
+    assert call(servers, config, store, {}).status_code == 200
+    token_file.write_text("platform.issued.jwt-2\n", encoding="utf-8")  # the platform rotated it
+    store.delete(RESOURCE)
+    assert call(servers, config, store, {}).status_code == 200
+
+    forms = [parse_qs(request.content.decode()) for request in servers.token_requests]
+    assert [form["grant_type"] for form in forms] == [["urn:ietf:params:oauth:grant-type:jwt-bearer"]] * 2
+    assert [form["assertion"] for form in forms] == [["platform.issued.jwt-1"], ["platform.issued.jwt-2"]]
+    assert forms[0]["client_id"] == ["batch-runner"]
+    assert "authorization" not in servers.token_requests[0].headers
+
+
+def test_a_workload_token_never_goes_to_another_issuer_and_a_missing_file_is_named(tmp_path: Path) -> None:
+    token_file = tmp_path / "workload-token"
+    token_file.write_text("platform.issued.jwt", encoding="utf-8")
+    servers, store = Servers(advertised=ELSEWHERE), FileCredentialStore(tmp_path / "credentials.json")
+    config = machine(tmp_path, grant="jwt_bearer", assertion_file=str(token_file))
+
+    with pytest.raises(OAuthFlowError, match=f"issuer mismatch: {ELSEWHERE} != {ISSUER}"):
+        call(servers, config, store, {})
+    assert servers.token_requests == []
+
+    missing = machine(tmp_path, grant="jwt_bearer", assertion_file=str(tmp_path / "absent"))
+    with pytest.raises(AuthError, match=r"assertion_file .*absent.* cannot be read"):
         HostAuth(store=store).auth_for("remote", missing, RESOURCE, {})

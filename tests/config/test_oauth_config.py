@@ -78,6 +78,20 @@ MACHINE = '[servers.remote.oauth]\ngrant = "client_credentials"\n'
         ),
         ('[servers.remote.oauth]\nprivate_key = "${K}"\n', 'set grant = "client_credentials"'),
         ('[servers.remote.oauth]\ngrant = "password"\n', "grant"),
+        ('[servers.remote.oauth]\nassertion_file = "/run/token"\n', 'grant = "jwt_bearer"'),
+        (
+            '[servers.remote.oauth]\ngrant = "jwt_bearer"\nclient_id = "w"\nissuer = "https://as.example.test"\n',
+            "give assertion_file",
+        ),
+        (
+            '[servers.remote.oauth]\ngrant = "jwt_bearer"\nclient_id = "w"\nissuer = "https://as.example.test"\n'
+            'assertion_file = "/run/token"\nclient_secret = "${S}"\n',
+            "no client_secret or private key",
+        ),
+        (
+            '[servers.remote.oauth]\ngrant = "jwt_bearer"\nclient_id = "w"\nassertion_file = "/t"\n',
+            "needs issuer",
+        ),
         (
             MACHINE + 'client_id = "m"\nissuer = "https://as.example.test"\nprivate_key = "-----BEGIN $"\n',
             "stray",
