@@ -30,9 +30,11 @@ where the server supports such documents).
 
 The client-credentials and workload-identity scenarios are a machine's sign-in:
 ``grant = "client_credentials"`` with the context's secret or private key, or
-``grant = "jwt_bearer"`` with its workload token (as ``${VAR}`` references the adapter sets), and the issuer
-that an operator would configure, read here from the server's protected-resource metadata. No
-``auth login`` runs: ``sync`` and ``run`` obtain their tokens themselves.
+``grant = "jwt_bearer"`` with its workload token, or ``grant = "identity_assertion"`` with the
+person's ID token and the identity provider's token endpoint (as ``${VAR}`` references the
+adapter sets), and the issuer that an operator would configure, read here from the server's
+protected-resource metadata. No ``auth login`` runs: ``sync`` and ``run`` obtain their tokens
+themselves.
 
 Nothing here talks MCP itself. Exit status: 0 when codemode connected and the program ran;
 1 otherwise (the suite's checks decide conformance, the exit status only helps diagnosis).
@@ -223,6 +225,7 @@ MACHINE_SCENARIOS = {
     "auth/client-credentials-basic": "client_credentials",
     "auth/client-credentials-jwt": "client_credentials",
     "auth/wif-jwt-bearer": "jwt_bearer",
+    "auth/enterprise-managed-authorization": "identity_assertion",
 }
 """The scenarios of a machine's sign-in, and their grant. (Others give a client secret too: a
 pre-registered client that a person signs in with.)"""
@@ -253,7 +256,14 @@ def oauth_table(scenario: str, context: dict[str, Any], url: str) -> str:
             f"issuer = {json.dumps(advertised_issuer(url))}",
             f"client_id = {json.dumps(context['client_id'])}",
         ]
-        if grant == "jwt_bearer":
+        if grant == "identity_assertion":
+            # The company's identity provider; the person's ID token is what single sign-on left.
+            lines.append('client_secret = "${CONFORMANCE_CLIENT_SECRET}"')
+            lines.append(f"[servers.{SERVER}.oauth.identity_provider]")
+            lines.append(f"token_endpoint = {json.dumps(context['idp_token_endpoint'])}")
+            lines.append(f"client_id = {json.dumps(context['idp_client_id'])}")
+            lines.append('id_token = "${CONFORMANCE_ID_TOKEN}"')
+        elif grant == "jwt_bearer":
             lines.append('assertion = "${CONFORMANCE_WORKLOAD_TOKEN}"')
         elif context.get("private_key_pem"):
             lines.append('private_key = "${CONFORMANCE_PRIVATE_KEY}"')
@@ -288,6 +298,7 @@ def run_auth_scenario(scenario: str, url: str, protocol_version: str, context: d
             "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
             "CONFORMANCE_PRIVATE_KEY": str(context.get("private_key_pem") or ""),
             "CONFORMANCE_WORKLOAD_TOKEN": str(context.get("valid_jwt") or ""),
+            "CONFORMANCE_ID_TOKEN": str(context.get("idp_id_token") or ""),
         }
         sign_in = [] if scenario in MACHINE_SCENARIOS else [["auth", "login", SERVER, "--headless"]]
         for step in (*sign_in, ["sync"], ["pin", "--approve"]):

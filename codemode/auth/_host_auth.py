@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import httpx2
 
+from codemode.auth._enterprise import enterprise_client
 from codemode.auth._machine import machine_client
 from codemode.auth._provider import oauth_client
 from codemode.auth._sign_in import NoSignIn, SignIn
@@ -30,6 +31,8 @@ class HostAuth:
         """The auth that signs ``server``'s requests, or None when it has no ``[oauth]``."""
         if config.oauth is None:
             return None
+        if config.oauth.grant == "identity_assertion":
+            return enterprise_client(server, config, url, store=self.store, environ=environ)
         if config.oauth.grant != "authorization_code":
             return machine_client(server, config.oauth, url, store=self.store, environ=environ)
         return oauth_client(

@@ -20,7 +20,6 @@ codemode adds what it does for a person's tokens:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import httpx2
@@ -33,6 +32,7 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.client.auth.utils import issuers_match
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
+from codemode.auth._files import read_credential_file
 from codemode.auth._provider import StoreTokenStorage
 from codemode.auth._store import CredentialStore
 from codemode.config import OAuthSettings, resolve_references
@@ -176,7 +176,9 @@ def _private_key(server: str, settings: OAuthSettings, environ: Mapping[str, str
     if settings.private_key is not None:
         return resolve_references(settings.private_key, environ)
     assert settings.private_key_file is not None  # config checked that one of the two is set
-    return _read(server, "private_key_file", settings.private_key_file, "the PEM file of the client's key")
+    return read_credential_file(
+        server, "private_key_file", settings.private_key_file, "the PEM file of the client's key"
+    )
 
 
 def _workload_token(server: str, settings: OAuthSettings, environ: Mapping[str, str]) -> Callable[[], str]:
@@ -186,19 +188,10 @@ def _workload_token(server: str, settings: OAuthSettings, environ: Mapping[str, 
         return lambda: token
     path = settings.assertion_file
     assert path is not None  # config checked that one of the two is set
-    _read(server, "assertion_file", path, "the file where the platform keeps this workload's token")
-    return lambda: _read(server, "assertion_file", path, "the platform's token file").strip()
-
-
-def _read(server: str, key: str, path_text: str, what: str) -> str:
-    path = Path(path_text).expanduser()
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuthError(
-            f"[servers.{server}.oauth] {key} {str(path)!r} cannot be read: "
-            f"{getattr(exc, 'strerror', None) or exc}; give the path of {what}"
-        ) from None
+    read_credential_file(
+        server, "assertion_file", path, "the file where the platform keeps this workload's token"
+    )
+    return lambda: read_credential_file(server, "assertion_file", path, "the platform's token file").strip()
 
 
 def _check_signing(server: str, settings: OAuthSettings, key: str) -> None:

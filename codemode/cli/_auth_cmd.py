@@ -48,9 +48,9 @@ def auth() -> None:
       [servers.tracker]
       url = "https://mcp.tracker.example/mcp"
       [servers.tracker.oauth]          # every key optional
-    A machine client (grant = "client_credentials" with a secret or a private key, or
-    grant = "jwt_bearer" with the platform's workload token) needs no login: every command
-    signs in by itself.
+    A machine client (grant = "client_credentials" with a secret or a private key,
+    grant = "jwt_bearer" with the platform's workload token, or grant = "identity_assertion"
+    with the person's single sign-on) needs no login: every command signs in by itself.
     Credentials are kept on this machine only ($CODEMODE_CREDENTIALS, by default
     ~/.local/share/codemode/credentials.json, mode 0600) and never reach the sandbox.
     """

@@ -12,7 +12,7 @@ from codemode.config._model import (
     ServerConfig,
     StdioServerConfig,
 )
-from codemode.config._oauth import OAuthSettings
+from codemode.config._oauth import IdentityProviderSettings, OAuthSettings
 from codemode.config._policy import (
     RISK_ORDER,
     BudgetPolicy,
@@ -38,6 +38,7 @@ __all__ = [
     "Config",
     "ConsentPolicy",
     "HttpServerConfig",
+    "IdentityProviderSettings",
     "LedgerConfig",
     "MissingSecretError",
     "OAuthSettings",

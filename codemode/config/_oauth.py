@@ -19,11 +19,61 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from codemode.config._secrets import check_references
 
-__all__ = ["DEFAULT_REDIRECT_PORT", "OAuthSettings"]
+__all__ = ["DEFAULT_REDIRECT_PORT", "IdentityProviderSettings", "OAuthSettings"]
 
 DEFAULT_REDIRECT_PORT = 33418
 """The loopback port of the sign-in redirect. Fixed by default because an authorization server
 records the redirect URI at registration and many refuse a different port afterwards."""
+
+
+def _absolute_path(value: str | None) -> str | None:
+    if value is not None and not value.startswith(("/", "~")):
+        raise ValueError("must be an absolute path (or start with ~): every command reads it, from anywhere")
+    return value
+
+
+class IdentityProviderSettings(BaseModel):
+    """``[servers.NAME.oauth.identity_provider]``: the enterprise identity provider that turns the
+    person's ID token into an identity assertion grant (ID-JAG) for this server (RFC 8693)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token_endpoint: str
+    """The identity provider's token endpoint, where the exchange happens."""
+    client_id: str
+    """codemode's client at the identity provider."""
+    client_secret: str | None = None
+    """Its secret, as a ``${VAR}`` reference, if the identity provider wants one."""
+    id_token_file: str | None = None
+    """The absolute path of the file where single sign-on keeps the person's ID token (read at
+    each sign-in, since it is short-lived)."""
+    id_token: str | None = None
+    """Or the ID token itself, as a ``${VAR}`` reference."""
+
+    @field_validator("client_id", "client_secret", "id_token")
+    @classmethod
+    def _references(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_references(value)
+        return value
+
+    @field_validator("token_endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("must be the identity provider's token endpoint URL (https://...)")
+        return value
+
+    @field_validator("id_token_file")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        return _absolute_path(value)
+
+    @model_validator(mode="after")
+    def _one_token(self) -> IdentityProviderSettings:
+        if (self.id_token is None) == (self.id_token_file is None):
+            raise ValueError("give id_token_file (or id_token): the person's ID token from single sign-on")
+        return self
 
 
 class OAuthSettings(BaseModel):
@@ -39,10 +89,16 @@ class OAuthSettings(BaseModel):
     """How a pre-registered client authenticates at the token endpoint; by default
     ``private_key_jwt`` with a private key, ``client_secret_basic`` with a secret and ``none``
     without either."""
-    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer", "identity_assertion"] = (
+        "authorization_code"
+    )
     """``authorization_code``: a person signs in (``codemode auth login``). ``client_credentials``:
     the client itself is the principal; no person and no browser. ``jwt_bearer``: workload
-    identity federation, a token that the platform issued to this workload (RFC 7523)."""
+    identity federation, a token that the platform issued to this workload (RFC 7523).
+    ``identity_assertion``: enterprise-managed authorization, the person's single sign-on
+    exchanged at ``identity_provider`` for a grant to this server."""
+    identity_provider: IdentityProviderSettings | None = None
+    """For ``identity_assertion``: where the person's ID token is exchanged."""
     issuer: str | None = None
     """The issuer URL of the authorization server that registered ``client_id``. Required with
     ``client_credentials``: tokens are then only asked of that server, whatever the MCP server
@@ -92,11 +148,7 @@ class OAuthSettings(BaseModel):
     @field_validator("private_key_file", "assertion_file")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
-        if value is not None and not (value.startswith(("/", "~"))):
-            raise ValueError(
-                "must be an absolute path (or start with ~): every command reads it, from anywhere"
-            )
-        return value
+        return _absolute_path(value)
 
     @model_validator(mode="after")
     def _grant_has_what_it_needs(self) -> OAuthSettings:
@@ -107,6 +159,10 @@ class OAuthSettings(BaseModel):
         keyed = self.private_key is not None or self.private_key_file is not None
         asserted = self.assertion is not None or self.assertion_file is not None
         method = self.token_endpoint_auth_method
+        if (self.identity_provider is not None) != (self.grant == "identity_assertion"):
+            raise ValueError(
+                'an [oauth.identity_provider] table goes with grant = "identity_assertion", and only with it'
+            )
         if asserted and self.grant != "jwt_bearer":
             raise ValueError('a workload assertion signs in with grant = "jwt_bearer"')
         if self.grant == "authorization_code":
@@ -123,6 +179,17 @@ class OAuthSettings(BaseModel):
                 f'grant = "{self.grant}" needs issuer = "https://..." (the authorization server that '
                 "knows this machine), so its credentials are never sent elsewhere"
             )
+        if self.grant == "identity_assertion":
+            if self.client_secret is None or keyed or asserted:
+                raise ValueError(
+                    'grant = "identity_assertion" needs the client_secret of client_id (a confidential '
+                    "client), and no private key or assertion"
+                )
+            if method in ("private_key_jwt", "none"):
+                raise ValueError(
+                    f"a client secret authenticates with client_secret_basic or _post, not {method}"
+                )
+            return self
         if self.grant == "jwt_bearer":
             if not asserted or keyed or self.client_secret is not None:
                 raise ValueError(
