@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import httpx2
 
+from codemode.auth._dpop import DPoPAuth
 from codemode.auth._enterprise import enterprise_client
 from codemode.auth._machine import machine_client
 from codemode.auth._provider import oauth_client
@@ -28,13 +29,17 @@ class HostAuth:
     def auth_for(
         self, server: str, config: HttpServerConfig, url: str, environ: Mapping[str, str]
     ) -> httpx2.Auth | None:
-        """The auth that signs ``server``'s requests, or None when it has no ``[oauth]``."""
+        """The auth that signs ``server``'s requests, or None when it has no ``[oauth]``. Each
+        grant's client is wrapped with DPoP, which binds the tokens to a key where the
+        authorization server offers it (and changes nothing where it does not)."""
         if config.oauth is None:
             return None
+        client: httpx2.Auth
         if config.oauth.grant == "identity_assertion":
-            return enterprise_client(server, config, url, store=self.store, environ=environ)
-        if config.oauth.grant != "authorization_code":
-            return machine_client(server, config.oauth, url, store=self.store, environ=environ)
-        return oauth_client(
-            server, config, url, store=self.store, sign_in=self.sign_in(server, config), environ=environ
-        )
+            client = enterprise_client(server, config, url, store=self.store, environ=environ)
+        elif config.oauth.grant != "authorization_code":
+            client = machine_client(server, config.oauth, url, store=self.store, environ=environ)
+        else:
+            sign_in = self.sign_in(server, config)
+            client = oauth_client(server, config, url, store=self.store, sign_in=sign_in, environ=environ)
+        return DPoPAuth(client, self.store, url, server)

@@ -59,6 +59,11 @@ class StoredCredentials(BaseModel):
     """The metadata (RFC 8414) of the authorization server that issued ``tokens``, as checked at
     sign-in: after a restart the tokens are refreshed at its token endpoint, never at a guess."""
 
+    dpop_key: str | None = None
+    """The private key (PEM) that DPoP-bound tokens of this server are bound to; host only."""
+    dpop_bound: bool = False
+    """Whether ``tokens`` are bound to ``dpop_key`` (sent with a proof, never as bearer tokens)."""
+
     def expires_at(self) -> float | None:
         lifetime = (self.tokens or {}).get("expires_in")
         if self.obtained_at is None or not isinstance(lifetime, int | float):
