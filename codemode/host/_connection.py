@@ -48,7 +48,8 @@ from codemode.host._errors import call_failure, describe_exception, root_cause
 from codemode.host._frames import CutResults
 from codemode.host._http import CALL_MARKER, Refusals, http_client_for
 from codemode.host._inputs import InputRoundsExceeded, InputRouter, drive_input_rounds
-from codemode.host._listing import list_catalog
+from codemode.host._listen import listen_for_changes, listens_for_changes
+from codemode.host._listing import fresh_for_s, list_catalog
 from codemode.host._output_check import OutputCheck, install_output_check
 from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
@@ -128,6 +129,7 @@ class ServerConnection:
         # two, the catalog may describe tools the server no longer offers as listed.
         self._announced = 0
         self._relisted = 0
+        self._stale_at: float | None = None
         self._relisted_event = anyio.Event()
 
     # -- observation -----------------------------------------------------------------------
@@ -154,7 +156,11 @@ class ServerConnection:
 
     @property
     def relisting(self) -> bool:
-        """The server announced a change of its lists that no completed re-listing covers yet."""
+        """The server announced a change of its lists that no completed re-listing covers yet, or
+        the listing outlived the ``ttlMs`` the server gave it (which announces a re-listing)."""
+        if self._stale_at is not None and anyio.current_time() >= self._stale_at:
+            self._stale_at = None
+            self._request_refresh("ttl")
         return self._relisted < self._announced
 
     async def wait_relisted(self, limit_s: float) -> bool:
@@ -335,8 +341,8 @@ class ServerConnection:
                 )
                 async with anyio.create_task_group() as tg:
                     # Subscribe before the first listing, so a change in between is never missed.
-                    if self._listens_modern(client):
-                        await tg.start(self._listen_modern, client)
+                    if listens_for_changes(client, self._protocol_version):
+                        await tg.start(listen_for_changes, client, partial(self._request_refresh, "listen"))
                     await self._load_catalog(client)
                     scope.deadline = math.inf
                     connected = True
@@ -360,7 +366,10 @@ class ServerConnection:
     # -- catalog -----------------------------------------------------------------------------
 
     async def _load_catalog(self, client: Client) -> None:
-        self._catalog = await list_catalog(self.name, client, learn=self._tasks.learn)
+        ttls: list[int] = []
+        self._catalog = await list_catalog(self.name, client, learn=self._tasks.learn, ttls=ttls)
+        fresh_for = fresh_for_s(ttls)
+        self._stale_at = None if fresh_for is None else anyio.current_time() + fresh_for
 
     async def refresh_catalog(self) -> ServerCatalog:
         """List everything again (e.g. after ``notifications/tools/list_changed``)."""
@@ -403,33 +412,6 @@ class ServerConnection:
                 self._fail(describe_exception(exc, self.config))
                 self._lost.set()
                 return
-
-    def _listens_modern(self, client: Client) -> bool:
-        caps = client.server_capabilities
-        if self._protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return False
-        return any(
-            c is not None and bool(getattr(c, "list_changed", False))
-            for c in (caps.tools, caps.resources, caps.prompts)
-        )
-
-    async def _listen_modern(
-        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream."""
-        started = False
-        try:
-            async with client.listen(
-                tools_list_changed=True, resources_list_changed=True, prompts_list_changed=True
-            ) as subscription:
-                task_status.started()
-                started = True
-                async for _event in subscription:
-                    self._request_refresh("listen")
-        except Exception:
-            # The stream only speeds up drift detection; every call still checks the pins.
-            if not started:
-                task_status.started()
 
     # -- requests ----------------------------------------------------------------------------
 

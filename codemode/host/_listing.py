@@ -36,10 +36,16 @@ _ItemT = TypeVar("_ItemT")
 
 
 async def list_catalog(
-    server: str, client: Client, *, learn: Callable[[Sequence[mcp_types.Tool]], None]
+    server: str,
+    client: Client,
+    *,
+    learn: Callable[[Sequence[mcp_types.Tool]], None],
+    ttls: list[int] | None = None,
 ) -> ServerCatalog:
-    """List what ``client``'s server offers; ``learn`` sees the raw tools (their task support)."""
+    """List what ``client``'s server offers; ``learn`` sees the raw tools (their task support), and
+    ``ttls`` collects each page's ``ttlMs`` (2026-07-28 caching hints; see :func:`fresh_for_s`)."""
     caps = client.server_capabilities
+    _paginate = _Pages(ttls)
     tools: list[ToolSpec] = []
     excluded: list[ExcludedTool] = []
     if caps.tools is not None:
@@ -92,19 +98,40 @@ def _offered(server: str, listed: Sequence[mcp_types.Tool]) -> tuple[list[ToolSp
     return tools, excluded
 
 
-async def _paginate(
-    fetch: Callable[[str | None], Awaitable[_PageT]],
-    items: Callable[[_PageT], Sequence[_ItemT]],
-) -> list[_ItemT]:
-    """Follow ``nextCursor`` to the end, with a page cap and a repeated-cursor guard."""
-    collected: list[_ItemT] = []
-    cursor: str | None = None
-    seen_cursors: set[str] = set()
-    for _ in range(MAX_LIST_PAGES):
-        page = await fetch(cursor)
-        collected.extend(items(page))
-        cursor = getattr(page, "next_cursor", None)
-        if cursor is None or cursor in seen_cursors:
-            break
-        seen_cursors.add(cursor)
-    return collected
+def fresh_for_s(ttls: Sequence[int]) -> float | None:
+    """How long a listing stays fresh: the shortest positive ``ttlMs`` of its pages, in seconds.
+
+    None when no page promised anything: a ``ttlMs`` of 0 (the default, and what an older
+    protocol's pages read as) says the result is stale at once, and the client MAY re-list each
+    time; codemode re-lists on the server's change announcements instead, and every call checks
+    the pins, so such a server costs no extra round trip per call."""
+    promised = [ttl for ttl in ttls if ttl > 0]
+    return min(promised) / 1000 if promised else None
+
+
+class _Pages:
+    """Follows ``nextCursor`` to the end, with a page cap and a repeated-cursor guard, and keeps
+    each page's ``ttlMs`` in ``ttls`` when given."""
+
+    def __init__(self, ttls: list[int] | None) -> None:
+        self._ttls = ttls
+
+    async def __call__(
+        self,
+        fetch: Callable[[str | None], Awaitable[_PageT]],
+        items: Callable[[_PageT], Sequence[_ItemT]],
+    ) -> list[_ItemT]:
+        collected: list[_ItemT] = []
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            page = await fetch(cursor)
+            collected.extend(items(page))
+            ttl = getattr(page, "ttl_ms", None)
+            if self._ttls is not None and isinstance(ttl, int):
+                self._ttls.append(ttl)
+            cursor = getattr(page, "next_cursor", None)
+            if cursor is None or cursor in seen_cursors:
+                break
+            seen_cursors.add(cursor)
+        return collected
