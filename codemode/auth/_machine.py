@@ -124,11 +124,10 @@ def machine_client(
     assert settings.client_id is not None
     client_id = resolve_references(settings.client_id, environ)
     storage = StoreTokenStorage(store, url, server)
+    common: dict[str, Any] = {"records": storage, "server_url": url, "storage": storage}
     if settings.grant == "jwt_bearer":
         return _WorkloadClient(
-            records=storage,
-            server_url=url,
-            storage=storage,
+            **common,
             issuer=settings.issuer,
             client_id=client_id,
             assertion=_workload_token(server, settings, environ),
@@ -136,9 +135,7 @@ def machine_client(
     if settings.client_secret is not None:
         method = settings.token_endpoint_auth_method
         return _SecretClient(
-            records=storage,
-            server_url=url,
-            storage=storage,
+            **common,
             client_id=client_id,
             client_secret=resolve_references(settings.client_secret, environ),
             token_endpoint_auth_method="client_secret_post"
@@ -148,9 +145,7 @@ def machine_client(
             issuer=settings.issuer,
         )
     return _KeyClient(
-        records=storage,
-        server_url=url,
-        storage=storage,
+        **common,
         client_id=client_id,
         assertion_provider=_signed_assertions(server, settings, client_id, environ),
         scope=settings.scope,
