@@ -41,9 +41,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # Foundations: settings, the catalog and its pins, the network guard, search, telemetry, and
     # the reading of untrusted JSON Schemas (whose patterns go through `_safe_regex`).
     ("config", "catalog", "net", "search", "_metrics", "_otel_export", "_tracing", "_json_schema"),
-    # Services that know nothing of each other: the ledger, the stubs, the sandbox, sign-in, and
+    # Services that know nothing of each other: the ledger, the stubs, the sandbox, sign-in, the
+    # workspaces that outlive a run, and
     # the killable process that checks what RE2 cannot.
-    ("ledger", "stubs", "sandbox", "auth", "_schema_isolation", "_schema_worker"),
+    ("ledger", "stubs", "sandbox", "auth", "workspace", "_schema_isolation", "_schema_worker"),
     # The two halves of a call's trip: the broker's gates and the MCP host.
     ("host", "broker"),
     # The engine wires the halves together for one run.

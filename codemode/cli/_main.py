@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sandbox": ("_sandbox_cmd", "sandbox", "Build and check the sandbox that runs programs."),
     "serve": ("_serve_cmd", "serve", "Serve the run_code tool as an MCP server (stdio or HTTP)."),
     "bench": ("_bench_cmd", "bench", "Token-cost experiments: direct tool calling against code mode."),
+    "workspace": ("_workspace_cmd", "workspace", "List, fetch and remove the files that outlive a run."),
 }
 
 

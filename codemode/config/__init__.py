@@ -27,6 +27,7 @@ from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
 from codemode.config._starter import ServerEntry, demo_servers, no_servers_hint, starter_config
+from codemode.config._workspace import WorkspaceConfig
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -56,6 +57,7 @@ __all__ = [
     "ServerEntry",
     "StdioServerConfig",
     "TokenGrant",
+    "WorkspaceConfig",
     "check_references",
     "config_from_mapping",
     "default_config_path",

@@ -31,6 +31,7 @@ from codemode.config._policy import PolicyConfig
 from codemode.config._search import SearchConfig
 from codemode.config._secrets import check_references, resolve_references
 from codemode.config._serve import ServeConfig, identity_problems
+from codemode.config._workspace import WorkspaceConfig
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
@@ -278,6 +279,7 @@ class Config(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="<objects>")
@@ -320,6 +322,10 @@ class Config(_Section):
     @property
     def lock_path(self) -> Path:
         return self.base_dir / self.pins.lock_file
+
+    @property
+    def workspace_root(self) -> Path:
+        return self.base_dir / self.workspace.root
 
     @property
     def ledger_path(self) -> Path:

@@ -56,11 +56,13 @@ from codemode.engine._down import (
 )
 from codemode.engine._run_result import RunResult, run_result
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
+from codemode.engine._workspace import RunWorkspaces, workspace_quota
 from codemode.errors import SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
 from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager, Session
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
+from codemode.workspace import WorkspaceStore
 
 if TYPE_CHECKING:
     from codemode.auth import HostAuth
@@ -119,6 +121,7 @@ class CodeMode:
         self._tree: VirtualTree | None = None
         self._broker: Broker | None = None
         self._sandboxes: SandboxManager | None = None
+        self._workspaces: RunWorkspaces | None = None
         self._stack: contextlib.AsyncExitStack | None = None
 
     @classmethod
@@ -166,9 +169,13 @@ class CodeMode:
                 count_tokens=count_tokens if self.measure_tokens else None,
                 clock=self._clock,
             )
+            quota = workspace_quota(config)
             self._sandboxes = await stack.enter_async_context(
-                SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend)
+                SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend, workspace=quota)
             )
+            if self._sandboxes.has_workspace:
+                self._workspaces = RunWorkspaces.from_config(config)
+                await self._workspaces.prune()
         except BaseException:
             await stack.aclose()
             raise
@@ -214,6 +221,11 @@ class CodeMode:
                 diff.removed,
             )
         self._rebuild_tree()
+
+    @property
+    def workspaces(self) -> WorkspaceStore | None:
+        """Where runs' workspaces are kept; None when runs get none (disabled, a test backend)."""
+        return None if self._workspaces is None else self._workspaces.store
 
     def _require(self) -> tuple[McpHost, Broker, SandboxManager, VirtualTree]:
         if self._host is None or self._broker is None or self._sandboxes is None or self._tree is None:
@@ -417,16 +429,23 @@ class CodeMode:
                 modules = ImportRecorder(self.tree_for(binding.principal))
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
+                written: tuple[str, ...] = ()
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
                         tg.start_soon(_report_progress, progress, scope.state, progress_interval_s)
                     # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
-                    program = Program(code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace)
+                    workspaces = self._workspaces
+                    files = None if workspaces is None else await workspaces.files_for(binding, session_id)
+                    program = Program(
+                        code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace, workspace=files
+                    )
                     if session_id is not None:
                         run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
                     outcome = await run_in(program, binding=binding, modules=modules, handler=broker_cpu)
+                    if workspaces is not None and files is not None:
+                        outcome, written = await workspaces.keep(files, binding, session_id, outcome)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
                 error = outcome.error
@@ -462,6 +481,8 @@ class CodeMode:
                     count_tokens=count_tokens if self.measure_tokens else None,
                     broker_cpu_s=broker_cpu.seconds,
                 )
+                if written:
+                    result = result.model_copy(update={"workspace_written": written})
             span.set_attribute("codemode.status", result.status)
             note_run_usage(span, result.usage, result.broker_cpu_s)
             metrics = active_metrics()

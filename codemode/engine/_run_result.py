@@ -89,6 +89,8 @@ class RunResult(BaseModel):
     usage: RunUsage | None = None
     """What the run used of its sandbox: CPU seconds, peak memory, channel bytes, and the cap that
     stopped it (``usage.cap_hit``), measured by the host. None when no sandbox ran it."""
+    workspace_written: tuple[str, ...] = ()
+    """The workspace files this run created or changed, as kept (paths relative to /workspace)."""
     broker_cpu_s: float | None = None
     """The broker's CPU seconds for this run's calls and its final filter: its own, measured step by
     step on the shared event loop even when runs are concurrent (work handed to other threads, such

@@ -141,6 +141,7 @@ def run_summary(result: RunResult) -> dict[str, Any]:
         "error": None if result.error is None else f"{result.error.type}: {result.error.message}",
         "usage": None if result.usage is None else result.usage.model_dump(mode="json"),
         "broker_cpu_s": result.broker_cpu_s,
+        "workspace_written": list(result.workspace_written),
     }
 
 

@@ -10,6 +10,10 @@ The public surface:
   hit), measured by the host, in every :class:`RunOutcome`.
 * :class:`Program` — what every run layer takes: the code, its bindings, its wall-time limit, and
   whether a session's run starts from an empty namespace.
+* :class:`WorkspaceFiles` / :class:`WorkspaceQuota` / :class:`WorkspaceReturn` — a run's
+  workspace going in, the cap each sandbox gives it (``SandboxManager(workspace=…)``), and what
+  it held when the program ended (:attr:`RunOutcome.workspace`). Where it is kept is not the
+  sandbox's business.
 * :func:`run_once` — one program, no pool (``codemode run``).
 * :func:`choose_backend` — which backend ``auto`` resolves to here, and why.
 * :func:`build_image` / :func:`doctor` — what ``codemode sandbox build`` / ``doctor`` do.
@@ -28,8 +32,15 @@ from codemode.sandbox._doctor import Check, DoctorReport, doctor
 from codemode.sandbox._image import BASE_IMAGE_DEFAULT, DEBIAN_BASE_IMAGE, BuildResult, build_image
 from codemode.sandbox._inprocess import InProcessBackend
 from codemode.sandbox._manager import SandboxManager, Session, run_once
-from codemode.sandbox._outcome import BackendName, ErrorKind, ResultKind, RunError, RunOutcome
-from codemode.sandbox._program import Program
+from codemode.sandbox._outcome import (
+    BackendName,
+    ErrorKind,
+    ResultKind,
+    RunError,
+    RunOutcome,
+    WorkspaceReturn,
+)
+from codemode.sandbox._program import Program, WorkspaceFiles, WorkspaceQuota
 from codemode.sandbox._select import BackendInfo, choose_backend
 
 __all__ = [
@@ -52,6 +63,9 @@ __all__ = [
     "SandboxManager",
     "Session",
     "UsageSource",
+    "WorkspaceFiles",
+    "WorkspaceQuota",
+    "WorkspaceReturn",
     "build_image",
     "choose_backend",
     "doctor",

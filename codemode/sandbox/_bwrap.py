@@ -59,6 +59,7 @@ from codemode.sandbox._process import (
     ProcessSandbox,
     pick_interpreter,
 )
+from codemode.sandbox._program import WorkspaceQuota
 from codemode.sandbox._seccomp import DENIED, build_filter, current_arch
 from codemode.sandbox._state import StateDir
 from codemode.sandbox._watchdog import Members
@@ -151,7 +152,13 @@ class Layout:
 
 
 def bwrap_argv(
-    layout: Layout, config: SandboxConfig, *, channel_dir: str | None, seccomp_fd: int, program: list[str]
+    layout: Layout,
+    config: SandboxConfig,
+    *,
+    channel_dir: str | None,
+    seccomp_fd: int,
+    program: list[str],
+    workspace: WorkspaceQuota | None = None,
 ) -> list[str]:
     """The full ``bwrap`` command line; the order matters (mounts are made in order)."""
     env = {
@@ -164,6 +171,8 @@ def bwrap_argv(
     }
     if channel_dir is not None:
         env[wire.CHANNEL_DIR_ENV] = CHANNEL_MOUNT
+    if workspace is not None:
+        env[wire.WORKSPACE_DIR_ENV] = wire.WORKSPACE_DIR
     args = [
         layout.bwrap,
         *("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"),
@@ -185,6 +194,9 @@ def bwrap_argv(
     # Both tmpfs mounts count against memory_mb (in the cgroup, or by the watchdog), as in Docker.
     args += ["--size", str(config.tmpfs_mb * MiB), "--tmpfs", SANDBOX_SHM, "--remount-ro", "/dev"]
     args += ["--size", str(config.tmpfs_mb * MiB), "--tmpfs", SANDBOX_TMP]
+    if workspace is not None:
+        # Capped at the quota's size (bwrap cannot cap its inodes: the runtime counts them).
+        args += ["--size", str(workspace.tmpfs_bytes), "--perms", "0700", "--tmpfs", wire.WORKSPACE_DIR]
     args += ["--ro-bind", layout.runtime_dir, RUNTIME_MOUNT]
     if channel_dir is not None:
         args += ["--ro-bind", channel_dir, CHANNEL_MOUNT]
@@ -313,8 +325,15 @@ class BwrapBackend(ProcessBackend):
 
     helpers = HELPERS
 
-    def __init__(self, config: SandboxConfig, state: StateDir, layout: Layout | None = None) -> None:
-        super().__init__(config, state)
+    def __init__(
+        self,
+        config: SandboxConfig,
+        state: StateDir,
+        layout: Layout | None = None,
+        *,
+        workspace: WorkspaceQuota | None = None,
+    ) -> None:
+        super().__init__(config, state, workspace=workspace)
         self._layout: Layout | None = layout
 
     @property
@@ -360,7 +379,12 @@ class BwrapBackend(ProcessBackend):
         fd = _filter_fd()
         program = [self._layout.python, "-I", "-B", f"{RUNTIME_MOUNT}/{BOOT_SCRIPT}"]
         argv = bwrap_argv(
-            self._layout, self._config, channel_dir=str(launch.channel_dir), seccomp_fd=fd, program=program
+            self._layout,
+            self._config,
+            channel_dir=str(launch.channel_dir),
+            seccomp_fd=fd,
+            program=program,
+            workspace=self._workspace,
         )
         return Command(argv, {}, (fd,))
 

@@ -36,6 +36,7 @@ from codemode.sandbox._docker_api import SANDBOX_UID, ContainerSpec, DockerApi
 from codemode.sandbox._docker_seccomp import docker_profile_json
 from codemode.sandbox._files import runtime_digest
 from codemode.sandbox._outcome import BackendName
+from codemode.sandbox._program import WorkspaceQuota
 from codemode.sandbox._state import HostToken, StateDir, same_process
 from codemode.sandbox._usage_meter import CgroupMeter, NoMeter, UsageMeter
 
@@ -82,8 +83,16 @@ def owner_is_dead(labels: dict[str, str]) -> bool:
 
 
 class DockerBackend:
-    def __init__(self, config: SandboxConfig, state: StateDir, api: DockerApi) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        state: StateDir,
+        api: DockerApi,
+        *,
+        workspace: WorkspaceQuota | None = None,
+    ) -> None:
         self._config = config
+        self._workspace = workspace
         self._state = state
         self._api = api
         self._root = os.geteuid() == 0
@@ -140,7 +149,7 @@ class DockerBackend:
         return Launch(sandbox_id=sandbox_id, root=root, channel_dir=root / "ch", owner=owner)
 
     async def spawn(self, launch: Launch) -> SandboxInstance:
-        config = self._config
+        config, ws = self._config, self._workspace
         spec = ContainerSpec(
             image=config.image,
             channel_dir=str(launch.channel_dir),
@@ -157,6 +166,7 @@ class DockerBackend:
             nofile=config.nofile,
             tmpfs_mb=config.tmpfs_mb,
             seccomp_profile=docker_profile_json(),
+            workspace=None if ws is None else (ws.tmpfs_bytes, ws.files + 1),
         )
         container_id = await self._start_container(spec)
         self._state.write_meta(launch.root, {"container": container_id})

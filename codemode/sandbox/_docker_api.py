@@ -37,6 +37,8 @@ class ContainerSpec:
     seccomp_profile: str
     """The seccomp profile as JSON (see :mod:`codemode.sandbox._docker_seccomp`); required, so that
     no container starts under the engine's default profile by omission."""
+    workspace: tuple[int, int] | None = None
+    """A private tmpfs at ``/workspace``: (size in bytes, inodes); None: no workspace."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ class DockerApi:
                 # sends); one it cannot load fails the create, so no container runs without it.
                 security_opt=["no-new-privileges", f"seccomp={spec.seccomp_profile}"],
                 read_only=True,
-                tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,mode=1777"},  # noqa: S108
+                tmpfs=_tmpfs_mounts(spec),
                 shm_size=f"{min(spec.tmpfs_mb, 64)}m",
                 network_mode="none",
                 mem_limit=f"{spec.memory_mb}m",
@@ -233,7 +235,7 @@ class DockerApi:
                     network_disabled=True,
                     working_dir="/tmp",  # noqa: S108 - the container's private tmpfs
                     hostname="sandbox",
-                    environment={},
+                    environment={wire.WORKSPACE_DIR_ENV: wire.WORKSPACE_DIR} if spec.workspace else {},
                 ),
             )
         except self._errors as exc:
@@ -304,6 +306,18 @@ class DockerApi:
             labels = cast(dict[str, Any], item.get("Labels") or {})
             out.append((str(item["Id"]), {str(k): str(v) for k, v in labels.items()}))
         return out
+
+
+def _tmpfs_mounts(spec: ContainerSpec) -> dict[str, str]:
+    mounts = {"/tmp": f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,mode=1777"}  # noqa: S108
+    if spec.workspace is not None:
+        # Sized to the quota, so a write past it fails in the program (ENOSPC), and private to the
+        # sandbox user: a fresh mount per container, holding only the run's own workspace.
+        size, inodes = spec.workspace
+        mounts[wire.WORKSPACE_DIR] = (
+            f"rw,nosuid,nodev,noexec,size={size},nr_inodes={inodes},mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}"
+        )
+    return mounts
 
 
 def _short(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ violation) into a :class:`RunOutcome`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import time
@@ -32,12 +33,13 @@ from codemode.sandbox._outcome import (
     RunError,
     RunOutcome,
     RuntimeReply,
+    WorkspaceReturn,
     cap_text,
     decode_result,
     parse_reply,
     parse_snapshot,
 )
-from codemode.sandbox._program import Program
+from codemode.sandbox._program import Program, WorkspaceFiles
 from codemode.sandbox._state import StateDir
 from codemode.sandbox._usage_meter import Measured
 
@@ -117,6 +119,8 @@ class LiveSandbox:
                             "bindings": dict(program.bindings),
                             "fresh": program.fresh,
                         }
+                        if program.workspace is not None:
+                            params["workspace"] = workspace_params(program.workspace)
                         reply = await self.channel.request(wire.RUN, dict(params))
                     except ChannelError as exc:
                         failure = exc
@@ -159,12 +163,18 @@ class LiveSandbox:
             return outcome(cap, status="error", error=error)
         try:
             parsed = parse_reply(reply)
+            workspace = None if parsed.workspace is None else parsed.workspace.decoded()
         except ChannelError as exc:
             await self._kill(str(exc))
             return outcome(
                 status="error", error=RunError(kind="channel", type="ChannelError", message=str(exc))
             )
         fields = self._fields(parsed)
+        if program.workspace is not None:
+            # Absent from the reply of a sandbox that should have sent it: nothing may be kept.
+            fields["workspace"] = workspace or WorkspaceReturn(
+                error="the sandbox did not return the workspace"
+            )
         if parsed.leftover:
             # They would go on acting - calls, results - during the next run of this sandbox
             # (a session's, a batch worker's), under that run's identity and budget.
@@ -249,6 +259,14 @@ class LiveSandbox:
         termination = await self.instance.termination()
         await self.destroy()
         return _error(termination), termination.cap
+
+
+def workspace_params(workspace: WorkspaceFiles) -> wire.WorkspaceParams:
+    return {
+        "files": {name: base64.b64encode(data).decode("ascii") for name, data in workspace.files.items()},
+        "quota_bytes": workspace.quota_bytes,
+        "quota_files": workspace.quota_files,
+    }
 
 
 def _error(termination: Termination) -> RunError:

@@ -21,7 +21,7 @@ from codemode.sandbox._docker_api import DockerApi
 from codemode.sandbox._live import LiveSandbox, start_sandbox
 from codemode.sandbox._outcome import RunError, RunOutcome
 from codemode.sandbox._pool import WarmPool
-from codemode.sandbox._program import Program
+from codemode.sandbox._program import Program, WorkspaceQuota
 from codemode.sandbox._select import BackendInfo, open_backend
 from codemode.sandbox._state import StateDir
 
@@ -51,11 +51,18 @@ class SandboxManager:
     """
 
     def __init__(
-        self, config: SandboxConfig, *, state_dir: Path | None = None, backend: BackendFactory | None = None
+        self,
+        config: SandboxConfig,
+        *,
+        state_dir: Path | None = None,
+        backend: BackendFactory | None = None,
+        workspace: WorkspaceQuota | None = None,
     ) -> None:
         """``backend`` is a test seam: it builds the backend instead of ``config.backend`` choosing
-        one (``codemode.testing.in_process_sandbox``)."""
+        one (``codemode.testing.in_process_sandbox``). ``workspace``: every sandbox gets a
+        workspace of that quota (a run fills it from :attr:`Program.workspace`)."""
         self.config = config
+        self._workspace = workspace
         self._state_dir = state_dir
         self._factory = backend
         self._backend: Backend | None = None
@@ -76,7 +83,9 @@ class SandboxManager:
 
     async def __aenter__(self) -> Self:
         state = StateDir(self._state_dir, pool_id=self.pool_id)
-        self._backend, self._info, self._api = await open_backend(self.config, state, factory=self._factory)
+        self._backend, self._info, self._api = await open_backend(
+            self.config, state, factory=self._factory, workspace=self._workspace
+        )
         if isinstance(self._backend, DockerBackend):
             self._backend.pool_id = self.pool_id
         log.info("sandbox backend: %s (%s)", self._info.name, self._info.reason)
@@ -127,6 +136,11 @@ class SandboxManager:
         if self._info is None:
             raise SandboxError("the SandboxManager has not been entered")
         return self._info
+
+    @property
+    def has_workspace(self) -> bool:
+        """Whether programs run here get a workspace (a test seam's backend gives none)."""
+        return self._workspace is not None and self._factory is None
 
     @property
     def warm_ready(self) -> int:

@@ -7,6 +7,8 @@ the sandbox is untrusted (a test holds their fields to the wire's).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any, Literal
 
 from pydantic import (
@@ -24,7 +26,7 @@ from codemode._run_usage import RunUsage
 from codemode.sandbox import _wire as wire
 from codemode.sandbox._framing import MalformedMessage, decode
 
-__all__ = ["BackendName", "ErrorKind", "ResultKind", "RunError", "RunOutcome"]
+__all__ = ["BackendName", "ErrorKind", "ResultKind", "RunError", "RunOutcome", "WorkspaceReturn"]
 
 BackendName = Literal["docker", "bwrap", "process", "in_process"]
 """``in_process`` is ``codemode.testing``'s backend for unit tests (no isolation); no
@@ -53,6 +55,19 @@ class RunError(BaseModel):
     """Traceback trimmed to the program's own frames (and stub modules); empty for limits."""
 
 
+class WorkspaceReturn(BaseModel):
+    """The workspace as the sandbox says it was when the program ended (untrusted: names and sizes
+    are checked by whoever keeps it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    files: dict[str, bytes] = Field(default_factory=dict[str, bytes])
+    refused: dict[str, str] = Field(default_factory=dict[str, str])
+    """Entries that were not files or directories (links, FIFOs, devices), each with what it was."""
+    error: str | None = None
+    """Why nothing of it may be kept (the quota was hit); ``files`` is then empty."""
+
+
 class RunOutcome(BaseModel):
     """The outcome of one program run."""
 
@@ -76,6 +91,8 @@ class RunOutcome(BaseModel):
     sandbox_id: str = ""
     usage: RunUsage | None = None
     """What the run used of its sandbox (None when it never reached one: a closed session)."""
+    workspace: WorkspaceReturn | None = Field(default=None, exclude=True, repr=False)
+    """The workspace at the program's end, when the run had one and the sandbox answered."""
 
     @property
     def final(self) -> Any:
@@ -118,6 +135,20 @@ class Snapshot(BaseModel):
         }
 
 
+class WorkspaceReply(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    files: dict[StrictStr, StrictStr]
+    refused: dict[StrictStr, StrictStr]
+    error: StrictStr | None
+
+    def decoded(self) -> WorkspaceReturn:
+        try:
+            files = {name: base64.b64decode(text, validate=True) for name, text in self.files.items()}
+        except (binascii.Error, ValueError):
+            raise MalformedMessage("malformed run reply: a workspace file is not base64") from None
+        return WorkspaceReturn(files=files, refused=dict(self.refused), error=self.error)
+
+
 class RuntimeReply(Snapshot):
     """The ``run`` answer exactly as the runtime must shape it; anything else is a protocol violation."""
 
@@ -129,6 +160,7 @@ class RuntimeReply(Snapshot):
     error: ReplyError | None = None
     leftover: StrictInt = Field(default=0, ge=0)
     """Threads and child processes the program left running (the sandbox must not be reused)."""
+    workspace: WorkspaceReply | None = None
 
 
 def parse_reply(raw: Any) -> RuntimeReply:

@@ -22,6 +22,12 @@ wherever it is chosen. What it does:
   its uid, or its tree and session).
 
 What it does not do: hide world-readable host files, limit CPU share (``cpus``), or apply seccomp.
+
+A run's workspace is a host folder of the sandbox's own (``<sandbox>/workspace``, private to its
+uid on a root host), named to the program by ``$CODEMODE_WORKSPACE`` instead of appearing at
+``/workspace``. No tmpfs caps it: a write past the quota succeeds until the disk or the file-size
+rlimit stops it, and the runtime refuses the whole workspace when the program ends (the run fails
+with ``WorkspaceQuotaExceeded`` and the workspace keeps its files from before the run).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from codemode.sandbox._files import BOOT_SCRIPT, install_runtime
 from codemode.sandbox._linux import ChildPlan, Rlimits, make_preexec, namespaces_supported
 from codemode.sandbox._memory_limit import MemoryLimit, cgroup_verdict, choose_memory_limit, watchdog_verdict
 from codemode.sandbox._outcome import BackendName
+from codemode.sandbox._program import WorkspaceQuota
 from codemode.sandbox._state import StateDir, same_process
 from codemode.sandbox._usage_meter import CgroupMeter, ProcfsMeter, UsageMeter, tree_cpu_s
 from codemode.sandbox._watchdog import Members, kill_members, sample
@@ -65,6 +72,8 @@ UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
 WATCH_INTERVAL_S = 0.1
 LOG_NAME = "runtime.log"
+WORKSPACE_NAME = "workspace"
+"""A process sandbox's workspace, beside its channel directory (handed over as an env var)."""
 LOG_TAIL_BYTES = 2000
 # With a private mount namespace the sandbox works in its own tmpfs mounted on /tmp.
 PRIVATE_TMP = "/tmp"  # noqa: S108
@@ -170,8 +179,13 @@ class ProcessBackend:
     helpers = 0
     """Launcher processes of each sandbox that are not the program's (see ``ProcessSandbox``)."""
 
-    def __init__(self, config: SandboxConfig, state: StateDir) -> None:
+    def __init__(
+        self, config: SandboxConfig, state: StateDir, *, workspace: WorkspaceQuota | None = None
+    ) -> None:
         self._config = config
+        self._workspace = workspace
+        """Give each sandbox a workspace directory: a host folder here, with no size cap of the
+        kernel (the runtime checks the quota when a program ends)."""
         self._state = state
         self._root = os.geteuid() == 0
         self._python: str | None = None
@@ -276,6 +290,12 @@ class ProcessBackend:
             "MALLOC_ARENA_MAX": "2",
             wire.CHANNEL_DIR_ENV: str(launch.channel_dir),
         }
+        if self._workspace is not None:
+            workspace = launch.root / WORKSPACE_NAME
+            os.mkdir(workspace, 0o700)
+            if launch.owner:
+                os.chown(workspace, *launch.owner)
+            env[wire.WORKSPACE_DIR_ENV] = str(workspace)
         return Command([self._python, "-I", "-B", str(self._runtime_dir / BOOT_SCRIPT)], env)
 
     def _popen(self, launch: Launch, plan: ChildPlan) -> tuple[subprocess.Popen[bytes], IO[bytes]]:

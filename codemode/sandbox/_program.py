@@ -10,7 +10,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Program"]
+__all__ = ["Program", "WorkspaceFiles", "WorkspaceQuota"]
+
+PAGE = 4096
+
+
+@dataclass(frozen=True)
+class WorkspaceQuota:
+    """What a sandbox's workspace may hold: the backends that can, cap it in the kernel."""
+
+    bytes: int
+    files: int
+    """Files and directories."""
+
+    @property
+    def tmpfs_bytes(self) -> int:
+        """The size of a tmpfs that holds the quota: a tmpfs counts whole pages, so each entry may
+        take a page more than its bytes (the runtime checks the exact bytes when the program ends)."""
+        return self.bytes + (self.files + 1) * PAGE
+
+
+@dataclass(frozen=True)
+class WorkspaceFiles:
+    """A run's workspace as it starts: its files, and the quota the sandbox holds it to."""
+
+    files: Mapping[str, bytes]
+    """Relative POSIX path -> content (checked by whoever loaded them)."""
+    quota_bytes: int
+    quota_files: int
+    """Files and directories."""
 
 
 @dataclass(frozen=True)
@@ -24,3 +52,6 @@ class Program:
     """The run's wall-time limit; None: the sandbox configuration's ``wall_time_s``."""
     fresh: bool = False
     """Start from an empty namespace in a reused (session) sandbox; a new sandbox always does."""
+    workspace: WorkspaceFiles | None = None
+    """Written to the sandbox's workspace before the code runs; the outcome then says what the
+    workspace held at the end. None: the run has no workspace."""

@@ -20,6 +20,7 @@ from codemode.sandbox._docker import DockerBackend
 from codemode.sandbox._docker_api import DockerApi, docker_api
 from codemode.sandbox._outcome import BackendName
 from codemode.sandbox._process import ProcessBackend
+from codemode.sandbox._program import WorkspaceQuota
 from codemode.sandbox._state import StateDir
 
 __all__ = ["PROCESS_WARNING", "BackendInfo", "choose_backend", "open_backend"]
@@ -106,11 +107,16 @@ async def choose_backend(config: SandboxConfig) -> BackendInfo:
 
 
 async def open_backend(
-    config: SandboxConfig, state: StateDir, *, factory: BackendFactory | None = None
+    config: SandboxConfig,
+    state: StateDir,
+    *,
+    factory: BackendFactory | None = None,
+    workspace: WorkspaceQuota | None = None,
 ) -> tuple[Backend, BackendInfo, DockerApi | None]:
     """Resolve and prepare the backend (orphan cleanup included).
 
-    ``factory`` (a test seam) builds the backend instead, whatever ``config.backend`` says.
+    ``factory`` (a test seam) builds the backend instead, whatever ``config.backend`` says (its
+    sandboxes have no workspace). ``workspace``: give every sandbox one, of that quota.
     """
     if factory is not None:
         injected = factory(config, state)
@@ -121,11 +127,11 @@ async def open_backend(
     api = resolved.api
     backend: Backend
     if api is not None:
-        backend = DockerBackend(config, state, api)
+        backend = DockerBackend(config, state, api, workspace=workspace)
     elif resolved.info.name == "bwrap":
-        backend = BwrapBackend(config, state, resolved.layout)
+        backend = BwrapBackend(config, state, resolved.layout, workspace=workspace)
     else:
-        backend = ProcessBackend(config, state)
+        backend = ProcessBackend(config, state, workspace=workspace)
     try:
         await backend.prepare()
     except BaseException:

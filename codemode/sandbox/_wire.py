@@ -59,6 +59,11 @@ CHANNEL_DIR: Final = "/run/codemode"
 """Where the channel directory appears inside a container or bwrap sandbox."""
 CHANNEL_DIR_ENV: Final = "CODEMODE_CHANNEL_DIR"
 """Names the channel directory where it is not :data:`CHANNEL_DIR` (the process backend)."""
+WORKSPACE_DIR: Final = "/workspace"
+"""Where a run's workspace appears inside a container or bwrap sandbox."""
+WORKSPACE_DIR_ENV: Final = "CODEMODE_WORKSPACE_DIR"
+"""The workspace directory, set by a backend that gives one; programs see it as :data:`WORKSPACE_ENV`."""
+WORKSPACE_ENV: Final = "CODEMODE_WORKSPACE"
 SOCKET_NAME: Final = "channel.sock"
 SECRET_NAME: Final = "secret"  # noqa: S105 - a file name
 
@@ -191,6 +196,22 @@ CallOutcome = OkOutcome | ToolErrorOutcome | DeniedOutcome | FailedOutcome
 """The answer to :data:`CALL`, :data:`READ_RESOURCE` and :data:`GET_PROMPT`, told apart by ``kind``."""
 
 
+class WorkspaceParams(TypedDict):
+    files: dict[str, str]
+    """Relative POSIX path -> the file's bytes in base64."""
+    quota_bytes: int
+    quota_files: int
+
+
+class WorkspaceReply(TypedDict):
+    files: dict[str, str]
+    """What the workspace holds when the program ends (relative path -> base64)."""
+    refused: dict[str, str]
+    """Entries that are not kept (links, FIFOs, devices …), each with what it is."""
+    error: str | None
+    """Why nothing of this run's workspace may be kept (the quota was hit); then ``files`` is empty."""
+
+
 class RunParams(TypedDict):
     run_id: str
     code: str
@@ -200,6 +221,8 @@ class RunParams(TypedDict):
     """Globals set before the program runs (JSON values; names must be identifiers)."""
     fresh: bool
     """Start from an empty ``__main__`` (a session otherwise keeps its globals)."""
+    workspace: NotRequired[WorkspaceParams]
+    """The run's workspace files, written before the program starts (absent: no workspace)."""
 
 
 class Snapshot(TypedDict):
@@ -225,6 +248,8 @@ class RunReply(Snapshot):
     leftover: NotRequired[int]
     """Threads and child processes the program started that still run after it ended: the host
     discards a sandbox that reports any, so that they cannot act during a later run."""
+    workspace: NotRequired[WorkspaceReply]
+    """The workspace at the program's end, when the run had one."""
 
 
 # -- messages -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ _VALIDATED: list[tuple[type[BaseModel], Any]] = [
     (_outcome.Snapshot, wire.Snapshot),
     (_outcome.RuntimeReply, wire.RunReply),
     (_outcome.ReplyError, wire.ReplyError),
+    (_outcome.WorkspaceReply, wire.WorkspaceReply),
 ]
 
 

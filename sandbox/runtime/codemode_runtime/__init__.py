@@ -15,6 +15,8 @@ content classes); inside the sandbox it is importable as ``codemode`` too. Its m
 * ``_program``, ``_capture`` and ``_serve``: run each program (its trailing expression, or what it
   passes to :func:`result`, is the final result; otherwise its printed output), capture
   stdout/stderr at the file-descriptor level with a cap, and answer with a structured reply.
+* ``_workspace``: the run's ``/workspace`` (``$CODEMODE_WORKSPACE``): the files the host sends are
+  written before the program starts, and read back (regular files only, nothing followed) after;
 * ``_embedded``: the same runtime served from a thread of the host's own process, for
   ``codemode.testing.in_process_sandbox`` only (no isolation; nothing in a sandbox calls it).
 

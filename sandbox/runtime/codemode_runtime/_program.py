@@ -15,6 +15,7 @@ import traceback
 from typing import Any, cast
 
 from . import _wire as wire
+from . import _workspace
 from ._calls import run_state
 from ._capture import Session, flush_std
 
@@ -141,6 +142,8 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
     if params.get("fresh"):
         session.fresh_module()
     session.module.__dict__.update(cast(dict[str, Any], bindings))
+    has_workspace = _workspace.prepare(params.get("workspace"))
+    quota_hit = False
     session.count += 1
     filename = "<program>" if session.count == 1 else f"<program #{session.count}>"
     state = run_state()
@@ -157,6 +160,9 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
             error["message"] = f"the program exited with status {exc.code!r}"
     except BaseException as exc:
         error = _describe(exc)
+        if isinstance(exc, OSError) and _workspace.is_quota_error(exc):
+            quota_hit = True
+            error["message"] = _cap_text(_workspace.quota_message(exc), wire.ERROR_MESSAGE_CAP)
     finally:
         if os.getpid() != runtime_pid:
             # A child forked by the program reached the end of the program: it must not answer.
@@ -175,6 +181,15 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
         "stderr_truncated": stderr_truncated,
         "error": error,
     }
+    if has_workspace:
+        workspace = reply["workspace"] = _workspace.collect(quota_hit)
+        if workspace["error"] is not None and error is None:
+            error = reply["error"] = {
+                "type": _workspace.QUOTA_ERROR,
+                "message": workspace["error"],
+                "traceback": "",
+            }
+            reply["status"] = "error"
     leftover = _still_running(threads_before)
     if leftover:
         reply["leftover"] = leftover
@@ -227,7 +242,7 @@ def without_output(reply: wire.RunReply) -> wire.RunReply:
     """The reply with its captured output and result dropped, all marked truncated.
 
     For a reply whose capped parts still do not fit one frame (escaping can multiply their size):
-    better that than no reply at all.
+    better that than no reply at all. The workspace goes too (nothing of it is then kept).
     """
     smaller = reply.copy()
     smaller["stdout"] = smaller["stderr"] = ""
@@ -236,4 +251,10 @@ def without_output(reply: wire.RunReply) -> wire.RunReply:
         smaller["result_json"] = None
         smaller["result_repr"] = ""
         smaller["result_truncated"] = True
+    workspace = reply.get("workspace")
+    if workspace is not None:
+        error = (
+            "the workspace did not fit one channel message with the run's reply ([sandbox] max_frame_bytes)"
+        )
+        smaller["workspace"] = {"files": {}, "refused": workspace["refused"], "error": error}
     return smaller

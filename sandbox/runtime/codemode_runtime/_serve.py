@@ -11,15 +11,18 @@ from . import _wire as wire
 from ._capture import Session, snapshot
 from ._imports import ServersFinder
 from ._program import run, without_output
+from ._workspace import configure as configure_workspace
 
 
 def serve() -> None:
     """Connect (the channel directory is ``$CODEMODE_CHANNEL_DIR``, else ``/run/codemode``) and serve."""
     channel = _client.connect(os.environ.get(wire.CHANNEL_DIR_ENV, wire.CHANNEL_DIR))
     _client.install(channel)
+    workspace = os.environ.get(wire.WORKSPACE_DIR_ENV)
     # Nothing of the launch configuration is left for the program to find.
     for name in [key for key in os.environ if key.startswith("CODEMODE_")]:
         del os.environ[name]
+    configure_workspace(workspace)  # after the clean-up: the one CODEMODE_ name programs see
     # Programs import this package as ``codemode`` too (the name the docs and tracebacks use).
     sys.modules["codemode"] = sys.modules[__package__ or "codemode_runtime"]
     sys.meta_path.insert(0, ServersFinder())
