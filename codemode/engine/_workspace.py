@@ -14,8 +14,9 @@ import math
 
 import anyio
 
+from codemode.broker import FilterReport, PiiVault, ResultFilter
 from codemode.calls import RunBinding
-from codemode.config import Config
+from codemode.config import Config, ResultPolicy
 from codemode.errors import ConfigError
 from codemode.sandbox import RunOutcome, WorkspaceFiles, WorkspaceQuota
 from codemode.workspace import WorkspaceError, WorkspaceKey, WorkspaceStore, open_store
@@ -52,12 +53,19 @@ def workspace_quota(config: Config) -> WorkspaceQuota | None:
 class RunWorkspaces:
     """The engine's side of workspaces: load before a run, keep after it, prune now and then."""
 
-    def __init__(self, store: WorkspaceStore) -> None:
+    def __init__(self, store: WorkspaceStore, results: ResultPolicy | None = None) -> None:
         self.store = store
+        self._results = results or ResultPolicy()
 
     @classmethod
     def from_config(cls, config: Config) -> RunWorkspaces:
-        return cls(open_store(config))
+        return cls(open_store(config), config.policy.results)
+
+    def _shown(self, names: list[str]) -> tuple[str, ...]:
+        """The names a run's answer may carry: the run's output filter would leave them as they
+        are. A name holding a secret or personal data is kept in the workspace but not shown."""
+        names_filter = ResultFilter(self._results, PiiVault())
+        return tuple(name for name in names if names_filter.text(name, FilterReport()) == name)
 
     @staticmethod
     def key(binding: RunBinding, session_id: str | None) -> WorkspaceKey:
@@ -92,7 +100,7 @@ class RunWorkspaces:
             try:
                 await anyio.to_thread.run_sync(self.store.commit, key, dict(returned.files))
                 before = program.files
-                written = tuple(
+                written = self._shown(
                     sorted(name for name, data in returned.files.items() if before.get(name) != data)
                 )
             except (WorkspaceError, OSError) as exc:

@@ -6,6 +6,11 @@ workspace adds ``?session=<id>``. Whose workspace is decided here, from the call
 run: no URI can name another principal's or tenant's workspace. So the agent, or a person
 through the client, fetches a large output without pushing it through the model's context, and
 a ``run_code`` result links the files its run wrote (:func:`resource_links`).
+
+A file is a program's output like its final result, so it leaves through the same filter: text
+is read through the run's result filter (secrets and personal data per ``[policy.results]``), a
+name that the filter would change is not listed, and a binary file that may hold a secret is
+refused rather than sent (a filter cannot rewrite bytes it does not understand).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
+from codemode._redaction import might_hold_secrets
+from codemode.broker import FilterReport, PiiVault, ResultFilter
 from codemode.config import PolicyConfig
 from codemode.errors import PolicyError
 from codemode.workspace import WorkspaceError, WorkspaceKey, WorkspaceStore
@@ -87,6 +94,9 @@ class WorkspaceMCPServer(MCPServer):
         self._caller = caller
         self._policy = policy
 
+    def _filter(self) -> ResultFilter:
+        return ResultFilter(self._policy().results, PiiVault())
+
     def _owner(self, ctx: Any, params: Any) -> tuple[WorkspaceStore, str, str] | None:
         store = self._workspace_store()
         if store is None:
@@ -111,7 +121,10 @@ class WorkspaceMCPServer(MCPServer):
         for info in store.workspaces(tenant=where, principal=who):
             if (info.key.tenant, info.key.principal) != (where, who):
                 continue
+            names = self._filter()
             for name, size in sorted(store.listing(info.key).items()):
+                if names.text(name, FilterReport()) != name:
+                    continue  # a name that would be redacted is not shown, even as a link
                 uri = resource_uri(name, info.key.session)
                 resources.append(mcp_types.Resource(uri=uri, name=name, mime_type=_mime(name), size=size))
         return mcp_types.ListResourcesResult(resources=resources)
@@ -133,8 +146,12 @@ class WorkspaceMCPServer(MCPServer):
             raise _invalid(str(exc), uri) from None
         mime = _mime(name)
         try:
-            text = data.decode("utf-8")
+            text = self._filter().text(data.decode("utf-8"), FilterReport())
         except UnicodeDecodeError:
+            if might_hold_secrets(data.decode("latin-1")):
+                raise _invalid(
+                    "the file may hold a secret, and binary content cannot be filtered", uri
+                ) from None
             blob = base64.b64encode(data).decode("ascii")
             return mcp_types.ReadResourceResult(
                 contents=[mcp_types.BlobResourceContents(uri=uri, blob=blob, mime_type=mime)]

@@ -124,3 +124,31 @@ async def test_the_stdio_caller_reads_its_own_workspace(config_path: Path) -> No
         assert "workspace:///stdio.txt" in uris(await client.list_resources())
         read = (await client.read_resource("workspace:///stdio.txt")).contents[0]
         assert isinstance(read, mcp_types.TextResourceContents) and read.text == "local"
+
+
+LEAKY = (
+    "import os\n"
+    "root = os.environ['CODEMODE_WORKSPACE']\n"
+    "token = 'ghp_' + 'a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8'\n"
+    "open(os.path.join(root, 'notes.txt'), 'w').write('the token is ' + token)\n"
+    "open(os.path.join(root, 'dump.bin'), 'wb').write(b'\\xff\\x00' + token.encode())\n"
+    "open(os.path.join(root, token + '.txt'), 'w').write('named after it')\n"
+    "'done'\n"
+)
+
+
+async def test_a_file_leaves_through_the_result_filter_like_the_final_result(url: str) -> None:
+    async with Client(http(url, "alice")) as alice:
+        result = await alice.call_tool("run_code", {"code": LEAKY, "session_id": "leaky"})
+        assert not result.is_error
+        assert "ghp_" not in result.model_dump_json(), "the run's answer names no file after the token"
+        listed = uris(await alice.list_resources())
+        assert "workspace:///notes.txt?session=leaky" in listed
+        assert not any("ghp_" in uri for uri in listed), listed
+
+        notes = (await alice.read_resource("workspace:///notes.txt?session=leaky")).contents[0]
+        assert isinstance(notes, mcp_types.TextResourceContents)
+        assert "ghp_" not in notes.text and notes.text.startswith("the token is ")
+
+        with pytest.raises(MCPError, match="may hold a secret"):
+            await alice.read_resource("workspace:///dump.bin?session=leaky")
