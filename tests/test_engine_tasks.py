@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode import CodeMode
+from codemode import CallbackElicitor, CodeMode, ElicitationAnswer, ElicitationRequest
 from codemode.calls import CallProgress
 from codemode.ledger import open_ledger
 from codemode.testing import in_process_sandbox
@@ -167,3 +167,26 @@ async def test_progress_reaches_the_run_and_the_lease_outlasts_the_wait(tmp_path
     # A write may now wait up to the run's budget (600 s), past its 70 s lease: the lease is
     # extended before the wait, so recovery never mistakes the live call for a dead one.
     assert kinds == ["call_reserved", "call_sent", "lease_extended", "call_completed"]
+
+
+async def test_a_task_that_asks_for_input_asks_the_runs_person_and_the_program_gets_the_end(
+    tmp_path: Path,
+) -> None:
+    deployment = await deploy(tmp_path)
+    asked: list[ElicitationRequest] = []
+
+    async def person(request: ElicitationRequest) -> ElicitationAnswer:
+        asked.append(request)
+        return ElicitationAnswer("accept", {"account": "acme-42"}, answered_by="operator")
+
+    program = "from servers.tasks import asks\nasks()\n"
+    async with deployment.engine(elicitor=CallbackElicitor(person, name="operator")) as engine:
+        result = await engine.run(program)
+
+    assert result.status == "ok", result.error
+    assert "charged acme-42" in str(result.result)
+    [question] = asked
+    assert (question.server, question.tool) == ("tasks", "asks")
+    assert question.message == "Which account should be charged?"
+    [call] = deployment.calls()
+    assert (call.state, call.receipt) == ("succeeded", "task-1-asks")

@@ -14,8 +14,10 @@ ending                                 result
 ``completed``                          the task's ``CallToolResult``
 ``failed``                             the tool's error result (``isError``)
 ``cancelled`` by the server            :class:`OutcomeUnknownError`: it may have partly executed
-``input_required``                     cancelled, then :class:`OutcomeUnknownError` (the host
-                                       relays no input into a task)
+``input_required``                     ``tasks/result``, during which the server asks: the
+                                       question goes to the run's person like any elicitation
+                                       of the call (declined where nobody can answer), and the
+                                       task's end is the result
 the call's time runs out               ``tasks/cancel``, then :class:`OutcomeUnknownError`
 the run is cancelled                   ``tasks/cancel`` (shielded, bounded), then the cancellation
 lost (crash, connection, bad answer)   :class:`OutcomeUnknownError` naming the task; never retried
@@ -248,7 +250,7 @@ class _TaskRun:
             self.watch.task_id = task.task_id
         try:
             with anyio.move_on_after(deadline - anyio.current_time()):
-                return await self._follow(task)
+                return await self._follow(task, deadline)
             note = await self._cancel(task.task_id)
             raise self._unknown(task.task_id, f"not finished in the time allowed ({timeout_s:g} s); {note}")
         except anyio.get_cancelled_exc_class():
@@ -283,7 +285,7 @@ class _TaskRun:
         )
         return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
 
-    async def _follow(self, task: _Task) -> mcp_types.CallToolResult:
+    async def _follow(self, task: _Task, deadline: float) -> mcp_types.CallToolResult:
         last: str | None = None
         while True:
             if task.status != last and self.watch is not None:
@@ -295,21 +297,19 @@ class _TaskRun:
                 why = task.status_message or "no reason given"
                 raise self._unknown(task.task_id, f"cancelled by the server ({why}); it may have partly run")
             if task.status == "input_required":
-                note = await self._cancel(task.task_id)
-                raise self._unknown(
-                    task.task_id,
-                    "the task asks for input, which codemode does not relay into tasks; "
-                    f"{note}; it may have partly run",
-                )
+                # ``tasks/result`` lets the server ask (its request names the task); the question
+                # goes to the run's person as any elicitation of the call, and the answer comes
+                # back with the task's end. Where nobody can answer, the request is declined.
+                return await self._result(task, deadline - anyio.current_time())
             if task.status != "working":
                 raise self._unknown(task.task_id, f"unknown task status {task.status[:40]!r}")
             interval = task.poll_interval / 1000 if task.poll_interval is not None else DEFAULT_POLL_S
             await anyio.sleep(min(max(interval, MIN_POLL_S), MAX_POLL_S))
             task = _Task.model_validate(await self._request("tasks/get", task.task_id))
 
-    async def _result(self, task: _Task) -> mcp_types.CallToolResult:
+    async def _result(self, task: _Task, wait_s: float | None = None) -> mcp_types.CallToolResult:
         try:
-            raw = await self._request("tasks/result", task.task_id)
+            raw = await self._request("tasks/result", task.task_id, wait_s)
             result = mcp_types.CallToolResult.model_validate(raw, by_name=False)
         except MCPError as exc:
             if task.status != "failed" or exc.code == mcp_types.CONNECTION_CLOSED:
@@ -321,7 +321,12 @@ class _TaskRun:
             result = result.model_copy(update={"is_error": True})
         elif not result.is_error:
             await self.session.validate_tool_result(self.tool, result)
-        meta = {**(result.meta or {}), TASK_META_KEY: {"taskId": task.task_id, "status": task.status}}
+        status = (
+            task.status
+            if task.status in ("completed", "failed")
+            else ("failed" if result.is_error else "completed")
+        )
+        meta = {**(result.meta or {}), TASK_META_KEY: {"taskId": task.task_id, "status": status}}
         return result.model_copy(update={"meta": meta})
 
     async def _cancel(self, task_id: str) -> str:

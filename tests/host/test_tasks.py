@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 
 from codemode.broker._receipts import TASK_META_KEY as RECEIPT_KEY
@@ -187,13 +188,53 @@ async def test_a_server_crash_mid_task_is_an_unknown_outcome_never_retried(
     assert [r.get("event") for r in served.requests() if "event" in r] == ["crashing"]
 
 
+class Answers:
+    """The run's person, as the broker's input handler for one call: answers each question."""
+
+    def __init__(self, answer: mcp_types.ElicitResult) -> None:
+        self.answer = answer
+        self.asked: list[mcp_types.ElicitRequestParams] = []
+
+    async def elicit(self, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        self.asked.append(params)
+        return self.answer
+
+
 @pytest.mark.integration
-async def test_a_task_that_asks_for_input_is_cancelled_and_refused_clearly(tmp_path: Path) -> None:
+async def test_a_task_that_asks_for_input_gets_its_answer_from_the_runs_person(tmp_path: Path) -> None:
+    host, served = tasks_host(tmp_path)
+    person = Answers(mcp_types.ElicitResult(action="accept", content={"account": "acme-42"}))
+    async with host:
+        result = await host.connection("tasks").call_tool("asks", {}, SendOptions(inputs=person))
+
+    assert not result.is_error
+    assert [block.text for block in result.content if isinstance(block, mcp_types.TextContent)] == [
+        "charged acme-42"
+    ]
+    (question,) = person.asked
+    assert isinstance(question, mcp_types.ElicitRequestFormParams)
+    assert question.message == "Which account should be charged?"
+    assert result.meta is not None and result.meta[TASK_META_KEY]["status"] == "completed"
+    assert served.methods("tasks/cancel") == [], "the task was answered, not cancelled"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("person", "told"),
+    [(None, "error"), (Answers(mcp_types.ElicitResult(action="decline")), "decline")],
+    ids=["nobody to ask", "declined"],
+)
+async def test_a_task_that_asks_where_nobody_answers_ends_as_the_tools_error(
+    tmp_path: Path, person: Answers | None, told: str
+) -> None:
     host, served = tasks_host(tmp_path)
     async with host:
-        with pytest.raises(OutcomeUnknownError, match="asks for input, which codemode does not relay"):
-            await host.connection("tasks").call_tool("asks", {})
-    assert served.methods("tasks/cancel") == ["tasks/cancel"]
+        result = await host.connection("tasks").call_tool("asks", {}, SendOptions(inputs=person))
+
+    assert result.is_error
+    text = "".join(block.text for block in result.content if isinstance(block, mcp_types.TextContent))
+    assert text == f"no account given ({told})"
+    assert [r["event"] for r in served.requests() if "event" in r] == ["asked", "answered"]
 
 
 @pytest.mark.integration
