@@ -105,7 +105,7 @@ def call(servers: Servers, store: FileCredentialStore) -> httpx2.Response:
         {"grant": "client_credentials", "client_id": "m", "client_secret": "${S}", "issuer": ISSUER}
     )
     auth = HostAuth(store=store).auth_for(
-        "remote", HttpServerConfig(url=RESOURCE, oauth=oauth), RESOURCE, {"S": "x" * 12}
+        "remote", HttpServerConfig(url=RESOURCE, oauth=oauth), RESOURCE, {"S": "dpop-client-secret-value"}
     )
     assert auth is not None
 

@@ -93,6 +93,7 @@ def exchange(config: HttpServerConfig) -> str:
     return anyio.run(provider, ISSUER, RESOURCE)
 
 
+@pytest.mark.integration  # a real identity provider on 127.0.0.1
 def test_the_id_token_is_exchanged_for_a_grant_to_this_server(
     idp_answering: IdentityProvider, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_the_id_token_is_exchanged_for_a_grant_to_this_server(
     assert "client_secret" not in form  # the MCP client's secret is for its own authorization server
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "answer",
     [
