@@ -45,6 +45,8 @@ _EXPORTS = {
     "MissingSecretError": "codemode.errors",
     "NameCollisionError": "codemode.errors",
     "OutcomeUnknownError": "codemode.errors",
+    "Plan": "codemode.engine",
+    "PlanRefusedError": "codemode.errors",
     "PolicyError": "codemode.errors",
     "RunErrorInfo": "codemode.engine",
     "RunLimits": "codemode.broker",
@@ -98,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.config import Config as Config
     from codemode.config import config_from_mapping as config_from_mapping
     from codemode.config import load_config as load_config
+    from codemode.engine import Plan as Plan
     from codemode.engine import RunErrorInfo as RunErrorInfo
     from codemode.engine import RunResult as RunResult
     from codemode.engine import RunUsage as RunUsage
@@ -113,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load laz
     from codemode.errors import MissingSecretError as MissingSecretError
     from codemode.errors import NameCollisionError as NameCollisionError
     from codemode.errors import OutcomeUnknownError as OutcomeUnknownError
+    from codemode.errors import PlanRefusedError as PlanRefusedError
     from codemode.errors import PolicyError as PolicyError
     from codemode.errors import SandboxError as SandboxError
     from codemode.errors import SandboxUnavailableError as SandboxUnavailableError

@@ -32,6 +32,7 @@ __all__ = [
     "CallFailed",
     "CallHandler",
     "CallOutcome",
+    "CallPlanned",
     "CallProgress",
     "ContentBlock",
     "InputHandler",
@@ -138,7 +139,17 @@ class CallFailed(_Value):
     """True when the request may have reached the server: it is never retried automatically."""
 
 
-CallOutcome = Annotated[ToolResult | ToolError | CallDenied | CallFailed, Field(discriminator="kind")]
+class CallPlanned(_Value):
+    """A dry run recorded the call as planned call ``index`` instead of sending it: the program
+    gets a placeholder that it may pass on but not inspect."""
+
+    kind: Literal["planned"] = "planned"
+    index: int
+
+
+CallOutcome = Annotated[
+    ToolResult | ToolError | CallDenied | CallFailed | CallPlanned, Field(discriminator="kind")
+]
 
 
 @dataclass(frozen=True)

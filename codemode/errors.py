@@ -21,6 +21,7 @@ __all__ = [
     "MissingSecretError",
     "NameCollisionError",
     "OutcomeUnknownError",
+    "PlanRefusedError",
     "PolicyError",
     "SandboxError",
     "SandboxUnavailableError",
@@ -113,6 +114,11 @@ class ChannelError(CodemodeError):
 
 class PolicyError(CodemodeError):
     """The policy is invalid, or a run was bound to a principal the policy does not know."""
+
+
+class PlanRefusedError(PolicyError):
+    """A run asked to follow a plan that cannot be used: unknown, not approved, expired, revoked,
+    for another principal or tenant, or for other code. The message says which."""
 
 
 class LedgerError(CodemodeError):

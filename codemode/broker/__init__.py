@@ -17,6 +17,7 @@ _EXPORTS = {
     "ApprovalRequest": "codemode.broker._approvals",
     "ApprovalStore": "codemode.broker.gates",
     "Approver": "codemode.broker._approvals",
+    "ApprovedPlan": "codemode.broker._approved_plan",
     "Broker": "codemode.broker._broker",
     "CallbackApprover": "codemode.broker._approvals",
     "CallbackElicitor": "codemode.broker._inputs",
@@ -34,6 +35,9 @@ _EXPORTS = {
     "FilterReport": "codemode.broker._results",
     "NeedsApproval": "codemode.broker._decisions",
     "PiiVault": "codemode.broker._pii",
+    "PlannedCall": "codemode.broker._planning",
+    "PlannedRead": "codemode.broker._planning",
+    "Planner": "codemode.broker._planning",
     "ResultFilter": "codemode.broker._results",
     "RunEnd": "codemode.broker._run",
     "RunLimits": "codemode.broker._run",
@@ -48,6 +52,7 @@ _EXPORTS = {
     "may_see_server": "codemode.broker._visibility",
     "reads_visible_to": "codemode.broker._visibility",
     "redact_secrets": "codemode._redaction",
+    "summarize_arguments": "codemode.broker.gates",
     "terminal_available": "codemode.broker._terminal",
     "tool_risk": "codemode.broker._risk",
     "visible_to": "codemode.broker._visibility",
@@ -62,6 +67,7 @@ if TYPE_CHECKING:
     from codemode.broker._approvals import Approver as Approver
     from codemode.broker._approvals import CallbackApprover as CallbackApprover
     from codemode.broker._approvals import TerminalApprover as TerminalApprover
+    from codemode.broker._approved_plan import ApprovedPlan as ApprovedPlan
     from codemode.broker._backend import ToolBackend as ToolBackend
     from codemode.broker._broker import Broker as Broker
     from codemode.broker._decisions import Allow as Allow
@@ -78,6 +84,9 @@ if TYPE_CHECKING:
     from codemode.broker._inputs import SamplingAnswer as SamplingAnswer
     from codemode.broker._inputs import SamplingRequest as SamplingRequest
     from codemode.broker._pii import PiiVault as PiiVault
+    from codemode.broker._planning import PlannedCall as PlannedCall
+    from codemode.broker._planning import PlannedRead as PlannedRead
+    from codemode.broker._planning import Planner as Planner
     from codemode.broker._results import FilterReport as FilterReport
     from codemode.broker._results import ResultFilter as ResultFilter
     from codemode.broker._risk import tool_risk as tool_risk
@@ -95,3 +104,4 @@ if TYPE_CHECKING:
     from codemode.broker.gates import ApprovalStore as ApprovalStore
     from codemode.broker.gates import CatalogView as CatalogView
     from codemode.broker.gates import consent_digest as consent_digest
+    from codemode.broker.gates import summarize_arguments as summarize_arguments

@@ -32,9 +32,11 @@ from codemode.broker._backend import ToolBackend
 from codemode.broker._call_inputs import Record as RecordInput
 from codemode.broker._decisions import Allow, Deny, Gate, NeedsApproval
 from codemode.broker._derived_keys import with_derived_key
+from codemode.broker._dry_run import plan_match, plan_or_note_read, record_plan_approval
 from codemode.broker._facts import Call, CallKind, Facts
 from codemode.broker._outcomes import Outcomes
 from codemode.broker._pii import arguments_for_tool
+from codemode.broker._planning import references
 from codemode.broker._run import RunLimits, RunOptions, RunScope, RunState, RunSummary
 from codemode.broker._send import SentCall, ask_server
 from codemode.broker.gates import (
@@ -151,6 +153,8 @@ class Broker:
             self.budget,
         )
         self._read_gates: tuple[Gate, ...] = (principal, ServerGate(policy), self.budget)
+        self._planned_gates = tuple(g for g in self._tool_gates if not isinstance(g, ArgumentGate))
+        """A dry run's gates for a call holding a planned result, which no schema can check yet."""
         self._runs: dict[str, RunState] = {}
         self._ledger_lane = anyio.CapacityLimiter(1)
         """The ledger serialises its operations anyway (one connection, one lock): queue them here,
@@ -193,6 +197,8 @@ class Broker:
             on_call_progress=options.get("on_call_progress"),
             limits=options.get("limits") or RunLimits(),
             clock=self.clock,
+            planner=options.get("planner"),
+            approved_plan=options.get("approved_plan"),
         )
         self._runs[binding.run_id] = state
         return state
@@ -248,17 +254,29 @@ class Broker:
             now=self.clock().timestamp(),
             request=request,
         )
-        decision = await self._decide(call, self._tool_gates, Facts())
+        planner, gates = run.planner, self._tool_gates
+        if planner is not None and references(dict(call.arguments)):
+            gates = self._planned_gates
+        decision = await self._decide(call, gates, Facts())
         if isinstance(decision, Deny):
             return await self._deny(call, decision)
         facts = decision.facts
+        if planner is not None:
+            checked = gates is self._tool_gates
+            planned = plan_or_note_read(planner, call, facts, gates, self.consent, checked=checked)
+            if planned is not None:
+                return planned
         call = with_derived_key(call, facts)
         keyed = call.request is not None and call.request.idempotency_key is not None
         # An operation that already ran under this idempotency key is replayed, not re-approved.
         replay = keyed and await anyio.to_thread.run_sync(
             partial(self.ledger.would_replay, self._intent(call, facts)), limiter=self._ledger_lane
         )
-        if not replay:
+        planned = None if replay else plan_match(run.approved_plan, call, facts)
+        if planned is not None:
+            approval_id = await record_plan_approval(self.consent.store, call, facts, planned)
+            facts = facts.with_(approval_id=approval_id)
+        elif not replay:
             consent = await self.consent.check(call, facts)
             if isinstance(consent, NeedsApproval):
                 consent = await self.approvals.obtain(call, consent)
@@ -268,7 +286,10 @@ class Broker:
         taken = self.budget.commit(call, facts)
         if taken is not None:
             return await self._deny(call, taken, facts)
-        return await self._execute(call, facts)
+        outcome = await self._execute(call, facts)
+        if planned is not None and run.approved_plan is not None:
+            run.approved_plan.completed(planned, outcome)
+        return outcome
 
     @staticmethod
     async def _decide(call: Call, gates: tuple[Gate, ...], facts: Facts) -> Allow | Deny:

@@ -18,8 +18,10 @@ from typing import Any, Self, TypedDict
 import anyio
 
 from codemode.broker._approvals import Approver
+from codemode.broker._approved_plan import ApprovedPlan
 from codemode.broker._inputs import Elicitor, Sampler
 from codemode.broker._pii import PiiVault
+from codemode.broker._planning import Planner
 from codemode.broker._results import FilterReport, ResultFilter
 from codemode.calls import ProgressListener, RunBinding
 from codemode.config import ResultPolicy
@@ -79,6 +81,10 @@ class RunState:
     occurrences: Counter[str] = field(default_factory=lambda: Counter[str]())
     """How often each (tool, arguments) pair was called, for derived idempotency keys."""
     limits: RunLimits = field(default_factory=RunLimits)
+    planner: Planner | None = None
+    """Set for a dry run: calls not known to be read-only are planned here, not sent."""
+    approved_plan: ApprovedPlan | None = None
+    """Set for a run under an approved plan: its matching calls pass consent without asking."""
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -91,6 +97,8 @@ class RunState:
         for kind, count in self.denials_unrecorded.items():
             gate, _, label = kind.partition(":")
             flags.add(f"{count} more denials of {label} by the {gate} gate were counted, not recorded singly")
+        if self.approved_plan is not None:
+            flags.update(self.approved_plan.flags())
         return RunSummary(
             run_id=self.binding.run_id,
             calls=self.calls_allowed,
@@ -136,6 +144,10 @@ class RunOptions(TypedDict, total=False):
     """The model that answers this run's servers' requests for completions (none: refused)."""
     on_call_progress: ProgressListener | None
     """Hears what this run's calls in flight report (progress, a task's status)."""
+    planner: Planner | None
+    """Makes the run a dry run: its calls not known to be read-only are planned, not sent."""
+    approved_plan: ApprovedPlan | None
+    """The approved plan the run follows: a call matching a planned call needs no other approval."""
 
 
 @dataclass(frozen=True)

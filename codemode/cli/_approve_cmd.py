@@ -16,6 +16,7 @@ import click
 
 from codemode.broker import consent_digest, tool_risk
 from codemode.catalog import load_lock, parse_selector
+from codemode.cli._approve_plan import approve_plan
 from codemode.cli._common import EXIT_USAGE, config_option, fail, handle_errors, json_option, load, print_json
 from codemode.ledger import ApprovalRecord, open_ledger
 
@@ -52,7 +53,7 @@ def _arguments_text(arguments: str | None, args_file: Path | None) -> tuple[str,
 @click.command()
 @config_option
 @json_option
-@click.argument("tool", metavar="SERVER/TOOL")
+@click.argument("tool", metavar="SERVER/TOOL", required=False)
 @click.option("--args", "arguments", default=None, help="The exact arguments, as a JSON object.")
 @click.option(
     "--args-file",
@@ -66,17 +67,23 @@ def _arguments_text(arguments: str | None, args_file: Path | None) -> tuple[str,
     "--ttl", default="10m", show_default=True, help="How long the approval stays valid (30s, 10m, 2h)."
 )
 @click.option("--note", default=None, help="Why it was approved (kept in the ledger).")
+@click.option("--plan", "plan_id", default=None, help="Approve a dry run's plan (run --plan) as a whole.")
+@click.option("--yes", is_flag=True, help="With --plan: approve without asking (after reviewing it).")
+@click.option("--revoke", is_flag=True, help="With --plan: revoke the plan; no run uses it from then on.")
 @handle_errors
 def approve(
     config_path: Path | None,
     as_json: bool,
-    tool: str,
+    tool: str | None,
     arguments: str | None,
     args_file: Path | None,
     principal: str | None,
     tenant: str | None,
     ttl: str,
     note: str | None,
+    plan_id: str | None,
+    yes: bool,
+    revoke: bool,
 ) -> None:
     """Pre-issue a single-use approval for one call with exactly these arguments.
 
@@ -89,8 +96,19 @@ def approve(
     codemode approve crm/record_payment \\
         --args '{"customer_id": "CUST-0001", "amount_cents": 500, "reference": "INV-7"}'
     codemode approve crm/record_payment --args-file payment.json
+
+    With --plan PLAN_ID it shows a dry run's program and every call it planned, and approves them as
+    a whole: bound to the code's digest and to each planned call's tool, argument digest and
+    occurrence, for --ttl. 'codemode run --with-plan PLAN_ID FILE' then runs them without asking.
     """
     config = load(config_path)
+    if plan_id is not None:
+        if tool is not None or arguments is not None or args_file is not None:
+            fail("--plan approves a whole plan: give no SERVER/TOOL or --args with it", code=EXIT_USAGE)
+        approve_plan(config, plan_id, ttl=_parse_ttl(ttl), note=note, yes=yes, revoke=revoke, as_json=as_json)
+        return
+    if tool is None:
+        fail("give the tool as SERVER/TOOL (or --plan PLAN_ID)", code=EXIT_USAGE)
     server, name = parse_selector(tool)
     if server is None or name is None:
         fail("give the tool as SERVER/TOOL", hint="codemode approve crm/record_payment --args '{...}'")

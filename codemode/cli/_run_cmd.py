@@ -34,9 +34,10 @@ from codemode.cli._common import (
     show_warnings,
     stderr,
 )
+from codemode.cli._plan_view import plan_json, print_plan
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
-from codemode.engine import CodeMode, RunResult, section_boundary, section_marker
+from codemode.engine import CodeMode, Plan, RunResult, section_boundary, section_marker
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -135,7 +136,9 @@ async def _run(
     spinner: _Spinner,
     wall_time: float | None = None,
     memory: int | None = None,
-) -> RunResult:
+    plan: bool = False,
+    with_plan: str | None = None,
+) -> RunResult | Plan:
     config = load(config_path)
     _checked_limits(config, wall_time, memory)
     async with contextlib.AsyncExitStack() as stack:
@@ -151,8 +154,12 @@ async def _run(
             )
         if spinner.show:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
-        with spinner.showing("running…"):
-            return await engine.run(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
+        with spinner.showing("planning (a dry run: only reads are sent)…" if plan else "running…"):
+            if plan:
+                return await engine.plan(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
+            return await engine.run(
+                code, principal=principal, tenant=tenant, wall_time_s=wall_time, plan_id=with_plan
+            )
     raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
 
@@ -224,6 +231,19 @@ def _print_human(result: RunResult) -> None:
     metavar="MB",
     help="Memory limit of the sandbox [default and maximum: [sandbox] memory_mb].",
 )
+@click.option(
+    "--plan",
+    "plan",
+    is_flag=True,
+    help="Dry run: send only calls known to be read-only; plan the others and print the plan.",
+)
+@click.option(
+    "--with-plan",
+    "with_plan",
+    metavar="PLAN_ID",
+    default=None,
+    help="Run under an approved plan: its planned calls need no other approval.",
+)
 @handle_errors
 def run(
     config_path: Path | None,
@@ -235,6 +255,8 @@ def run(
     no_input: bool,
     wall_time: float | None,
     memory: int | None,
+    plan: bool,
+    with_plan: str | None,
 ) -> None:
     """Run a Python program in the sandbox against the configured servers.
 
@@ -244,10 +266,19 @@ def run(
     asked on this terminal (unless --no-input: then they are denied and declined). A server's
     request for a model completion (sampling) is refused: there is no model to ask here.
 
+    With --plan the program runs for real, but only its calls known to be read-only (low risk) reach
+    the servers; every other call is recorded in a plan (tool, arguments, risk, what consent would
+    ask) and returns a placeholder the program can pass on but not inspect. The plan is stored in
+    the ledger under its id. Once approved (codemode approve --plan PLAN_ID), --with-plan PLAN_ID
+    runs the same program for real: each call matching a planned call passes consent without
+    asking; any other call asks as usual (or is denied under --no-input), and the summary counts it.
+
     \b
     Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
+    if plan and with_plan is not None:
+        fail("--plan makes a plan and --with-plan follows one: give one of them", code=EXIT_USAGE)
     code = program.read()
     quiet = as_json or not sys.stderr.isatty()
     spinner = _Spinner(show=not quiet)
@@ -256,8 +287,26 @@ def run(
     elicitor: Elicitor | None = TerminalElicitor(pause=spinner.paused) if asking else None
     show_warnings()  # a server that did not start is said before the program runs
     result = run_until_signalled(
-        _run, code, config_path, backend, principal, tenant, approver, elicitor, spinner, wall_time, memory
+        _run,
+        code,
+        config_path,
+        backend,
+        principal,
+        tenant,
+        approver,
+        elicitor,
+        spinner,
+        wall_time,
+        memory,
+        plan,
+        with_plan,
     )
+    if isinstance(result, Plan):
+        if as_json:
+            print_json(plan_json(result))
+        else:
+            print_plan(result)
+        sys.exit(0 if result.result is not None and result.result.status == "ok" else 1)
     if as_json:
         print_json(result.to_json())
     else:

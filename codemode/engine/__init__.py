@@ -17,6 +17,7 @@ _EXPORTS = {
     "HostCatalog": "codemode.engine._adapters",
     "LIST_DESCRIPTION": "codemode.engine._tools",
     "LedgerApprovals": "codemode.engine._adapters",
+    "Plan": "codemode.engine._plans",
     "ProgressCallback": "codemode.engine._engine",
     "READ_DESCRIPTION": "codemode.engine._tools",
     "RUN_CODE_DESCRIPTION": "codemode.engine._tools",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from codemode.engine._down import ServerDown as ServerDown
     from codemode.engine._engine import CodeMode as CodeMode
     from codemode.engine._engine import ProgressCallback as ProgressCallback
+    from codemode.engine._plans import Plan as Plan
     from codemode.engine._run_result import RunErrorInfo as RunErrorInfo
     from codemode.engine._run_result import RunResult as RunResult
     from codemode.engine._run_result import section_boundary as section_boundary

@@ -34,6 +34,7 @@ from codemode.broker import (
     Approver,
     Broker,
     Elicitor,
+    Planner,
     RunLimits,
     RunOutput,
     RunState,
@@ -54,6 +55,7 @@ from codemode.engine._down import (
     servers_down,
     unavailable_servers,
 )
+from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, new_plan
 from codemode.engine._run_result import RunResult, run_result
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.engine._workspace import RunWorkspaces, workspace_quota
@@ -386,6 +388,8 @@ class CodeMode:
         read_only: bool = False,
         limits: RunLimits | None = None,
         traceparent: str | None = None,
+        planner: Planner | None = None,
+        plan_id: str | None = None,
     ) -> RunResult:
         """Run one program and return its filtered final result.
 
@@ -405,9 +409,12 @@ class CodeMode:
         ``idempotency_scope``, side-effecting calls get derived idempotency keys (see
         :class:`~codemode.calls.RunBinding`). ``read_only`` refuses every call not known to be
         read-only; ``limits`` tightens the policy's per-run budgets. ``traceparent`` (W3C) makes
-        the run's span a child of the caller's trace.
+        the run's span a child of the caller's trace. ``planner`` makes it a dry run (see :meth:`plan`);
+        ``plan_id`` follows an approved plan (its calls need no other approval).
         """
         _, broker, sandboxes, _ = self._require()
+        who, now = self.config.policy.identity(principal, tenant), self._clock()
+        plan = None if plan_id is None else await approved_plan(self._ledger, plan_id, code, who, now)
 
         def bind(trace_id: str) -> RunBinding:
             return self._bind(principal, tenant, session_id, idempotency_scope, read_only, trace_id)
@@ -424,6 +431,8 @@ class CodeMode:
                 elicitor=elicitor or self.elicitor,
                 sampler=sampler or self.sampler,
                 on_call_progress=on_call_progress,
+                planner=planner,
+                approved_plan=plan,
             )
             async with scope:
                 modules = ImportRecorder(self.tree_for(binding.principal))
@@ -490,6 +499,16 @@ class CodeMode:
                 metrics.runs.labels(result.status).inc()
                 metrics.run_finished(result.backend, result.usage, result.broker_cpu_s)
             return result
+
+    async def plan(self, code: str, *, ttl_s: float = PLAN_TTL_S, **options: Any) -> Plan:
+        """Dry-run ``code``: its reads are sent, every other call is planned (not sent) and gets a
+        placeholder. The plan is stored in the ledger and returned; ``options`` are :meth:`run`'s."""
+        planner = Planner()
+        result = await self.run(code, planner=planner, **options)
+        plan = new_plan(code, planner, result, self._clock(), ttl_s)
+        assert self._ledger is not None
+        await anyio.to_thread.run_sync(self._ledger.record_plan, plan.record())
+        return plan
 
     async def call_tool(
         self,

@@ -10,6 +10,8 @@ It is the side-effects gate's memory (its execution record):
   receipt or a read-back (``resolve``, ``codemode ledger reconcile``).
 * **Approvals** are stored and consumed once, atomically, bound to call/tool, arguments,
   risk and expiry.
+* **Plans** of dry runs (``codemode run --plan``) are stored once, bound to the program's
+  digest, the principal and tenant, with an expiry, for any process to find.
 * **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
   them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
@@ -80,6 +82,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._open import open_ledger
+from codemode.ledger._plans import PlanRecord, plan_digest
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
 from codemode.ledger._sqlite_ledger import SqliteLedger
@@ -129,6 +132,7 @@ __all__ = [
     "LedgerEvent",
     "LedgerStateError",
     "LedgerStore",
+    "PlanRecord",
     "ReadBack",
     "ReadBackVerdict",
     "ReadRecord",
@@ -156,6 +160,7 @@ __all__ = [
     "escape_part",
     "filter_summary",
     "open_ledger",
+    "plan_digest",
     "reserve_waiting",
     "resolve_with_read_back",
     "run_evidence",

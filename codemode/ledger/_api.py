@@ -27,6 +27,7 @@ from codemode.ledger._models import (
     RunRecord,
     VerifyReport,
 )
+from codemode.ledger._plans import PlanRecord
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger.stores import RunFacet
 
@@ -127,6 +128,14 @@ class Ledger(Protocol):
         risk: str | None = None,
         now: datetime | None = None,
     ) -> ApprovalUse: ...
+
+    # plans (a dry run's planned calls)
+    def record_plan(self, plan: PlanRecord) -> PlanRecord: ...
+    def get_plan(self, plan_id: str) -> PlanRecord | None: ...
+    def approve_plan(
+        self, plan_id: str, *, digest: str, approver: str, expires_at: datetime, note: str | None = None
+    ) -> PlanRecord: ...
+    def revoke_plan(self, plan_id: str) -> PlanRecord: ...
 
     # queries, integrity
     def get_call(self, call_id: str) -> CallRecord | None: ...

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from codemode.calls import RunBinding, ToolError, ToolResult
-from codemode.ledger import _approvals, _calls, _leases, _queries, _reservations, _runs, _sessions
+from codemode.ledger import _approvals, _calls, _leases, _plans, _queries, _reservations, _runs, _sessions
 from codemode.ledger._api import Ledger
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
@@ -34,6 +34,7 @@ from codemode.ledger._models import (
     SessionBinding,
     VerifyReport,
 )
+from codemode.ledger._plans import PlanRecord
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
@@ -393,6 +394,30 @@ class StoreLedger:
     def session_binding(self, session_id: str) -> SessionBinding | None:
         """Who opened the MCP session ``session_id``; None if no one bound it (in any replica)."""
         return _sessions.get_session(self._ctx, session_id)
+
+    # ── plans ───────────────────────────────────────────────────────────────────────────────
+
+    def record_plan(self, plan: PlanRecord) -> PlanRecord:
+        """Store a dry run's plan, once (a second plan with its id raises LedgerStateError)."""
+        return _plans.record_plan(self._ctx, plan)
+
+    def approve_plan(
+        self, plan_id: str, *, digest: str, approver: str, expires_at: datetime, note: str | None = None
+    ) -> PlanRecord:
+        """Approve a recorded plan once, bound to ``digest`` (see :class:`PlanRecord`), until
+        ``expires_at`` (at most the plan's own expiry). Refused when it is unknown, expired,
+        revoked or approved already (LedgerStateError, with the reason)."""
+        return _plans.approve_plan(
+            self._ctx, plan_id, digest=digest, approver=approver, expires_at=expires_at, note=note
+        )
+
+    def revoke_plan(self, plan_id: str) -> PlanRecord:
+        """Revoke a plan: no run uses it from now on (revoking twice changes nothing)."""
+        return _plans.revoke_plan(self._ctx, plan_id)
+
+    def get_plan(self, plan_id: str) -> PlanRecord | None:
+        """The plan ``plan_id`` as it was recorded; None if no process recorded it."""
+        return _plans.get_plan(self._ctx, plan_id)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

@@ -31,6 +31,10 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     "approval_consumed": ("approvals", "update"),
     # A session's binding never changes: a second event for it would rebind someone's session.
     "mcp_session_bound": ("mcp_sessions", "create"),
+    # A plan is written once; what it holds never changes (an edit would change what was approved).
+    "plan_recorded": ("plans", "create"),
+    "plan_approved": ("plans", "update"),
+    "plan_revoked": ("plans", "update"),
 }
 
 
@@ -79,6 +83,30 @@ def _check_approval(kind: str, current: Row | None, new: Row) -> None:
         raise ReduceError("consuming an approval records when and by which call")
 
 
+_PLAN_APPROVAL = ("approved_digest", "approved_by", "approved_at", "approval_expires_at")
+
+
+def _check_plan(kind: str, current: Row | None, new: Row) -> None:
+    """A plan's content never changes; it is approved at most once, and revoked at most once."""
+    if current is not None:
+        changed = [name for name in current if current[name] != new[name]]
+        allowed = {"plan_approved": (*_PLAN_APPROVAL, "approval_note"), "plan_revoked": ("revoked_at",)}
+        if any(name not in allowed.get(kind, ()) for name in changed):
+            raise ReduceError(f"{kind} may not change {sorted(changed)}")
+        if current["revoked_at"] is not None:
+            raise ReduceError("the plan is revoked")
+    if kind == "plan_recorded" and any(new[name] is not None for name in (*_PLAN_APPROVAL, "revoked_at")):
+        raise ReduceError("a plan is recorded unapproved")
+    if kind == "plan_approved":
+        assert current is not None
+        if current["approved_at"] is not None:
+            raise ReduceError("the plan is approved already")
+        if any(new[name] is None for name in _PLAN_APPROVAL):
+            raise ReduceError("approving a plan records its digest, by whom, when and until when")
+    if kind == "plan_revoked" and new["revoked_at"] is None:
+        raise ReduceError("revoking a plan records when")
+
+
 def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | None) -> tuple[Table, Row]:
     """Apply one event to the current row of its subject (None if none); return the new row."""
     try:
@@ -110,5 +138,7 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
         _check_run(kind, current, new)
     elif table == "approvals":
         _check_approval(kind, current, new)
+    elif table == "plans":
+        _check_plan(kind, current, new)
     # mcp_sessions: "create" only, checked above (a second binding of a session is refused).
     return table, new

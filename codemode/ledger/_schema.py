@@ -1,5 +1,5 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
-derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``).
+derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``, ``plans``).
 
 Column lists are defined once here; each store's DDL (:mod:`.stores._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
@@ -16,7 +16,7 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Table = Literal["runs", "calls", "approvals", "mcp_sessions"]
+Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans"]
 
 # name -> SQL type and constraint. The first column is the primary key.
 RUN_COLUMNS: dict[str, str] = {
@@ -99,11 +99,38 @@ MCP_SESSION_COLUMNS: dict[str, str] = {
 """Which principal and tenant opened each MCP session of ``codemode serve`` (by a digest of the
 session id, never the id itself), so every replica sharing the ledger refuses other callers."""
 
+# -- plans (a dry run's planned calls; see codemode/ledger/_plans.py) ---------------------------
+
+PLAN_COLUMNS: dict[str, str] = {
+    "plan_id": "TEXT PRIMARY KEY",
+    "run_id": "TEXT NOT NULL",
+    "principal": "TEXT NOT NULL",
+    "tenant": "TEXT NOT NULL",
+    "code_digest": "TEXT NOT NULL",
+    "calls_json": "TEXT NOT NULL",
+    "reads_json": "TEXT NOT NULL",
+    "code": "TEXT NOT NULL",
+    "created_at": "TEXT NOT NULL",
+    "expires_at": "TEXT NOT NULL",
+    "approved_digest": "TEXT",
+    "approved_by": "TEXT",
+    "approved_at": "TEXT",
+    "approval_expires_at": "TEXT",
+    "approval_note": "TEXT",
+    "revoked_at": "TEXT",
+}
+"""What a dry run (``codemode run --plan``) would do: the calls it planned instead of sending and
+the reads it made, bound to the program's digest and to who ran it, until it expires; then its
+approval, once (``codemode approve --plan``): bound to a digest of the code and of every planned
+call's tool, argument digest and occurrence, until it expires or is revoked. ``code`` is the program
+as a person reviews it (secrets hidden)."""
+
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
     "calls": CALL_COLUMNS,
     "approvals": APPROVAL_COLUMNS,
     "mcp_sessions": MCP_SESSION_COLUMNS,
+    "plans": PLAN_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
@@ -115,7 +142,7 @@ before held them, so re-deriving those rows gives NULL, which is what the added 
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
 """
 
-ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions",)
+ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans")
 """Tables that schema version 1 gained after ledgers were first written with it.
 
 A store creates the ones an older file or database lacks when it opens it. No event written

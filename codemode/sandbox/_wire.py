@@ -118,11 +118,11 @@ ResultKind = Literal["json", "repr", "stdout"]
 """``json``: ``result_json`` holds the value's JSON text (or, when ``result_truncated``,
 ``result_repr`` holds its start); ``repr``: the value was not JSON and ``result_repr`` holds its
 ``repr()``; ``stdout``: the program produced no value, its printed output is the result."""
-OutcomeKind = Literal["ok", "tool_error", "denied", "failed"]
+OutcomeKind = Literal["ok", "tool_error", "denied", "failed", "planned"]
 
 STATUSES: Final[tuple[Status, ...]] = ("ok", "error")
 RESULT_KINDS: Final[tuple[ResultKind, ...]] = ("json", "repr", "stdout")
-OUTCOME_KINDS: Final[tuple[OutcomeKind, ...]] = ("ok", "tool_error", "denied", "failed")
+OUTCOME_KINDS: Final[tuple[OutcomeKind, ...]] = ("ok", "tool_error", "denied", "failed", "planned")
 
 
 class HelloParams(TypedDict):
@@ -192,7 +192,15 @@ class FailedOutcome(TypedDict):
     outcome_unknown: bool
 
 
-CallOutcome = OkOutcome | ToolErrorOutcome | DeniedOutcome | FailedOutcome
+class PlannedOutcome(TypedDict):
+    """A dry run recorded the call in its plan instead of sending it (tool calls only)."""
+
+    kind: Literal["planned"]
+    index: int
+    """The planned call's number in the plan: what its placeholder refers to."""
+
+
+CallOutcome = OkOutcome | ToolErrorOutcome | DeniedOutcome | FailedOutcome | PlannedOutcome
 """The answer to :data:`CALL`, :data:`READ_RESOURCE` and :data:`GET_PROMPT`, told apart by ``kind``."""
 
 

@@ -58,6 +58,7 @@ _OUTCOMES: list[tuple[type[BaseModel], Any]] = [
     (calls.ToolError, wire.ToolErrorOutcome),
     (calls.CallDenied, wire.DeniedOutcome),
     (calls.CallFailed, wire.FailedOutcome),
+    (calls.CallPlanned, wire.PlannedOutcome),
 ]
 
 

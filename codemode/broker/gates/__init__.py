@@ -9,7 +9,13 @@ established (:mod:`codemode.broker._facts`); none changes shared state.
 
 from codemode.broker.gates._arguments import ArgumentGate
 from codemode.broker.gates._budget import BudgetGate
-from codemode.broker.gates._consent import ApprovalFlow, ApprovalStore, ConsentGate, consent_digest
+from codemode.broker.gates._consent import (
+    ApprovalFlow,
+    ApprovalStore,
+    ConsentGate,
+    consent_digest,
+    summarize_arguments,
+)
 from codemode.broker.gates._principal import PrincipalGate, ServerGate
 from codemode.broker.gates._scope import ScopeGate, check_path
 from codemode.broker.gates._tool import CatalogView, ReadOnlyRunGate, ToolGate
@@ -28,4 +34,5 @@ __all__ = [
     "ToolGate",
     "check_path",
     "consent_digest",
+    "summarize_arguments",
 ]

@@ -11,7 +11,8 @@ content classes); inside the sandbox it is importable as ``codemode`` too. Its m
   frames, ``_waiter`` wakes the thread waiting for an answer);
 * ``_imports``: the import hook that fetches ``servers`` / ``servers.*`` from the host when a
   program first imports them, so only what a program imports ever travels;
-* ``_calls`` and ``_values``: the stub calls and what they return or raise;
+* ``_calls`` and ``_values``: the stub calls and what they return or raise (``_planned``: what
+  a call planned by a dry run returns instead of a result);
 * ``_program``, ``_capture`` and ``_serve``: run each program (its trailing expression, or what it
   passes to :func:`result`, is the final result; otherwise its printed output), capture
   stdout/stderr at the file-descriptor level with a cap, and answer with a structured reply.
@@ -25,6 +26,7 @@ Standard library only, Python 3.11+: the sandbox image contains nothing else.
 
 from . import _calls, _client
 from ._calls import call_tool, get_prompt, parallel, read_resource, result
+from ._planned import PlannedValueError
 from ._values import (
     Audio,
     CallDenied,
@@ -45,6 +47,7 @@ __all__ = [
     "CallFailed",
     "EmbeddedResource",
     "Image",
+    "PlannedValueError",
     "PromptMessage",
     "ResourceContents",
     "ResourceLink",

@@ -33,6 +33,9 @@ class CallFailed(CallError):
     reason: str
     outcome_unknown: bool
 
+class PlannedValueError(TypeError):
+    """A dry run's planned result was used as data (it does not exist until the real run)."""
+
 class Image:
     data: bytes
     mime_type: str

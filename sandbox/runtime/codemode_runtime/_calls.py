@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 from . import _client
 from . import _wire as wire
+from ._planned import PlannedResult, with_references
 from ._values import (
     Audio,
     CallDenied,
@@ -100,7 +101,7 @@ def _unwrap(outcome: Any) -> dict[str, Any]:
     if fields is None:
         raise CallFailed("the host sent a malformed outcome")
     kind = fields.get("kind")
-    if kind == "ok":
+    if kind in ("ok", "planned"):
         return fields
     if kind == "tool_error":
         raise ToolError(str(fields.get("message", "")), _content_list(fields.get("content")))
@@ -122,9 +123,9 @@ def remote(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
 def _json_object(value: Mapping[str, Any], what: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance] - programs pass anything
         raise TypeError(f"{what} must be a mapping, not {type(value).__name__}")
-    data = dict(value)
     try:
-        json.dumps(data, allow_nan=False)
+        # Planned results (a dry run's) travel as references; the encoding checks the rest.
+        data = with_references(dict(value))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
     return data
@@ -157,6 +158,8 @@ def call_tool(
     if idempotency_key is not None:
         params["idempotency_key"] = _require_str(idempotency_key, "idempotency_key")
     outcome = remote(wire.CALL, params)
+    if outcome.get("kind") == "planned":
+        return PlannedResult(int(outcome.get("index", -1)), f"{server}/{tool}")
     if outcome.get("structured") is not None:
         return outcome["structured"]
     items = _content_list(outcome.get("content"))
