@@ -233,6 +233,7 @@ def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
         ("tool", f"{call.server}/{call.tool}"),
         ("schema hash", call.schema_hash),
         ("tool version", call.tool_version),
+        ("skill", call.skill),
         ("arguments digest", call.args_digest),
         ("arguments", None if call.arguments is None else str(call.arguments)),
         ("resource scope", call.resource_scope),

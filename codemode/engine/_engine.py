@@ -55,8 +55,9 @@ from codemode.engine._down import (
     unavailable_servers,
 )
 from codemode.engine._run_result import RunResult, run_result
+from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
-from codemode.errors import SandboxError
+from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
 from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager, Session
@@ -292,6 +293,16 @@ class CodeMode:
     def tree(self) -> VirtualTree:
         return self.tree_for()
 
+    async def tree_with_skills(self, principal: str | None = None, tenant: str | None = None) -> VirtualTree:
+        """:meth:`tree_for` plus ``skills/``: the tenant's current skills the principal may use."""
+        try:
+            who, where = self.config.policy.identity(principal, tenant)
+        except PolicyError:  # an unknown principal sees what tree_for shows it, and no skill
+            return self.tree_for(principal)
+        view = self.tree_for(who)
+        assert self._tree is not None
+        return await skill_view(view, self._tree, self._ledger, self.config.policy, who, where)
+
     def search(
         self, query: str, *, k: int = 5, detail: DetailLevel = "summary", principal: str | None = None
     ) -> list[SearchResult]:
@@ -414,7 +425,7 @@ class CodeMode:
                 on_call_progress=on_call_progress,
             )
             async with scope:
-                modules = ImportRecorder(self.tree_for(binding.principal))
+                modules = ImportRecorder(await self.tree_with_skills(binding.principal, binding.tenant))
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 async with anyio.create_task_group() as tg:
@@ -426,7 +437,8 @@ class CodeMode:
                         run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
-                    outcome = await run_in(program, binding=binding, modules=modules, handler=broker_cpu)
+                    handler = ProposingHandler(broker_cpu, self._ledger, self.tree_for)
+                    outcome = await run_in(program, binding=binding, modules=modules, handler=handler)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
                 error = outcome.error

@@ -35,6 +35,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
 from codemode.ledger.stores import ApprovalQuery, LedgerStore, RunFacet, RunQuery
@@ -393,6 +394,13 @@ class StoreLedger:
     def session_binding(self, session_id: str) -> SessionBinding | None:
         """Who opened the MCP session ``session_id``; None if no one bound it (in any replica)."""
         return _sessions.get_session(self._ctx, session_id)
+
+    # ── skills (issue 41) ───────────────────────────────────────────────────────────────────
+
+    @property
+    def skills(self) -> SkillBook:
+        """The tenants' saved skills and their versions (see :mod:`codemode.ledger._skills`)."""
+        return SkillBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

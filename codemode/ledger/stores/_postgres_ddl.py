@@ -93,6 +93,7 @@ DDL: tuple[Statement, ...] = (
     _table("calls"),
     _table("approvals"),
     _table("mcp_sessions"),
+    _table("skills"),
     _index("calls_run", "calls", ("run_id", "created_at")),
     _index("calls_state", "calls", ("state",)),
     sql.SQL('CREATE INDEX calls_receipt ON calls ("receipt") WHERE "receipt" IS NOT NULL'),
