@@ -44,6 +44,8 @@ __all__ = [
     "RunBinding",
     "SamplingHandler",
     "SendOptions",
+    "SkillProposal",
+    "SkillProposer",
     "ToolCallRequest",
     "ToolError",
     "ToolResult",
@@ -82,6 +84,10 @@ class ToolCallRequest(_Value):
     schema_hash: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = None
+    skill: str | None = Field(default=None, max_length=200)
+    """``name@version`` of the saved skill whose code made the call, as the in-sandbox runtime
+    reports it: recorded in the ledger for the audit, never read by a gate (the call is gated
+    as the run's own, whoever wrote the code)."""
 
 
 class ResourceReadRequest(_Value):
@@ -231,6 +237,23 @@ class ModuleProvider(Protocol):
     def module_source(self, module: str) -> ModuleSource | None:
         """Return the source of ``module`` (dotted, e.g. ``servers.crm.get_customer``), or None."""
         ...
+
+
+class SkillProposal(_Value):
+    """A saved skill a program proposes (``codemode.propose_skill``): only a proposal, which a
+    person approves, or not, later."""
+
+    name: str
+    source: str
+    description: str = ""
+
+
+@runtime_checkable
+class SkillProposer(Protocol):
+    """Records a program's skill proposal. A ``CallHandler`` that also implements this lets runs
+    propose skills; without it, a proposal is refused."""
+
+    async def propose_skill(self, binding: RunBinding, proposal: SkillProposal) -> CallOutcome: ...
 
 
 class CallHandler(Protocol):

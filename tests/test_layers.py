@@ -45,8 +45,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # workspaces that outlive a run, and
     # the killable process that checks what RE2 cannot.
     ("ledger", "stubs", "sandbox", "auth", "workspace", "_schema_isolation", "_schema_worker"),
-    # The two halves of a call's trip: the broker's gates and the MCP host.
-    ("host", "broker"),
+    # The two halves of a call's trip: the broker's gates and the MCP host; and saved skills,
+    # checked against the stub tree and stored in the ledger.
+    ("host", "broker", "skills"),
     # The engine wires the halves together for one run.
     ("engine",),
     # Features built on the engine.

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from codemode._redaction import redact_secrets, redact_value
-from codemode.calls import CallFailed, ToolError
+from codemode.calls import CallFailed, CallPlanned, ToolError
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -233,6 +233,7 @@ def _print_call(call: CallRecord, events: list[LedgerEvent]) -> None:
         ("tool", f"{call.server}/{call.tool}"),
         ("schema hash", call.schema_hash),
         ("tool version", call.tool_version),
+        ("skill", call.skill),
         ("arguments digest", call.args_digest),
         ("arguments", None if call.arguments is None else str(call.arguments)),
         ("resource scope", call.resource_scope),
@@ -551,6 +552,8 @@ async def _read_back(
         if not isinstance(answer, ToolResult):
             if isinstance(answer, CallDenied):
                 refusal.append(f"the {answer.gate} gate refused the read-back call {tool}: {answer.reason}")
+            elif isinstance(answer, CallPlanned):  # a read-back is never a dry run; said plainly if it were
+                refusal.append(f"the read-back call {tool} was planned, not sent")
             else:
                 why = answer.message if isinstance(answer, ToolError) else answer.reason
                 refusal.append(f"the read-back call {tool} failed: {why}")

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "approve",
         "Pre-issue a single-use approval for one call with exactly these arguments.",
     ),
+    "skill": ("_skill_cmd", "skill", "Save, review and approve skills: programs kept as importable modules."),
     "ledger": ("_ledger_cmd", "ledger", "Inspect, verify and reconcile the operation ledger."),
     "sandbox": ("_sandbox_cmd", "sandbox", "Build and check the sandbox that runs programs."),
     "serve": ("_serve_cmd", "serve", "Serve the run_code tool as an MCP server (stdio or HTTP)."),

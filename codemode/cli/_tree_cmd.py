@@ -98,6 +98,23 @@ def load_tree(config: Config, live: bool = False, semantic: SemanticChoice | Non
     return render_tree(Pins(config.lock_path).usable(run_until_signalled(listed)), semantic=choice)
 
 
+def with_skills(
+    config: Config, approved: VirtualTree, view: VirtualTree, principal: str | None, tenant: str | None
+) -> VirtualTree:
+    """``view`` with ``skills/``: the saved skills a run of ``principal`` in ``tenant`` is offered
+    (none when the ledger does not exist yet: nothing was ever saved)."""
+    from codemode.ledger import open_ledger
+    from codemode.skills import offered_skills
+
+    who, where = config.policy.identity(principal, tenant)
+    location = config.ledger_location()
+    if isinstance(location, Path) and not location.exists():
+        return view
+    with open_ledger(location, create=False, recover=False) as ledger:
+        modules = offered_skills(ledger.skills, approved, view, config.policy, who, where)
+    return view.with_skills(modules) if modules else view
+
+
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
     from codemode.broker import reads_visible_to, visible_to
 
@@ -210,9 +227,12 @@ def _missing_path(config: Config, path: str, error: TreePathError) -> NoReturn:
 @json_option
 @click.argument("path", default="", metavar="[PATH]")
 @click.option("--principal", help="Show the tree as this principal sees it.")
+@click.option("--tenant", help="With the saved skills of this tenant [default: policy.default_tenant].")
 @live_option
 @handle_errors
-def tree(config_path: Path | None, as_json: bool, path: str, principal: str | None, live: bool) -> None:
+def tree(
+    config_path: Path | None, as_json: bool, path: str, principal: str | None, tenant: str | None, live: bool
+) -> None:
     """List a directory of the stub tree, or print a file.
 
     \b
@@ -229,9 +249,8 @@ def tree(config_path: Path | None, as_json: bool, path: str, principal: str | No
 
     config = load(config_path)
     # The setting only, not the model: listing and reading never search, so nothing is embedded.
-    view = principal_view(
-        config, load_tree(config, live, semantic_setting(config.search.semantic)), principal
-    )
+    approved = load_tree(config, live, semantic_setting(config.search.semantic))
+    view = with_skills(config, approved, principal_view(config, approved, principal), principal, tenant)
     try:
         if path.endswith((".py", ".pyi")):
             source = view.read(path)

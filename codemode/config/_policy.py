@@ -119,6 +119,14 @@ class PrincipalPolicy(_Section):
     as a URI cannot be checked against those rules."""
     prompts: list[PromptSelector] | None = None
     """Prompts this principal may get (``crm/summarise_*``). Unset: as for ``resources``."""
+    # -- saved skills (issue 41) -------------------------------------------------------------
+    skills: list[str] | None = None
+    """Saved skills this principal's runs see (names or ``fnmatch`` patterns: ``renewals_*``).
+    Unset: every approved, current skill of the run's tenant. A skill never widens what the
+    principal may call: its tool calls pass every gate as the principal's own."""
+    approve_own_skills: bool = False
+    """Whether this principal may approve a skill it proposed from inside a run (default: a
+    person or another principal approves it)."""
 
 
 class ConsentPolicy(_Section):

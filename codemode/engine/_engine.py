@@ -57,9 +57,10 @@ from codemode.engine._down import (
 )
 from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, new_plan
 from codemode.engine._run_result import RunResult, run_result
+from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.engine._workspace import RunWorkspaces, workspace_quota
-from codemode.errors import SandboxError
+from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
 from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager, Session
@@ -306,6 +307,16 @@ class CodeMode:
     def tree(self) -> VirtualTree:
         return self.tree_for()
 
+    async def tree_with_skills(self, principal: str | None = None, tenant: str | None = None) -> VirtualTree:
+        """:meth:`tree_for` plus ``skills/``: the tenant's current skills the principal may use."""
+        try:
+            who, where = self.config.policy.identity(principal, tenant)
+        except PolicyError:  # an unknown principal sees what tree_for shows it, and no skill
+            return self.tree_for(principal)
+        view = self.tree_for(who)
+        assert self._tree is not None
+        return await skill_view(view, self._tree, self._ledger, self.config.policy, who, where)
+
     def search(
         self, query: str, *, k: int = 5, detail: DetailLevel = "summary", principal: str | None = None
     ) -> list[SearchResult]:
@@ -435,7 +446,7 @@ class CodeMode:
                 approved_plan=plan,
             )
             async with scope:
-                modules = ImportRecorder(self.tree_for(binding.principal))
+                modules = ImportRecorder(await self.tree_with_skills(binding.principal, binding.tenant))
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 written: tuple[str, ...] = ()
@@ -452,7 +463,8 @@ class CodeMode:
                         run_in = (await self._session_for(binding, session_id)).run
                     else:
                         run_in = sandboxes.run
-                    outcome = await run_in(program, binding=binding, modules=modules, handler=broker_cpu)
+                    handler = ProposingHandler(broker_cpu, self._ledger, self.tree_for)
+                    outcome = await run_in(program, binding=binding, modules=modules, handler=handler)
                     if workspaces is not None and files is not None:
                         outcome, written = await workspaces.keep(files, binding, session_id, outcome)
                     tg.cancel_scope.cancel()

@@ -184,7 +184,7 @@ async def dispatch(
                 run=result,
                 structured=run_summary(result),
             )
-        tree = engine.tree_for(principal)
+        tree = await engine.tree_with_skills(principal, tenant)
         if name == "search_tools":
             query = str(args.get("query", ""))
             detail = args.get("detail", "summary")

@@ -85,6 +85,7 @@ from codemode.ledger._open import open_ledger
 from codemode.ledger._plans import PlanRecord, plan_digest
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
+from codemode.ledger._skills import SkillBook, SkillVersion
 from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
 from codemode.ledger._time import Clock, system_clock
@@ -146,6 +147,8 @@ __all__ = [
     "RunQuery",
     "RunRecord",
     "SessionBinding",
+    "SkillBook",
+    "SkillVersion",
     "SqliteLedger",
     "SqliteStore",
     "StoreError",

@@ -36,6 +36,7 @@ from codemode.ledger._models import (
 )
 from codemode.ledger._plans import PlanRecord
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
 from codemode.ledger.stores import ApprovalQuery, LedgerStore, RunFacet, RunQuery
@@ -418,6 +419,13 @@ class StoreLedger:
     def get_plan(self, plan_id: str) -> PlanRecord | None:
         """The plan ``plan_id`` as it was recorded; None if no process recorded it."""
         return _plans.get_plan(self._ctx, plan_id)
+
+    # ── skills (issue 41) ───────────────────────────────────────────────────────────────────
+
+    @property
+    def skills(self) -> SkillBook:
+        """The tenants' saved skills and their versions (see :mod:`codemode.ledger._skills`)."""
+        return SkillBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

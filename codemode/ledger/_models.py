@@ -72,6 +72,8 @@ class CallIntent(_Value):
     """The concrete resource and action the resource gate granted, e.g. ``write:crm/customer/42``."""
     approval_id: str | None = None
     """The approval consumed for this call (consent proof), if one was needed."""
+    skill: str | None = None
+    """``name@version`` of the saved skill whose code made the call (as the runtime reported it)."""
 
     @classmethod
     def from_request(
@@ -98,6 +100,7 @@ class CallIntent(_Value):
             idempotency_key=request.idempotency_key,
             resource_scope=resource_scope,
             approval_id=approval_id,
+            skill=request.skill,
         )
 
 
@@ -149,6 +152,8 @@ class CallRecord(_Value):
     evidence: str | None
     resolved_by: str | None
     updated_at: datetime
+    skill: str | None = None
+    """``name@version`` of the saved skill whose code made the call, as the runtime reported it."""
 
     def outcome(self) -> CallOutcome | None:
         """The stored outcome as the value the broker returns to the sandbox."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
+from codemode.ledger._skill_states import SKILL_EVENTS, skill_event_problem
 from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
 from codemode.ledger._states import CALL_TRANSITIONS as CALL_TRANSITIONS  # the old home of the table
 
@@ -35,6 +36,8 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     "plan_recorded": ("plans", "create"),
     "plan_approved": ("plans", "update"),
     "plan_revoked": ("plans", "update"),
+    # Skill versions: their moves are in _skill_states.SKILL_EVENTS.
+    **{kind: ("skills", "create" if None in event[0] else "update") for kind, event in SKILL_EVENTS.items()},
 }
 
 
@@ -140,5 +143,9 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
         _check_approval(kind, current, new)
     elif table == "plans":
         _check_plan(kind, current, new)
+    elif table == "skills":
+        why = skill_event_problem(kind, current, fields, new)
+        if why is not None:
+            raise ReduceError(why)
     # mcp_sessions: "create" only, checked above (a second binding of a session is refused).
     return table, new

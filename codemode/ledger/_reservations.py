@@ -59,6 +59,7 @@ def intent_fields(ctx: LedgerContext, intent: CallIntent) -> dict[str, Any]:
         "args_json": args_json,
         "resource_scope": intent.resource_scope,
         "approval_id": intent.approval_id,
+        "skill": intent.skill,
         "result_truncated": 0,
     }
 

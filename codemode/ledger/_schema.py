@@ -16,7 +16,7 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans"]
+Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans", "skills"]
 
 # name -> SQL type and constraint. The first column is the primary key.
 RUN_COLUMNS: dict[str, str] = {
@@ -70,6 +70,7 @@ CALL_COLUMNS: dict[str, str] = {
     "evidence": "TEXT",
     "resolved_by": "TEXT",
     "updated_at": "TEXT NOT NULL",
+    "skill": "TEXT",
 }
 
 APPROVAL_COLUMNS: dict[str, str] = {
@@ -124,6 +125,31 @@ the reads it made, bound to the program's digest and to who ran it, until it exp
 approval, once (``codemode approve --plan``): bound to a digest of the code and of every planned
 call's tool, argument digest and occurrence, until it expires or is revoked. ``code`` is the program
 as a person reviews it (secrets hidden)."""
+# -- skills (issue 41) ---------------------------------------------------------------------------
+SKILL_COLUMNS: dict[str, str] = {
+    "skill_id": "TEXT PRIMARY KEY",
+    "tenant": "TEXT NOT NULL",
+    "name": "TEXT NOT NULL",
+    "version": "INTEGER NOT NULL",
+    "description": "TEXT NOT NULL",
+    "source": "TEXT NOT NULL",
+    "digest": "TEXT NOT NULL",
+    "pin": "TEXT NOT NULL",
+    "deps_json": "TEXT NOT NULL",
+    "status": "TEXT NOT NULL",
+    "proposed_by": "TEXT NOT NULL",
+    "proposed_in_run": "TEXT",
+    "proposed_at": "TEXT NOT NULL",
+    "approved_by": "TEXT",
+    "approved_at": "TEXT",
+    "revoked_by": "TEXT",
+    "revoked_at": "TEXT",
+    "note": "TEXT",
+}
+"""One version of a saved skill of a tenant (``skill_id`` is ``<tenant>::<name>@<version>``).
+A version's source and dependency pins never change; only its status moves, proposed ->
+approved -> revoked (or proposed -> revoked), each move one event."""
+# -- end of skills ------------------------------------------------------------------------------
 
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
@@ -131,10 +157,13 @@ COLUMNS: dict[Table, dict[str, str]] = {
     "approvals": APPROVAL_COLUMNS,
     "mcp_sessions": MCP_SESSION_COLUMNS,
     "plans": PLAN_COLUMNS,
+    "skills": SKILL_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
-ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter_json", "inputs_json")}
+ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
+    "calls": ("tool_version", "filter_json", "inputs_json", "skill"),
+}
 """Nullable columns that schema version 1 gained after ledgers were first written with it.
 
 A store adds the ones that an older file or database lacks when it opens it. No event written
@@ -142,7 +171,7 @@ before held them, so re-deriving those rows gives NULL, which is what the added 
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
 """
 
-ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans")
+ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills")
 """Tables that schema version 1 gained after ledgers were first written with it.
 
 A store creates the ones an older file or database lacks when it opens it. No event written

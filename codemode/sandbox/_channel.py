@@ -48,6 +48,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
 from codemode.calls import (
+    CallDenied,
     CallFailed,
     CallHandler,
     CallOutcome,
@@ -55,6 +56,8 @@ from codemode.calls import (
     PromptGetRequest,
     ResourceReadRequest,
     RunBinding,
+    SkillProposal,
+    SkillProposer,
     ToolCallRequest,
 )
 from codemode.errors import ChannelError, SandboxError
@@ -65,6 +68,7 @@ from codemode.sandbox._channel_messages import (
     ImportParams,
     Message,
     PromptParams,
+    ProposeParams,
     ReadParams,
     RpcError,
     classify,
@@ -89,7 +93,7 @@ DEFAULT_MAX_INFLIGHT = 32
 INFLIGHT_REQUESTS_OF_BYTES = 4
 """Request bodies held at once, by default: as many bytes as four of the largest requests."""
 
-_MODULE_NAME = re.compile(r"servers(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_MODULE_NAME = re.compile(r"(servers|skills)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass
@@ -536,6 +540,13 @@ class HostChannel:
             # faster than model_construct or keyword arguments would (which iterate in Python).
             request = ToolCallRequest.model_validate({**vars(call), "seq": context.take_seq()})
             outcome = await _guard(context.handler.call_tool(context.binding, request), mutating=True)
+        elif method == wire.PROPOSE_SKILL:
+            proposed = parse_params(ProposeParams, message.params)
+            handler = context.handler
+            if not isinstance(handler, SkillProposer):
+                return CallDenied(gate="skills", reason="this host does not take skill proposals")
+            proposal = SkillProposal(**proposed.model_dump())
+            outcome = await _guard(handler.propose_skill(context.binding, proposal), mutating=True)
         elif method == wire.READ_RESOURCE:
             read = parse_params(ReadParams, message.params)
             resource = ResourceReadRequest(seq=context.take_seq(), **read.model_dump())

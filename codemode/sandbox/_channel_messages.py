@@ -62,11 +62,18 @@ class CallParams(Params):
     schema_hash: StrictStr = Field(max_length=wire.NAME_MAX)
     arguments: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: StrictStr | None = Field(default=None, max_length=wire.NAME_MAX)
+    skill: StrictStr | None = Field(default=None, max_length=wire.NAME_MAX)
 
 
 class ReadParams(Params):
     server: StrictStr = Field(max_length=wire.NAME_MAX)
     uri: StrictStr = Field(max_length=wire.URI_MAX)
+
+
+class ProposeParams(Params):
+    name: StrictStr = Field(max_length=wire.NAME_MAX)
+    source: StrictStr = Field(max_length=wire.SKILL_SOURCE_MAX)
+    description: StrictStr = Field(default="", max_length=wire.SKILL_SOURCE_MAX)
 
 
 class PromptParams(Params):

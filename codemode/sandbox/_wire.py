@@ -74,10 +74,11 @@ IMPORT: Final = "import"
 CALL: Final = "call"
 READ_RESOURCE: Final = "read_resource"
 GET_PROMPT: Final = "get_prompt"
+PROPOSE_SKILL: Final = "propose_skill"
 RUN: Final = "run"
 SNAPSHOT: Final = "snapshot"
 
-SANDBOX_METHODS: Final = frozenset({HELLO, IMPORT, CALL, READ_RESOURCE, GET_PROMPT})
+SANDBOX_METHODS: Final = frozenset({HELLO, IMPORT, CALL, READ_RESOURCE, GET_PROMPT, PROPOSE_SKILL})
 """What the sandbox may ask of the host."""
 CALL_METHODS: Final = frozenset({CALL, READ_RESOURCE, GET_PROMPT})
 """The requests that reach the broker (each counts as one call of the run)."""
@@ -101,6 +102,8 @@ NAME_MAX: Final = 256
 """Server, tool, prompt and schema-hash names, idempotency keys, the secret."""
 URI_MAX: Final = 8192
 MODULE_NAME_MAX: Final = 512
+SKILL_SOURCE_MAX: Final = 256 * 1024
+"""A proposed skill's source (and description) in characters."""
 ERROR_TYPE_MAX: Final = 512
 """An exception type's name in :class:`ReplyError`."""
 
@@ -153,6 +156,8 @@ class CallParams(TypedDict):
     schema_hash: str
     arguments: dict[str, Any]
     idempotency_key: NotRequired[str | None]
+    skill: NotRequired[str]
+    """``name@version`` of the saved skill whose code made the call (audit only)."""
 
 
 class ReadResourceParams(TypedDict):
@@ -164,6 +169,14 @@ class GetPromptParams(TypedDict):
     server: str
     name: str
     arguments: NotRequired[dict[str, str]]
+
+
+class ProposeSkillParams(TypedDict):
+    """A program proposes a saved skill; a person approves it later (``codemode skill``)."""
+
+    name: str
+    source: str
+    description: str
 
 
 class OkOutcome(TypedDict):

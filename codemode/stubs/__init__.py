@@ -8,6 +8,7 @@
     servers/<server>/_resources.py       read functions for resources and templates
     servers/<server>/_prompts.py         one function per prompt
     codemode_runtime.pyi                 the runtime API the stubs call (types only)
+    skills/__init__.py, skills/<name>.py the saved skills a view is given (:meth:`VirtualTree.with_skills`)
 
 The tree lists, reads, searches (``name`` / ``summary`` / ``full`` detail), exports to a
 directory, serves modules to the sandbox's import hook (``module_source``) and makes
@@ -22,6 +23,7 @@ instead of rebuilding them; the result is the same as a fresh ``render_tree(cata
 from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_tool import TITLE_LIMIT
 from codemode.stubs._sanitize import TOOL_DOC_LIMIT, clean_text, escape_invisible
+from codemode.stubs._skill_files import SKILL_LABEL, SkillModule
 from codemode.stubs._tree import (
     DetailLevel,
     SearchResult,
@@ -39,6 +41,7 @@ from codemode.stubs._typecheck import (
 )
 
 __all__ = [
+    "SKILL_LABEL",
     "TITLE_LIMIT",
     "TOOL_DOC_LIMIT",
     "DetailLevel",
@@ -46,6 +49,7 @@ __all__ = [
     "NameKind",
     "PyrightReport",
     "SearchResult",
+    "SkillModule",
     "TreeEntry",
     "TreePathError",
     "VirtualTree",

@@ -29,6 +29,7 @@ from codemode.search import SearchDocument, ToolIndex
 from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_packages import ServerInitTool, render_root, render_server_init
 from codemode.stubs._render_server import File, Lazy, Server, Tool, TreeEntry, render_server, same_catalog
+from codemode.stubs._skill_files import SkillModule, render_skill, render_skills_index
 from codemode.stubs._tree_search import SemanticChoice, ViewIndexes
 
 log = logging.getLogger("codemode.stubs")
@@ -159,17 +160,24 @@ class VirtualTree:
     """
 
     def __init__(
-        self, shared: _Shared, predicate: Callable[[ToolSpec], bool] | None, reads: ReadFilter | None = None
+        self,
+        shared: _Shared,
+        predicate: Callable[[ToolSpec], bool] | None,
+        reads: ReadFilter | None = None,
+        skills: tuple[SkillModule, ...] = (),
     ) -> None:
         self._shared = shared
         self._predicate = predicate
         self._reads = reads
+        self._skills = skills
         self._files: dict[str, File] = {}
         self._modules: dict[str, File] = {}
         self._children: dict[str, list[TreeEntry]] = {}
         self._tools: dict[str, Tool] = {}
         self._tools_by_name: dict[tuple[str, str], Tool] = {}
         self._build()
+        if skills:
+            self._build_skills()
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -242,6 +250,24 @@ class VirtualTree:
             TreeEntry("servers", "servers", "directory", "servers", _plural(len(root_dirs), "server")),
             runtime,
         ]
+
+    def _build_skills(self) -> None:
+        lock = self._shared.lock
+        skills = self._skills
+        index = Lazy(functools.partial(render_skills_index, skills), lock)
+        entries = [self._add_file("skills/__init__.py", index, "skills", "index of saved skills", True)]
+        for skill in skills:
+            source = Lazy(functools.partial(render_skill, skill), lock)
+            entries.append(
+                self._add_file(f"skills/{skill.name}.py", source, f"skills.{skill.name}", skill.line, False)
+            )
+        self._children["skills"] = entries
+        summary = _plural(len(skills), "saved skill")
+        self._children[""].insert(1, TreeEntry("skills", "skills", "directory", "skills", summary))
+
+    def with_skills(self, skills: Sequence[SkillModule]) -> VirtualTree:
+        """This view with ``skills/`` holding exactly ``skills`` (none: without ``skills/``)."""
+        return VirtualTree(self._shared, self._predicate, self._reads, tuple(skills))
 
     def _add_file(self, path: str, lazy: Lazy[str], module: str, summary: str, package: bool) -> TreeEntry:
         self._put(path, File(module, package, lazy))
@@ -330,7 +356,7 @@ class VirtualTree:
             return all(check is None or check(server, kind) for check in (outer_reads, reads))
 
         both = None if reads is None and outer_reads is None else combined_reads
-        return VirtualTree(self._shared, predicate if outer is None else combined, both)
+        return VirtualTree(self._shared, predicate if outer is None else combined, both, self._skills)
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -389,6 +415,8 @@ class VirtualTree:
         staging = Path(tempfile.mkdtemp(prefix=".servers-new-", dir=directory))
         try:
             for path, file in self._files.items():
+                if not path.startswith("servers/"):
+                    continue  # saved skills belong to a tenant: not part of the exported stubs
                 try:
                     source = file.lazy.get()
                 except CodemodeError as exc:  # one hostile definition costs its module, not the export

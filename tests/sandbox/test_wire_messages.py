@@ -81,6 +81,7 @@ def test_the_enumerations_agree() -> None:
         wire.CALL,
         wire.READ_RESOURCE,
         wire.GET_PROMPT,
+        wire.PROPOSE_SKILL,
         wire.RUN,
         wire.SNAPSHOT,
     }

@@ -167,6 +167,9 @@ class _Engine:
     def tree_for(self, principal: str | None = None) -> VirtualTree:
         return self.tree
 
+    async def tree_with_skills(self, principal: str | None = None, tenant: str | None = None) -> VirtualTree:
+        return self.tree
+
 
 @pytest.mark.anyio
 async def test_the_model_s_file_and_search_tools_answer_errors_not_exceptions(kit: Kit) -> None:

@@ -9,10 +9,12 @@ content classes); inside the sandbox it is importable as ``codemode`` too. Its m
 * ``_client``: connect to the Unix socket the host created for this sandbox, authenticate with
   the one-time secret left beside it, and carry requests both ways (``_frames`` reads the
   frames, ``_waiter`` wakes the thread waiting for an answer);
-* ``_imports``: the import hook that fetches ``servers`` / ``servers.*`` from the host when a
-  program first imports them, so only what a program imports ever travels;
+* ``_imports``: the import hook that fetches ``servers`` / ``servers.*`` (and ``skills`` /
+  ``skills.*``) from the host when a program first imports them, so only what a program
+  imports ever travels;
 * ``_calls`` and ``_values``: the stub calls and what they return or raise (``_planned``: what
-  a call planned by a dry run returns instead of a result);
+  a call planned by a dry run returns instead of a result); ``_skills`` names the saved skill
+  (if any) that made a call, and ``_propose`` offers a program as a skill;
 * ``_program``, ``_capture`` and ``_serve``: run each program (its trailing expression, or what it
   passes to :func:`result`, is the final result; otherwise its printed output), capture
   stdout/stderr at the file-descriptor level with a cap, and answer with a structured reply.
@@ -27,6 +29,7 @@ Standard library only, Python 3.11+: the sandbox image contains nothing else.
 from . import _calls, _client
 from ._calls import call_tool, get_prompt, parallel, read_resource, result
 from ._planned import PlannedValueError
+from ._propose import propose_skill
 from ._values import (
     Audio,
     CallDenied,
@@ -55,6 +58,7 @@ __all__ = [
     "call_tool",
     "get_prompt",
     "parallel",
+    "propose_skill",
     "read_resource",
     "result",
 ]

@@ -87,3 +87,7 @@ def result(value: Any) -> None:
 def parallel(fn: Callable[..., _R], calls: Iterable[Mapping[str, Any]], *, max_workers: int = 16) -> list[_R]:
     """Run ``fn(**kwargs)`` for each mapping in ``calls`` concurrently; results keep input order.
     If any call raises, the first exception (in input order) is re-raised after all finish."""
+
+def propose_skill(name: str, source: str, description: str = "") -> dict[str, Any]:
+    """Propose ``source`` as saved skill ``name`` (``skills/<name>.py``). Only a proposal: a person
+    approves it before any run can import it. Raises ``ToolError`` saying what to fix."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from . import _client
 from . import _wire as wire
 from ._planned import PlannedResult, with_references
+from ._skills import calling_skill, worker_context
 from ._values import (
     Audio,
     CallDenied,
@@ -157,6 +158,9 @@ def call_tool(
     }
     if idempotency_key is not None:
         params["idempotency_key"] = _require_str(idempotency_key, "idempotency_key")
+    skill = calling_skill()
+    if skill is not None:
+        params["skill"] = skill
     outcome = remote(wire.CALL, params)
     if outcome.get("kind") == "planned":
         return PlannedResult(int(outcome.get("index", -1)), f"{server}/{tool}")
@@ -289,9 +293,10 @@ def parallel(fn: Callable[..., _R], calls: Iterable[Mapping[str, Any]], *, max_w
                 errors[i] = exc
 
     # Plain threads rather than an executor keep the pool's frames out of user tracebacks. Each
-    # runs in a copy of the caller's context, so it talks through the caller's channel.
+    # runs in a copy of the caller's context, so it talks through the caller's channel (and its
+    # calls name the skill that called parallel, if one did).
     threads = [
-        threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True)
+        threading.Thread(target=worker_context().run, args=(worker,), daemon=True)
         for _ in range(min(max_workers, len(items)))
     ]
     for thread in threads:

@@ -1,4 +1,4 @@
-"""The import hook: ``servers`` and ``servers.*`` come from the host, on demand.
+"""The import hook: ``servers``, ``skills`` and their modules come from the host, on demand.
 
 Only what a program imports ever travels, and the host answers only what the run's principal may
 see.
@@ -42,8 +42,9 @@ class HostLoader(importlib.abc.Loader):
 
 
 def _no_such_name(fullname: str) -> None:
-    """``from servers.crm import nope`` (or ``from servers import nope``): say which tools the
-    server has (or which servers there are), and the closest names.
+    """``from servers.crm import nope`` (or ``from servers import nope``, ``from skills import
+    nope``): say which tools the server has (or which servers or skills there are), and the
+    closest names.
 
     A ModuleNotFoundError, as for any missing module, but named after the *package*: the import
     system then does not swallow it into its own "cannot import name" message (it hides only
@@ -57,6 +58,8 @@ def _no_such_name(fullname: str) -> None:
     if not isinstance(names, list) or name.startswith("_"):
         return
     kind, label = ("tool", "Its tools") if depth == 1 else ("server", "Servers")
+    if parent == "skills":
+        kind, label = "skill", "Skills"
     known = [str(item) for item in names]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -90,13 +93,17 @@ def filename_for(fullname: str, is_package: bool) -> str:
     return "/".join(fullname.split(".")) + ("/__init__.py" if is_package else ".py")
 
 
+_HOST_PACKAGES = ("servers", "skills")
+
+
 class ServersFinder(importlib.abc.MetaPathFinder):
-    """Asks the host for ``servers`` modules; the host answers only what the principal may see."""
+    """Asks the host for ``servers`` (tool stubs) and ``skills`` (saved skills) modules; the host
+    answers only what the run's principal and tenant may see."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "servers" and not fullname.startswith("servers."):
+        if fullname.split(".")[0] not in _HOST_PACKAGES:
             return None
         found = fetch(fullname)
         if found is None:
