@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
+from codemode.broker import RunOutput
 from codemode.calls import ModuleProvider, ModuleSource
 from codemode.host import ConnectionState, ServerStatus
+from codemode.sandbox import RunOutcome
 from codemode.stubs import NameKind, assign_identifiers
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
@@ -103,3 +105,19 @@ def explain_import_error(
     if not notes:
         return message
     return f"{message} [codemode: {'; '.join(notes)}]"
+
+
+def run_output(
+    outcome: RunOutcome, missed: Iterable[str], unavailable: Callable[[], Mapping[str, str]]
+) -> RunOutput:
+    """What a run returns, for the final filter: a failed import of a server that is down says
+    why (before the filter, like everything the run returns)."""
+    error = outcome.error
+    message = None if error is None else explain_import_error(error.type, error.message, missed, unavailable)
+    return RunOutput(
+        value=outcome.final,
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        error_message=message,
+        error_traceback=None if error is None else error.traceback,
+    )

@@ -18,7 +18,6 @@ import hashlib
 import logging
 import os
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
@@ -36,7 +35,6 @@ from codemode.broker import (
     Elicitor,
     Planner,
     RunLimits,
-    RunOutput,
     RunState,
     Sampler,
     may_see_server,
@@ -51,12 +49,13 @@ from codemode.engine._broker_cpu import BrokerCpu
 from codemode.engine._down import (
     ImportRecorder,
     ServerDown,
-    explain_import_error,
+    run_output,
     servers_down,
     unavailable_servers,
 )
 from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, new_plan
 from codemode.engine._run_result import RunResult, run_result
+from codemode.engine._sessions import expire_idle_sessions, session_for
 from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.engine._workspace import RunWorkspaces, workspace_quota
@@ -469,23 +468,8 @@ class CodeMode:
                         outcome, written = await workspaces.keep(files, binding, session_id, outcome)
                     tg.cancel_scope.cancel()
                 assert outcome is not None
-                error = outcome.error
-                error_message: str | None = None
-                if error is not None:
-                    # A failed import of a server that is down says why; before the final filter,
-                    # like everything the run returns.
-                    error_message = explain_import_error(
-                        error.type,
-                        error.message,
-                        modules.missed,
-                        lambda: self._unavailable_servers(binding.principal),
-                    )
-                output = RunOutput(
-                    value=outcome.final,
-                    stdout=outcome.stdout,
-                    stderr=outcome.stderr,
-                    error_message=error_message,
-                    error_traceback=None if error is None else error.traceback,
+                output = run_output(
+                    outcome, modules.missed, lambda: self._unavailable_servers(binding.principal)
                 )
                 with broker_cpu.step():
                     end = scope.finish(outcome.status, output)
@@ -571,26 +555,9 @@ class CodeMode:
     ) -> Session:
         """The session for (principal, tenant, id), opened on first use; idle and excess ones closed."""
         _, _, sandboxes, _ = self._require()
-        await self.expire_idle_sessions()
-        found = sandboxes.find_session(
-            principal=binding.principal, tenant=binding.tenant, session_id=session_id
-        )
-        if found is not None and found.alive:
-            return found
-        if found is not None:
-            await found.aclose()
-        limit = self.config.serve.max_sessions
-        if limit == 0:
-            raise SandboxError("sessions are disabled ([serve] max_sessions = 0)")
-        while len(open_sessions := sandboxes.sessions) >= limit:
-            idle = [s for s in open_sessions if not s.busy]
-            if not idle:  # closing a busy one would kill a run (and leave its writes unknown)
-                raise SandboxError(
-                    f"all {len(open_sessions)} sandbox sessions are running programs ([serve] max_sessions "
-                    f"= {limit}); wait for one to finish, close one, or raise max_sessions"
-                )
-            await min(idle, key=lambda s: s.last_used).aclose()
-        return await sandboxes.open_session(
+        return await session_for(
+            sandboxes,
+            self.config.serve,
             principal=binding.principal,
             tenant=binding.tenant,
             session_id=session_id,
@@ -601,11 +568,7 @@ class CodeMode:
         """Close sessions unused for ``[serve] session_idle_s``; return how many were closed."""
         if self._sandboxes is None:
             return 0
-        cutoff = time.monotonic() - self.config.serve.session_idle_s
-        stale = [s for s in self._sandboxes.sessions if not s.busy and (s.last_used < cutoff or not s.alive)]
-        for session in stale:
-            await session.aclose()
-        return len(stale)
+        return await expire_idle_sessions(self._sandboxes, self.config.serve.session_idle_s)
 
     async def close_session(
         self, session_id: str, *, principal: str | None = None, tenant: str | None = None
