@@ -38,6 +38,8 @@ PUBLIC_API = [
     "MissingSecretError",
     "NameCollisionError",
     "OutcomeUnknownError",
+    "Plan",
+    "PlanRefusedError",
     "PolicyError",
     "RunErrorInfo",
     "RunLimits",

