@@ -325,6 +325,7 @@ class Broker:
             idempotency_key=request.idempotency_key,
             resource_scope=";".join(facts.scope) or None,
             approval_id=facts.approval_id,
+            compensates=call.binding.compensates,
         )
 
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:

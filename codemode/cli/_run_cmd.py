@@ -34,6 +34,7 @@ from codemode.cli._common import (
     show_warnings,
     stderr,
 )
+from codemode.cli._compensate_cmd import print_compensation
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
 from codemode.engine import CodeMode, RunResult, section_boundary, section_marker
@@ -135,6 +136,8 @@ async def _run(
     spinner: _Spinner,
     wall_time: float | None = None,
     memory: int | None = None,
+    verify: str | None = None,
+    compensate: bool | None = None,
 ) -> RunResult:
     config = load(config_path)
     _checked_limits(config, wall_time, memory)
@@ -152,7 +155,14 @@ async def _run(
         if spinner.show:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
         with spinner.showing("running…"):
-            return await engine.run(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
+            return await engine.run(
+                code,
+                principal=principal,
+                tenant=tenant,
+                wall_time_s=wall_time,
+                verify=verify,
+                compensate=compensate,
+            )
     raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
 
@@ -188,9 +198,13 @@ def _print_human(result: RunResult) -> None:
         stderr.print(f"[dim]{section_marker('end', boundary)}[/]", highlight=False)
     for flag in result.flags:
         stderr.print(f"[yellow]warning:[/] {escape(flag)}", highlight=False)
+    if result.verify_error is not None:
+        stderr.print(f"[yellow]unverified:[/] {escape(result.verify_error)}", highlight=False)
+    print_compensation(result.compensation)
+    outcome = "" if result.outcome is None else f"{result.outcome} · "
     stderr.print(
-        f"[dim]{result.status} · run {result.run_id} · {result.calls} calls · {result.denials} denied · "
-        f"{escape(result.summary_line())} · {result.backend}[/]",
+        f"[dim]{result.status} · {outcome}run {result.run_id} · {result.calls} calls · "
+        f"{result.denials} denied · {escape(result.summary_line())} · {result.backend}[/]",
         highlight=False,
     )
 
@@ -224,6 +238,20 @@ def _print_human(result: RunResult) -> None:
     metavar="MB",
     help="Memory limit of the sandbox [default and maximum: [sandbox] memory_mb].",
 )
+@click.option(
+    "--verify",
+    "verify_program",
+    type=click.File("r", encoding="utf-8"),
+    metavar="CHECK.py",
+    help="After the run, a read-only check program gets its value as RESULT and must return True; "
+    "otherwise the run is unverified (exit status 1).",
+)
+@click.option(
+    "--compensate/--no-compensate",
+    default=None,
+    help="Undo the completed side effects of a failed or unverified run with the calls of "
+    "[compensation] [default: [policy] compensate].",
+)
 @handle_errors
 def run(
     config_path: Path | None,
@@ -235,6 +263,8 @@ def run(
     no_input: bool,
     wall_time: float | None,
     memory: int | None,
+    verify_program: Any,
+    compensate: bool | None,
 ) -> None:
     """Run a Python program in the sandbox against the configured servers.
 
@@ -245,10 +275,12 @@ def run(
     request for a model completion (sampling) is refused: there is no model to ask here.
 
     \b
-    Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.
+    Exit status: 0 when the program succeeded (and its --verify check passed), 1 when it failed
+    or is unverified, 2 for usage errors.
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
     code = program.read()
+    verify = None if verify_program is None else verify_program.read()
     quiet = as_json or not sys.stderr.isatty()
     spinner = _Spinner(show=not quiet)
     asking = not no_input and terminal_available()
@@ -256,10 +288,22 @@ def run(
     elicitor: Elicitor | None = TerminalElicitor(pause=spinner.paused) if asking else None
     show_warnings()  # a server that did not start is said before the program runs
     result = run_until_signalled(
-        _run, code, config_path, backend, principal, tenant, approver, elicitor, spinner, wall_time, memory
+        _run,
+        code,
+        config_path,
+        backend,
+        principal,
+        tenant,
+        approver,
+        elicitor,
+        spinner,
+        wall_time,
+        memory,
+        verify,
+        compensate,
     )
     if as_json:
         print_json(result.to_json())
     else:
         _print_human(result)
-    sys.exit(0 if result.status == "ok" else 1)
+    sys.exit(0 if result.status == "ok" and result.verified is not False else 1)

@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -36,7 +36,6 @@ from codemode.broker import (
     Elicitor,
     RunLimits,
     RunOutput,
-    RunState,
     Sampler,
     may_see_server,
     reads_visible_to,
@@ -47,6 +46,8 @@ from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.config import BackendChoice, Config, load_config
 from codemode.engine._adapters import HostCatalog, LedgerApprovals
 from codemode.engine._broker_cpu import BrokerCpu
+from codemode.engine._compensate import compensation_key
+from codemode.engine._compensation_check import check_compensations
 from codemode.engine._down import (
     ImportRecorder,
     ServerDown,
@@ -54,7 +55,9 @@ from codemode.engine._down import (
     servers_down,
     unavailable_servers,
 )
+from codemode.engine._progress import ProgressCallback, report_progress
 from codemode.engine._run_result import RunResult, run_result
+from codemode.engine._settle import checked, compensation_wanted, settled
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.errors import SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
@@ -274,6 +277,20 @@ class CodeMode:
         return self._require()[2].backend.name
 
     @property
+    def ledger(self) -> Ledger:
+        """The ledger every run and call of this engine is recorded in."""
+        if self._ledger is None:
+            raise SandboxError("CodeMode is not running; use it as `async with CodeMode(...)`")
+        return self._ledger
+
+    def check_compensations(self) -> None:
+        """Refuse ``[compensation]`` rules whose tools are not listed or approved, or whose
+        arguments do not fit them (a ``ConfigError`` naming each key)."""
+        check_compensations(
+            self.config.source, self.config.compensation, self._require()[0].catalogs(), self._current_pins()
+        )
+
+    @property
     def warm_sandboxes(self) -> int:
         """Warm sandboxes ready to take a run now (0 when the engine is not running)."""
         return self._sandboxes.warm_ready if self._sandboxes is not None else 0
@@ -374,6 +391,8 @@ class CodeMode:
         read_only: bool = False,
         limits: RunLimits | None = None,
         traceparent: str | None = None,
+        verify: str | None = None,
+        compensate: bool | None = None,
     ) -> RunResult:
         """Run one program and return its filtered final result.
 
@@ -394,8 +413,13 @@ class CodeMode:
         :class:`~codemode.calls.RunBinding`). ``read_only`` refuses every call not known to be
         read-only; ``limits`` tightens the policy's per-run budgets. ``traceparent`` (W3C) makes
         the run's span a child of the caller's trace.
+
+        ``verify``: a read-only check program run on its final value (``RESULT``) that must return
+        True, or the run is ``unverified``. ``compensate`` (default: ``[policy] compensate``) undoes
+        a failed or unverified run's side effects; with either, the result has the ``outcome``.
         """
         _, broker, sandboxes, _ = self._require()
+        compensate = compensation_wanted(self, compensate)  # a rule that cannot work is refused now
 
         def bind(trace_id: str) -> RunBinding:
             return self._bind(principal, tenant, session_id, idempotency_scope, read_only, trace_id)
@@ -419,7 +443,7 @@ class CodeMode:
                 outcome: RunOutcome | None = None
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
-                        tg.start_soon(_report_progress, progress, scope.state, progress_interval_s)
+                        tg.start_soon(report_progress, progress, scope.state, progress_interval_s)
                     # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
                     program = Program(code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace)
                     if session_id is not None:
@@ -462,6 +486,12 @@ class CodeMode:
                     count_tokens=count_tokens if self.measure_tokens else None,
                     broker_cpu_s=broker_cpu.seconds,
                 )
+                if verify is not None:  # in the run's scope: its verdict is in the run's record
+                    result = await checked(
+                        partial(self.run, principal=principal, tenant=tenant), result, verify, scope
+                    )
+            if verify is not None or compensate:
+                result = await settled(self, result, compensate=compensate, approver=approver)
             span.set_attribute("codemode.status", result.status)
             note_run_usage(span, result.usage, result.broker_cpu_s)
             metrics = active_metrics()
@@ -480,22 +510,25 @@ class CodeMode:
         principal: str | None = None,
         tenant: str | None = None,
         approver: Approver | None = None,
+        compensates: str | None = None,
     ) -> CallOutcome:
         """One tool call made by codemode itself (reconcile's read-back, benchmarks), not a program.
 
         It is a run of its own with one call: bound to a principal and tenant, through every gate
         (a tool the policy denies is refused, a risky one needs consent), recorded in the ledger,
-        and its result filtered. ``purpose`` says why, in the run's record.
+        and its result filtered. ``purpose`` says why, in the run's record. ``compensates``: the
+        call undoes that call, is recorded against it, and holds a key derived from it.
         """
         _, broker, _, _ = self._require()
-        binding = self._bind(principal, tenant, None)
+        binding = self._bind(principal, tenant, None).model_copy(update={"compensates": compensates})
+        key = None if compensates is None else compensation_key(compensates)
         entry = self._current_pins().lock.entry(server, tool)
         schema_hash = entry.approved.hash if entry is not None and entry.approved is not None else ""
         digest = hashlib.sha256(f"codemode:{purpose}:{server}/{tool}".encode()).hexdigest()
         async with broker.run(binding, digest, approver=approver, record={"purpose": purpose}) as scope:
             request = ToolCallRequest(
                 seq=1, server=server, tool=tool, schema_hash=schema_hash, arguments=dict(arguments or {})
-            )
+            ).model_copy(update={"idempotency_key": key})
             outcome = await broker.call_tool(binding, request)
             # The outcome passed the call's own filter: no other output leaves this run.
             scope.finish("ok" if isinstance(outcome, ToolResult) else "error")
@@ -565,12 +598,3 @@ class CodeMode:
         )
         if found is not None:
             await found.aclose()
-
-
-ProgressCallback = Callable[[int, float], Awaitable[None]]
-
-
-async def _report_progress(progress: ProgressCallback, state: RunState, interval: float) -> None:
-    while True:
-        await anyio.sleep(interval)
-        await progress(state.calls_allowed, state.elapsed())

@@ -72,6 +72,8 @@ class CallIntent(_Value):
     """The concrete resource and action the resource gate granted, e.g. ``write:crm/customer/42``."""
     approval_id: str | None = None
     """The approval consumed for this call (consent proof), if one was needed."""
+    compensates: str | None = None
+    """The call this one undoes (a compensation: its run's :attr:`RunBinding.compensates`)."""
 
     @classmethod
     def from_request(
@@ -149,6 +151,8 @@ class CallRecord(_Value):
     evidence: str | None
     resolved_by: str | None
     updated_at: datetime
+    compensates: str | None = None
+    """The call this one undoes, when it is a compensation."""
 
     def outcome(self) -> CallOutcome | None:
         """The stored outcome as the value the broker returns to the sandbox."""

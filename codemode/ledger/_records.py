@@ -57,6 +57,7 @@ def call_record(row: Row) -> CallRecord:
         evidence=cast("str | None", row["evidence"]),
         resolved_by=cast("str | None", row["resolved_by"]),
         updated_at=from_text(str(row["updated_at"])),
+        compensates=cast("str | None", row.get("compensates")),
     )
 
 

@@ -70,6 +70,7 @@ CALL_COLUMNS: dict[str, str] = {
     "evidence": "TEXT",
     "resolved_by": "TEXT",
     "updated_at": "TEXT NOT NULL",
+    "compensates": "TEXT",
 }
 
 APPROVAL_COLUMNS: dict[str, str] = {
@@ -107,7 +108,9 @@ COLUMNS: dict[Table, dict[str, str]] = {
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
-ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {"calls": ("tool_version", "filter_json", "inputs_json")}
+ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
+    "calls": ("tool_version", "filter_json", "inputs_json", "compensates"),
+}
 """Nullable columns that schema version 1 gained after ledgers were first written with it.
 
 A store adds the ones that an older file or database lacks when it opens it. No event written
