@@ -73,6 +73,9 @@ class RunBinding(_Value):
     read_only: bool = False
     """A checking run (a batch item's verify program): every call not known to be read-only
     (risk ``low``) is refused, whatever the consent policy says."""
+    compensates: str | None = None
+    """Set for a run that codemode makes to undo one completed call (a compensation): the id of
+    that call, recorded on the compensating call's ledger row."""
 
 
 class ToolCallRequest(_Value):

@@ -19,6 +19,8 @@ _EXPORTS = {
     "BatchJob": "codemode.batch._runner",
     "BatchOptions": "codemode.batch._runner",
     "BatchRun": "codemode.batch._driver",
+    "CompensationTally": "codemode.batch._compensation",
+    "compensation_tally": "codemode.batch._compensation",
     "EngineWorker": "codemode.batch._local",
     "FailureGroup": "codemode.batch._reasons",
     "Item": "codemode.batch._inputs",
@@ -49,6 +51,8 @@ _EXPORTS = {
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from codemode.batch._compensation import CompensationTally as CompensationTally
+    from codemode.batch._compensation import compensation_tally as compensation_tally
     from codemode.batch._dispatch import run_on_workers as run_on_workers
     from codemode.batch._driver import BatchRun as BatchRun
     from codemode.batch._driver import Items as Items

@@ -107,7 +107,10 @@ async def run_batch(
                     ray_workers(config, program, job.job_id, options, address=address)
                 )
                 return run_on_workers(actors, job, options)
-            return run_job(engine or await _start_engine(stack, config), program, job, options)
+            local = engine or await _start_engine(stack, config)
+            if options.compensate and config.compensation:
+                local.check_compensations()  # a rule that cannot work is refused before any item
+            return run_job(local, program, job, options)
 
         async with contextlib.AsyncExitStack() as stack:
             run = BatchRun(job, stack, start)

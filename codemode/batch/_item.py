@@ -15,14 +15,16 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
+from codemode.batch._compensation import compensated
 from codemode.batch._jobs import ItemStatus, StoredItem
 from codemode.batch._naming import item_scope
 from codemode.batch._reasons import failure_of, run_error
 from codemode.batch._runner import BatchError, BatchOptions, ItemResult
+from codemode.engine import check_result
 from codemode.host import ConnectionState
 
 if TYPE_CHECKING:
@@ -48,8 +50,22 @@ async def run_item(
     """One item: the program, then (if it succeeded) the verify program; the item's status.
 
     With ``options.reverify``, an ``unverified`` item runs its verify program only, on the
-    result stored from its run: its writes are not made again, nor even replayed.
+    result stored from its run: its writes are not made again, nor even replayed. With
+    ``options.compensate``, an item that ends failed or unverified has its writes undone.
     """
+    result = await _run_item(engine, program, job_id, item, attempt, options, session_id)
+    return await compensated(engine, result, options)
+
+
+async def _run_item(
+    engine: CodeMode,
+    program: str,
+    job_id: str,
+    item: StoredItem,
+    attempt: int,
+    options: BatchOptions,
+    session_id: str | None,
+) -> ItemResult:
     run = partial(
         engine.run,
         principal=options.principal,
@@ -120,24 +136,8 @@ async def run_item(
         )
     if options.verify is None:
         return made("done")
-    why, check_ms = await _check(run, options.verify, result.result)
+    why, check_ms = await check_result(run, options.verify, result.result)
     return made("done" if why is None else "unverified", why, result.duration_ms + check_ms)
-
-
-async def _check(
-    run: Callable[..., Awaitable[RunResult]], verify: str, value: Any
-) -> tuple[str | None, float]:
-    """Run the verify program on an item's result: why it does not pass (None: it does), and
-    how long it took. It runs read-only: a call that is not known to only read is denied."""
-    check = await run(verify, bindings={"RESULT": value}, read_only=True)
-    if check.status == "ok" and check.result is True:
-        return None, check.duration_ms
-    why = (
-        run_error(check)
-        if check.status != "ok"
-        else f"the verify program returned {check.result!r}, not True"
-    )
-    return why, check.duration_ms
 
 
 async def _reverify(
@@ -145,7 +145,7 @@ async def _reverify(
 ) -> ItemResult:
     """Check an ``unverified`` item again: its result is the one stored from its run."""
     assert options.verify is not None, "prepare_job refuses reverify without a verify program"
-    why, check_ms = await _check(run, options.verify, item.result)
+    why, check_ms = await check_result(run, options.verify, item.result)
     return ItemResult(
         item.key,
         item.line,

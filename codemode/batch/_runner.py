@@ -68,6 +68,9 @@ class BatchOptions:
     reverify: bool = False
     """Also check ``unverified`` items again: their verify program only, on their stored result
     (their program, and so their writes, do not run again). Needs ``verify``."""
+    compensate: bool = False
+    """Undo the side effects of each item that ends failed or unverified, with the calls of
+    ``[compensation]`` (see :mod:`codemode.batch._compensation`)."""
     out: Path | None = None
     """Write one JSON line per settled item here, kept true through a Ctrl-C or a kill (see
     :mod:`codemode.batch._out`)."""
@@ -95,11 +98,16 @@ class ItemResult:
     """What the item's program run used of its sandbox (None: not run now, or not measured)."""
     broker_cpu_s: float | None = None
     """The broker's CPU seconds for that run."""
+    compensation: str | None = None
+    """How undoing the item's side effects ended (compensated, compensation failed, partial);
+    None when it was not compensated or made none."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"key": self.key, "status": self.status, "run_id": self.run_id}
         out["result" if self.error is None else "error"] = self.result if self.error is None else self.error
         out.update(calls=self.calls, duration_ms=round(self.duration_ms, 1), attempts=self.attempts)
+        if self.compensation is not None:
+            out["compensation"] = self.compensation
         return out
 
 

@@ -347,6 +347,7 @@ class Broker:
             resource_scope=";".join(facts.scope) or None,
             approval_id=facts.approval_id,
             skill=request.skill,
+            compensates=call.binding.compensates,
         )
 
     async def _execute(self, call: Call, facts: Facts) -> CallOutcome:

@@ -33,6 +33,7 @@ from codemode.cli._signals import run_until_signalled
 
 if TYPE_CHECKING:
     from codemode.batch import FailureGroup, Workers
+    from codemode.config import Config
 
 STATUSES = ("done", "failed", "unknown", "unverified", "pending", "running")
 MAX_GROUPS_SHOWN = 10
@@ -98,6 +99,12 @@ MAX_GROUPS_SHOWN = 10
     metavar="auto|HOST:PORT",
     help="The Ray cluster for --engine ray [default: [batch] ray_address, else auto].",
 )
+@click.option(
+    "--compensate",
+    is_flag=True,
+    help="Undo the side effects of each item that ends failed or unverified, with the calls of "
+    "[compensation]; the summary gives the compensation success rate.",
+)
 @click.option("--strict", is_flag=True, help="Fail before running anything if an input line is malformed.")
 @click.option("--principal", help="Run as this principal [default: policy.default_principal].")
 @click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
@@ -118,6 +125,7 @@ def batch(
     out: Path | None,
     engine: str | None,
     ray_address: str | None,
+    compensate: bool,
     strict: bool,
     principal: str | None,
     tenant: str | None,
@@ -171,6 +179,7 @@ def batch(
         tenant=tenant,
         reverify=reverify,
         out=out,
+        compensate=compensate or config.policy.compensate == "on_failure",
     )
     code = program.read_text(encoding="utf-8")
     quiet = as_json or not sys.stderr.isatty()
@@ -224,11 +233,15 @@ def batch(
             elapsed = time.monotonic() - started
             counts = await anyio.to_thread.run_sync(job.store.counts, job.job_id)
             failures = await anyio.to_thread.run_sync(_failures, job.store, job.job_id)
+            undone = await anyio.to_thread.run_sync(_compensation, config, job.store, job.job_id)
+        items = sum(counts.values())
         return {
             "job_id": job.job_id,
             "resumed": job.resumed,
-            "items": sum(counts.values()),
+            "items": items,
             "counts": {s: counts.get(s, 0) for s in STATUSES},
+            "success_rate": round(counts.get("done", 0) / items, 4) if items else None,
+            "compensation": undone,
             "ran_now": sum(seen.values()),
             "calls_now": calls,
             "seconds": round(elapsed, 3),
@@ -290,6 +303,15 @@ def _resume_command(
     return shlex.join([*args, "--job-id", job_id, "--resume"])
 
 
+def _compensation(config: Config, store: Any, job_id: str) -> dict[str, Any]:
+    """The job's compensation tally, from the ledger (see :func:`codemode.batch.compensation_tally`)."""
+    from codemode.batch import compensation_tally
+    from codemode.ledger import open_ledger
+
+    with open_ledger(config.ledger_location(), create=False) as ledger:
+        return compensation_tally(ledger, store.items(job_id)).to_json()
+
+
 def _failures(store: Any, job_id: str) -> list[FailureGroup]:
     from codemode.batch import group_failures
 
@@ -340,6 +362,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if count:
             table.add_row(f"[{styles.get(status, 'dim')}]{status}[/]", str(count))
     stdout.print(table)
+    _print_rates(summary)
     rate = summary["items_per_s"]
     stdout.print(
         f"{summary['ran_now']} items run now in {summary['seconds']:.1f} s"
@@ -379,6 +402,30 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if summary["out"]:
         stdout.print(f"results: {summary['out']}", highlight=False)
+
+
+def _print_rates(summary: Mapping[str, Any]) -> None:
+    """The success rate, and next to it how the items that did not succeed were undone."""
+    if summary["success_rate"] is None:
+        return
+    line = f"success rate {summary['success_rate']:.1%} ({summary['counts']['done']} of {summary['items']})"
+    undone = summary["compensation"]
+    if undone["needed"]:
+        line += (
+            f" · compensation success rate {undone['rate']:.1%} "
+            f"({undone['compensated']} of the {undone['needed']} items whose side effects needed undoing)"
+        )
+    stdout.print(line, highlight=False)
+    if undone["failed"]:
+        shown = ", ".join(undone["failed"][:MAX_GROUPS_SHOWN])
+        more = len(undone["failed"]) - MAX_GROUPS_SHOWN
+        stdout.print(
+            f"compensation failed for {len(undone['failed'])} item(s): {shown}"
+            + (f" (and {more} more)" if more > 0 else "")
+            + "; their side effects remain: see 'codemode ledger reconcile'",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _cost_line(usage: Mapping[str, Any]) -> str:

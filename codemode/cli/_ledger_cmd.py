@@ -27,7 +27,9 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
+from codemode.cli._compensate_cmd import compensate, failed_compensations
 from codemode.cli._evidence import show_evidence
+from codemode.engine import recorded_outcome
 from codemode.ledger import (
     CALL_STATES,
     CallRecord,
@@ -139,6 +141,7 @@ def ledger() -> None:
     codemode ledger verify                check the hash chain and every table (exit 1 if tampered)
     codemode ledger reconcile             calls whose outcome is unknown, and what to do
     codemode ledger reconcile ID --failed --evidence "no note in CRM at 10:02"
+    codemode ledger compensate RUN        undo a failed run's side effects (--dry-run first)
     """
 
 
@@ -307,10 +310,13 @@ def show(config_path: Path | None, as_json: bool, evidence: bool, item_id: str) 
             fail(f"no call or run {item_id!r} in {store.location}", hint="codemode ledger list")
         run = _redacted_run(run)
         calls = [_redacted(c) for c in store.list_calls(run_id=run.run_id, limit=100_000, newest_first=False)]
+        summary = run.summary or {}
         if as_json:
-            print_json({"run": _dump(run), "calls": [_dump(c) for c in calls]})
+            outcome = recorded_outcome(store, run.run_id, run.status, summary.get("verified"))
+            print_json({"run": _dump(run), "outcome": outcome, "calls": [_dump(c) for c in calls]})
             return
         stdout.print(_runs_table([run]))
+        stdout.print(f"outcome: {recorded_outcome(store, run.run_id, run.status, summary.get('verified'))}")
         if run.summary:
             stdout.print(f"summary: {escape(str(run.summary))}", highlight=False)
         stdout.print(_calls_table(calls) if calls else "no calls", highlight=False)
@@ -462,14 +468,19 @@ def reconcile(
             if resolution or evidence or receipt:
                 fail("--succeeded/--failed/--evidence/--receipt need a CALL_ID", code=EXIT_USAGE)
             unknown = [_redacted(c) for c in store.unknown_calls()]
+            undone = [_redacted(c) for c in failed_compensations(store)]
             if as_json:
                 print_json(
                     {
                         "ledger": store.location,
                         "unknown": [{**_dump(c), "advice": _advice(c)} for c in unknown],
+                        "compensation_failed": [_dump(c) for c in undone],
                     }
                 )
                 return
+            for call in undone:
+                why = f"compensation failed: {call.reason or '-'}; its effect remains, not retried"
+                stdout.print(f"[bold red]{escape(call.compensates or '')}[/]  {escape(why)}", highlight=False)
             if not unknown:
                 stdout.print("no calls with an unknown outcome", highlight=False)
                 return
@@ -575,3 +586,6 @@ async def _read_back(
     if refusal:
         fail(refusal[0])
     return settled
+
+
+ledger.add_command(compensate)  # in its own module: `ledger compensate` and what it shows

@@ -34,6 +34,7 @@ from codemode.cli._common import (
     show_warnings,
     stderr,
 )
+from codemode.cli._compensate_cmd import print_compensation
 from codemode.cli._plan_view import plan_json, print_plan
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
@@ -138,6 +139,8 @@ async def _run(
     memory: int | None = None,
     plan: bool = False,
     with_plan: str | None = None,
+    verify: str | None = None,
+    compensate: bool | None = None,
 ) -> RunResult | Plan:
     config = load(config_path)
     _checked_limits(config, wall_time, memory)
@@ -154,11 +157,17 @@ async def _run(
             )
         if spinner.show:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
-        with spinner.showing("planning (a dry run: only reads are sent)…" if plan else "running…"):
+        with spinner.showing("planning (a dry run: only reads are sent)â¦" if plan else "runningâ¦"):
             if plan:
                 return await engine.plan(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
             return await engine.run(
-                code, principal=principal, tenant=tenant, wall_time_s=wall_time, plan_id=with_plan
+                code,
+                principal=principal,
+                tenant=tenant,
+                wall_time_s=wall_time,
+                plan_id=with_plan,
+                verify=verify,
+                compensate=compensate,
             )
     raise AssertionError("unreachable")  # pyright cannot see that the block always returns
 
@@ -195,9 +204,13 @@ def _print_human(result: RunResult) -> None:
         stderr.print(f"[dim]{section_marker('end', boundary)}[/]", highlight=False)
     for flag in result.flags:
         stderr.print(f"[yellow]warning:[/] {escape(flag)}", highlight=False)
+    if result.verify_error is not None:
+        stderr.print(f"[yellow]unverified:[/] {escape(result.verify_error)}", highlight=False)
+    print_compensation(result.compensation)
+    outcome = "" if result.outcome is None else f"{result.outcome} · "
     stderr.print(
-        f"[dim]{result.status} · run {result.run_id} · {result.calls} calls · {result.denials} denied · "
-        f"{escape(result.summary_line())} · {result.backend}[/]",
+        f"[dim]{result.status} · {outcome}run {result.run_id} · {result.calls} calls · "
+        f"{result.denials} denied · {escape(result.summary_line())} · {result.backend}[/]",
         highlight=False,
     )
 
@@ -244,6 +257,20 @@ def _print_human(result: RunResult) -> None:
     default=None,
     help="Run under an approved plan: its planned calls need no other approval.",
 )
+@click.option(
+    "--verify",
+    "verify_program",
+    type=click.File("r", encoding="utf-8"),
+    metavar="CHECK.py",
+    help="After the run, a read-only check program gets its value as RESULT and must return True; "
+    "otherwise the run is unverified (exit status 1).",
+)
+@click.option(
+    "--compensate/--no-compensate",
+    default=None,
+    help="Undo the completed side effects of a failed or unverified run with the calls of "
+    "[compensation] [default: [policy] compensate].",
+)
 @handle_errors
 def run(
     config_path: Path | None,
@@ -257,6 +284,8 @@ def run(
     memory: int | None,
     plan: bool,
     with_plan: str | None,
+    verify_program: Any,
+    compensate: bool | None,
 ) -> None:
     """Run a Python program in the sandbox against the configured servers.
 
@@ -274,12 +303,14 @@ def run(
     asking; any other call asks as usual (or is denied under --no-input), and the summary counts it.
 
     \b
-    Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage errors.
+    Exit status: 0 when the program succeeded (and its --verify check passed), 1 when it failed
+    or is unverified, 2 for usage errors.
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
     if plan and with_plan is not None:
         fail("--plan makes a plan and --with-plan follows one: give one of them", code=EXIT_USAGE)
     code = program.read()
+    verify = None if verify_program is None else verify_program.read()
     quiet = as_json or not sys.stderr.isatty()
     spinner = _Spinner(show=not quiet)
     asking = not no_input and terminal_available()
@@ -300,6 +331,8 @@ def run(
         memory,
         plan,
         with_plan,
+        verify,
+        compensate,
     )
     if isinstance(result, Plan):
         if as_json:
@@ -311,4 +344,4 @@ def run(
         print_json(result.to_json())
     else:
         _print_human(result)
-    sys.exit(0 if result.status == "ok" else 1)
+    sys.exit(0 if result.status == "ok" and result.verified is not False else 1)

@@ -1,5 +1,6 @@
 """Configuration: ``codemode.toml`` models, loading, secrets and imports from other hosts."""
 
+from codemode.config._compensation import CompensationRule
 from codemode.config._import import import_mcp_servers
 from codemode.config._load import CONFIG_ENV_VAR, config_from_mapping, default_config_path, load_config
 from codemode.config._model import (
@@ -36,6 +37,7 @@ __all__ = [
     "RISK_ORDER",
     "BackendChoice",
     "BudgetPolicy",
+    "CompensationRule",
     "Config",
     "ConsentPolicy",
     "HttpServerConfig",

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from codemode.config._batch import BatchConfig
+from codemode.config._compensation import Compensations
 from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import PolicyConfig
 from codemode.config._search import SearchConfig
@@ -280,6 +281,8 @@ class Config(_Section):
     batch: BatchConfig = Field(default_factory=BatchConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    compensation: Compensations = Field(default_factory=lambda: {})
+    """``[compensation."server/tool"]``: the call that undoes each tool's completed call."""
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="<objects>")

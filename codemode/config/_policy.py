@@ -196,6 +196,9 @@ class PolicyConfig(_Section):
     consent: ConsentPolicy = Field(default_factory=ConsentPolicy)
     budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
     results: ResultPolicy = Field(default_factory=ResultPolicy)
+    compensate: Literal["off", "on_failure"] = "off"
+    """``on_failure``: a run that fails after side effects has them undone by the calls of
+    ``[compensation]`` (as ``codemode run --compensate`` does)."""
     strict_arguments: bool = True
     """Refuse arguments the tool's pinned schema does not declare, nested ones too (stops smuggled
     fields)."""

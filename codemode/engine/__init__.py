@@ -14,11 +14,17 @@ from codemode._lazy import lazy_exports
 
 _EXPORTS = {
     "CodeMode": "codemode.engine._engine",
+    "CompensationReport": "codemode.engine._compensate",
+    "Effect": "codemode.engine._compensate",
+    "RunOutcome": "codemode.engine._compensate",
+    "compensate_run": "codemode.engine._compensate",
+    "recorded_outcome": "codemode.engine._compensate",
+    "undo_standing": "codemode.engine._compensate",
     "HostCatalog": "codemode.engine._adapters",
     "LIST_DESCRIPTION": "codemode.engine._tools",
     "LedgerApprovals": "codemode.engine._adapters",
     "Plan": "codemode.engine._plans",
-    "ProgressCallback": "codemode.engine._engine",
+    "ProgressCallback": "codemode.engine._progress",
     "READ_DESCRIPTION": "codemode.engine._tools",
     "RUN_CODE_DESCRIPTION": "codemode.engine._tools",
     "RunErrorInfo": "codemode.engine._run_result",
@@ -30,6 +36,7 @@ _EXPORTS = {
     "ToolReply": "codemode.engine._tools",
     "definitions": "codemode.engine._tools",
     "dispatch": "codemode.engine._tools",
+    "check_result": "codemode.engine._verify",
     "render_definition": "codemode.engine._tools",
     "run_summary": "codemode.engine._tools",
     "section_boundary": "codemode.engine._run_result",
@@ -43,10 +50,16 @@ if TYPE_CHECKING:
     from codemode._run_usage import RunUsage as RunUsage
     from codemode.engine._adapters import HostCatalog as HostCatalog
     from codemode.engine._adapters import LedgerApprovals as LedgerApprovals
+    from codemode.engine._compensate import CompensationReport as CompensationReport
+    from codemode.engine._compensate import Effect as Effect
+    from codemode.engine._compensate import RunOutcome as RunOutcome
+    from codemode.engine._compensate import compensate_run as compensate_run
+    from codemode.engine._compensate import recorded_outcome as recorded_outcome
+    from codemode.engine._compensate import undo_standing as undo_standing
     from codemode.engine._down import ServerDown as ServerDown
     from codemode.engine._engine import CodeMode as CodeMode
-    from codemode.engine._engine import ProgressCallback as ProgressCallback
     from codemode.engine._plans import Plan as Plan
+    from codemode.engine._progress import ProgressCallback as ProgressCallback
     from codemode.engine._run_result import RunErrorInfo as RunErrorInfo
     from codemode.engine._run_result import RunResult as RunResult
     from codemode.engine._run_result import section_boundary as section_boundary
@@ -62,3 +75,4 @@ if TYPE_CHECKING:
     from codemode.engine._tools import render_definition as render_definition
     from codemode.engine._tools import run_summary as run_summary
     from codemode.engine._tools import server_index_line as server_index_line
+    from codemode.engine._verify import check_result as check_result

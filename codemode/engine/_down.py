@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from codemode.broker import RunOutput
 from codemode.calls import ModuleProvider, ModuleSource
+from codemode.catalog import Pins, ServerCatalog, ToolStatus
 from codemode.host import ConnectionState, ServerStatus
 from codemode.sandbox import RunOutcome
 from codemode.stubs import NameKind, assign_identifiers
@@ -121,3 +122,26 @@ def run_output(
         error_message=message,
         error_traceback=None if error is None else error.traceback,
     )
+
+
+def pin_drift(catalogs: Iterable[ServerCatalog], pins: Pins) -> list[str]:
+    """Tools whose live definition differs from its approved pin, or that the server no longer
+    lists, as ``server/tool (changed)`` / ``(removed)``."""
+    found: list[str] = []
+    for catalog in catalogs:
+        listed = {tool.name for tool in catalog.tools}
+        changed = [t.name for t in catalog.tools if pins.status(t) is ToolStatus.CHANGED]
+        pinned = pins.lock.servers.get(catalog.server, {})
+        removed = [name for name, entry in pinned.items() if entry.approved and name not in listed]
+        found += [f"{catalog.server}/{name} (changed)" for name in changed]
+        found += [f"{catalog.server}/{name} (removed)" for name in removed]
+    return found
+
+
+def waiting_for_review(catalogs: Iterable[ServerCatalog], pins: Pins) -> dict[str, int]:
+    """Servers none of whose listed tools is approved yet, with how many tools wait for review."""
+    return {
+        catalog.server: len(catalog.tools)
+        for catalog in catalogs
+        if catalog.tools and not any(pins.status(t) is ToolStatus.APPROVED for t in catalog.tools)
+    }

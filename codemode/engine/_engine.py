@@ -18,7 +18,7 @@ import hashlib
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -35,27 +35,32 @@ from codemode.broker import (
     Elicitor,
     Planner,
     RunLimits,
-    RunState,
     Sampler,
     may_see_server,
     reads_visible_to,
     visible_to,
 )
 from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
-from codemode.catalog import Pins, ServerCatalog, ToolStatus
+from codemode.catalog import Pins, ServerCatalog
 from codemode.config import BackendChoice, Config, load_config
 from codemode.engine._adapters import HostCatalog, LedgerApprovals
 from codemode.engine._broker_cpu import BrokerCpu
+from codemode.engine._compensate import compensation_key
+from codemode.engine._compensation_check import check_compensations
 from codemode.engine._down import (
     ImportRecorder,
     ServerDown,
+    pin_drift,
     run_output,
     servers_down,
     unavailable_servers,
+    waiting_for_review,
 )
-from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, new_plan
+from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, dry_run
+from codemode.engine._progress import ProgressCallback, report_progress
 from codemode.engine._run_result import RunResult, run_result
 from codemode.engine._sessions import expire_idle_sessions, session_for
+from codemode.engine._settle import checked, compensation_wanted, settled
 from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.engine._workspace import RunWorkspaces, workspace_quota
@@ -260,32 +265,32 @@ class CodeMode:
     def drift(self) -> list[str]:
         """Tools whose live definition differs from its approved pin, or that the server no
         longer lists (``server/tool (changed)``); empty when every pinned tool is as approved."""
-        host, *_ = self._require()
-        pins = self._current_pins()
-        found: list[str] = []
-        for catalog in host.catalogs():
-            listed = {tool.name for tool in catalog.tools}
-            changed = [t.name for t in catalog.tools if pins.status(t) is ToolStatus.CHANGED]
-            pinned = pins.lock.servers.get(catalog.server, {})
-            removed = [name for name, entry in pinned.items() if entry.approved and name not in listed]
-            found += [f"{catalog.server}/{name} (changed)" for name in changed]
-            found += [f"{catalog.server}/{name} (removed)" for name in removed]
-        return found
+        return pin_drift(self._require()[0].catalogs(), self._current_pins())
 
     def _unavailable_servers(self, principal: str) -> dict[str, str]:
-        policy, pins = self.config.policy, self._current_pins()
-        waiting = {
-            catalog.server: len(catalog.tools)
-            for catalog in self._require()[0].catalogs()
-            if catalog.tools and not any(pins.status(t) is ToolStatus.APPROVED for t in catalog.tools)
-        }
+        policy, host = self.config.policy, self._require()[0]
+        seen = partial(may_see_server, policy, principal)
         return unavailable_servers(
-            self.statuses(), lambda server: may_see_server(policy, principal, server), waiting
+            self.statuses(), seen, waiting_for_review(host.catalogs(), self._current_pins())
         )
 
     @property
     def backend(self) -> str:
         return self._require()[2].backend.name
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger every run and call of this engine is recorded in."""
+        if self._ledger is None:
+            raise SandboxError("CodeMode is not running; use it as `async with CodeMode(...)`")
+        return self._ledger
+
+    def check_compensations(self) -> None:
+        """Refuse ``[compensation]`` rules whose tools are not listed or approved, or whose
+        arguments do not fit them (a ``ConfigError`` naming each key)."""
+        check_compensations(
+            self.config.source, self.config.compensation, self._require()[0].catalogs(), self._current_pins()
+        )
 
     @property
     def warm_sandboxes(self) -> int:
@@ -400,6 +405,8 @@ class CodeMode:
         traceparent: str | None = None,
         planner: Planner | None = None,
         plan_id: str | None = None,
+        verify: str | None = None,
+        compensate: bool | None = None,
     ) -> RunResult:
         """Run one program and return its filtered final result.
 
@@ -421,8 +428,13 @@ class CodeMode:
         read-only; ``limits`` tightens the policy's per-run budgets. ``traceparent`` (W3C) makes
         the run's span a child of the caller's trace. ``planner`` makes it a dry run (see :meth:`plan`);
         ``plan_id`` follows an approved plan (its calls need no other approval).
+
+        ``verify``: a read-only check program run on its final value (``RESULT``) that must return
+        True, or the run is ``unverified``. ``compensate`` (default: ``[policy] compensate``) undoes
+        a failed or unverified run's side effects; with either, the result has the ``outcome``.
         """
         _, broker, sandboxes, _ = self._require()
+        compensate = compensation_wanted(self, compensate)  # a rule that cannot work is refused now
         who, now = self.config.policy.identity(principal, tenant), self._clock()
         plan = None if plan_id is None else await approved_plan(self._ledger, plan_id, code, who, now)
 
@@ -451,7 +463,7 @@ class CodeMode:
                 written: tuple[str, ...] = ()
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
-                        tg.start_soon(_report_progress, progress, scope.state, progress_interval_s)
+                        tg.start_soon(report_progress, progress, scope.state, progress_interval_s)
                     # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
                     workspaces = self._workspaces
                     files = None if workspaces is None else await workspaces.files_for(binding, session_id)
@@ -488,6 +500,12 @@ class CodeMode:
                 )
                 if written:
                     result = result.model_copy(update={"workspace_written": written})
+                if verify is not None:  # in the run's scope: its verdict is in the run's record
+                    result = await checked(
+                        partial(self.run, principal=principal, tenant=tenant), result, verify, scope
+                    )
+            if verify is not None or compensate:
+                result = await settled(self, result, compensate=compensate, approver=approver)
             span.set_attribute("codemode.status", result.status)
             note_run_usage(span, result.usage, result.broker_cpu_s)
             metrics = active_metrics()
@@ -499,12 +517,9 @@ class CodeMode:
     async def plan(self, code: str, *, ttl_s: float = PLAN_TTL_S, **options: Any) -> Plan:
         """Dry-run ``code``: its reads are sent, every other call is planned (not sent) and gets a
         placeholder. The plan is stored in the ledger and returned; ``options`` are :meth:`run`'s."""
-        planner = Planner()
-        result = await self.run(code, planner=planner, **options)
-        plan = new_plan(code, planner, result, self._clock(), ttl_s)
-        assert self._ledger is not None
-        await anyio.to_thread.run_sync(self._ledger.record_plan, plan.record())
-        return plan
+        return await dry_run(
+            self.run, self._ledger, new_plan_at=self._clock(), code=code, ttl_s=ttl_s, **options
+        )
 
     async def call_tool(
         self,
@@ -516,22 +531,25 @@ class CodeMode:
         principal: str | None = None,
         tenant: str | None = None,
         approver: Approver | None = None,
+        compensates: str | None = None,
     ) -> CallOutcome:
         """One tool call made by codemode itself (reconcile's read-back, benchmarks), not a program.
 
         It is a run of its own with one call: bound to a principal and tenant, through every gate
         (a tool the policy denies is refused, a risky one needs consent), recorded in the ledger,
-        and its result filtered. ``purpose`` says why, in the run's record.
+        and its result filtered. ``purpose`` says why, in the run's record. ``compensates``: the
+        call undoes that call, is recorded against it, and holds a key derived from it.
         """
         _, broker, _, _ = self._require()
-        binding = self._bind(principal, tenant, None)
+        binding = self._bind(principal, tenant, None).model_copy(update={"compensates": compensates})
+        key = None if compensates is None else compensation_key(compensates)
         entry = self._current_pins().lock.entry(server, tool)
         schema_hash = entry.approved.hash if entry is not None and entry.approved is not None else ""
         digest = hashlib.sha256(f"codemode:{purpose}:{server}/{tool}".encode()).hexdigest()
         async with broker.run(binding, digest, approver=approver, record={"purpose": purpose}) as scope:
             request = ToolCallRequest(
                 seq=1, server=server, tool=tool, schema_hash=schema_hash, arguments=dict(arguments or {})
-            )
+            ).model_copy(update={"idempotency_key": key})
             outcome = await broker.call_tool(binding, request)
             # The outcome passed the call's own filter: no other output leaves this run.
             scope.finish("ok" if isinstance(outcome, ToolResult) else "error")
@@ -580,12 +598,3 @@ class CodeMode:
         )
         if found is not None:
             await found.aclose()
-
-
-ProgressCallback = Callable[[int, float], Awaitable[None]]
-
-
-async def _report_progress(progress: ProgressCallback, state: RunState, interval: float) -> None:
-    while True:
-        await anyio.sleep(interval)
-        await progress(state.calls_allowed, state.elapsed())

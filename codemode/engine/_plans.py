@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -99,6 +100,24 @@ class Plan:
             created_at=record.created_at,
             expires_at=record.expires_at,
         )
+
+
+async def dry_run(
+    run: Callable[..., Awaitable[RunResult]],
+    ledger: Ledger | None,
+    *,
+    new_plan_at: datetime,
+    code: str,
+    ttl_s: float,
+    **options: Any,
+) -> Plan:
+    """Run ``code`` with a :class:`Planner` (``run`` is the engine's), then store its plan."""
+    planner = Planner()
+    result = await run(code, planner=planner, **options)
+    plan = new_plan(code, planner, result, new_plan_at, ttl_s)
+    assert ledger is not None  # a running engine has one
+    await anyio.to_thread.run_sync(ledger.record_plan, plan.record())
+    return plan
 
 
 def new_plan(code: str, planner: Planner, result: RunResult, now: datetime, ttl_s: float) -> Plan:

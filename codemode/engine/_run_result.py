@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from codemode._run_usage import RunUsage
+from codemode.engine._compensate import CompensationReport
 
 if TYPE_CHECKING:  # types only: importing a result type loads neither the broker nor the sandbox
     from codemode.broker import RunEnd
@@ -95,6 +96,16 @@ class RunResult(BaseModel):
     """The broker's CPU seconds for this run's calls and its final filter: its own, measured step by
     step on the shared event loop even when runs are concurrent (work handed to other threads, such
     as ledger writes, is not in it)."""
+    outcome: str | None = None
+    """The run's end state when it was checked or compensated (``run --verify``,
+    ``--compensate``): succeeded, failed, unverified, partial, compensated or compensation
+    failed (see :data:`codemode.engine.RunOutcome`). None: not assessed."""
+    verified: bool | None = None
+    """What the check program said (None: there was none, or the run failed before it)."""
+    verify_error: str | None = None
+    """Why the check did not pass."""
+    compensation: CompensationReport | None = None
+    """The run's side effects and where their undoing stands (a dry run's when not compensated)."""
 
     def summary_line(self) -> str:
         """``412 ms · 0.41 s CPU · 38 MB``: the run's time and what it cost (unmeasured parts left out)."""

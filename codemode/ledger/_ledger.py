@@ -9,7 +9,7 @@ written against the store Protocol, so a second backend is a new store and nothi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -450,6 +450,11 @@ class StoreLedger:
         """Calls whose side effect carries this external receipt id."""
         self._settled()
         return _queries.find_by_receipt(self._ctx, receipt)
+
+    def compensations_of(self, call_ids: Iterable[str]) -> list[CallRecord]:
+        """Every call made to undo one of ``call_ids`` (each attempt, denied ones too), oldest first."""
+        self._settled()
+        return _queries.compensations_of(self._ctx, frozenset(call_ids))
 
     def gives_receipts(self, server: str) -> bool:
         """Whether any answer of ``server`` in this ledger carried a receipt (one given when

@@ -74,6 +74,8 @@ class CallIntent(_Value):
     """The approval consumed for this call (consent proof), if one was needed."""
     skill: str | None = None
     """``name@version`` of the saved skill whose code made the call (as the runtime reported it)."""
+    compensates: str | None = None
+    """The call this one undoes (a compensation: its run's :attr:`RunBinding.compensates`)."""
 
     @classmethod
     def from_request(
@@ -154,6 +156,8 @@ class CallRecord(_Value):
     updated_at: datetime
     skill: str | None = None
     """``name@version`` of the saved skill whose code made the call, as the runtime reported it."""
+    compensates: str | None = None
+    """The call this one undoes, when it is a compensation."""
 
     def outcome(self) -> CallOutcome | None:
         """The stored outcome as the value the broker returns to the sandbox."""

@@ -42,6 +42,12 @@ _ANSWERED = frozenset({"succeeded", "failed"})
 """States a server's own answer leaves a call in (a receipt given when reconciling is a person's)."""
 
 
+def compensations_of(ctx: LedgerContext, call_ids: frozenset[str]) -> list[CallRecord]:
+    with ctx.read() as tx:
+        rows = tx.calls(CallQuery(compensates=call_ids))
+    return [call_record(r) for r in rows]
+
+
 def gives_receipts(ctx: LedgerContext, server: str) -> bool:
     query = CallQuery(server=server, states=_ANSWERED, with_receipt=True, limit=1)
     with ctx.read() as tx:

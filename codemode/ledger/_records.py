@@ -58,6 +58,7 @@ def call_record(row: Row) -> CallRecord:
         resolved_by=cast("str | None", row["resolved_by"]),
         updated_at=from_text(str(row["updated_at"])),
         skill=cast("str | None", row["skill"]),
+        compensates=cast("str | None", row.get("compensates")),
     )
 
 

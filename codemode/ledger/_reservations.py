@@ -45,7 +45,10 @@ def intent_fields(ctx: LedgerContext, intent: CallIntent) -> dict[str, Any]:
     """The columns a call's row takes from its intent, with the scoped key and the argument
     digest that ``reserve`` decides on. Computed once per call, before the write lock."""
     digest, args_json = stored_arguments(intent.arguments, keep=ctx.store_arguments)
+    # Only a compensation carries the link: every other call's event stays as it was.
+    link = {} if intent.compensates is None else {"compensates": intent.compensates}
     return {
+        **link,
         "run_id": intent.run_id,
         "trace_id": intent.trace_id,
         "principal": intent.principal,

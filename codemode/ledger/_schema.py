@@ -71,6 +71,7 @@ CALL_COLUMNS: dict[str, str] = {
     "resolved_by": "TEXT",
     "updated_at": "TEXT NOT NULL",
     "skill": "TEXT",
+    "compensates": "TEXT",
 }
 
 APPROVAL_COLUMNS: dict[str, str] = {
@@ -162,7 +163,7 @@ COLUMNS: dict[Table, dict[str, str]] = {
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
 ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
-    "calls": ("tool_version", "filter_json", "inputs_json", "skill"),
+    "calls": ("tool_version", "filter_json", "inputs_json", "skill", "compensates"),
 }
 """Nullable columns that schema version 1 gained after ledgers were first written with it.
 

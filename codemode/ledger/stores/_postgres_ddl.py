@@ -62,6 +62,14 @@ def _index(name: str, table: str, columns: tuple[str, ...], *, unique: bool = Fa
 
 _HOLDING = sql.SQL(", ").join(sql.Literal(state) for state in CALL_STATES if state in KEY_HOLDING)
 
+_COLUMN_INDEXES: dict[str, Statement] = {
+    # A run's compensations are found by the calls they undo.
+    "compensates": sql.SQL(
+        'CREATE INDEX calls_compensates ON calls ("compensates") WHERE "compensates" IS NOT NULL'
+    ),
+}
+"""The index of an added column, created with the column (in a new ledger and an older one)."""
+
 DDL: tuple[Statement, ...] = (
     sql.SQL('CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL)'),
     # seq is assigned by the writer (head + 1), never by a sequence: a gap then means a deleted
@@ -112,6 +120,7 @@ DDL: tuple[Statement, ...] = (
         'WHERE "idem_key" IS NOT NULL AND "state" IN ({})'
     ).format(_HOLDING),
     _index("runs_started", "runs", ("started_at",)),
+    *_COLUMN_INDEXES.values(),
 )
 
 
@@ -120,13 +129,13 @@ def added_columns(table: Table, present: set[str]) -> list[Statement]:
 
     Checked against the catalog first rather than with ``ADD COLUMN IF NOT EXISTS``, which
     takes the table's exclusive lock on every open even when there is nothing to add."""
-    return [
-        sql.SQL("ALTER TABLE {} ADD COLUMN {}").format(
-            sql.Identifier(table), _column(name, COLUMNS[table][name])
-        )
-        for name in ADDED_COLUMNS.get(table, ())
-        if name not in present
-    ]
+    statements: list[Statement] = []
+    for name in ADDED_COLUMNS.get(table, ()):
+        if name not in present:
+            column = _column(name, COLUMNS[table][name])
+            statements.append(sql.SQL("ALTER TABLE {} ADD COLUMN {}").format(sql.Identifier(table), column))
+            statements += [_COLUMN_INDEXES[name]] if name in _COLUMN_INDEXES else []
+    return statements
 
 
 def added_tables(present: set[str]) -> list[Statement]:

@@ -213,6 +213,9 @@ class PostgresTransaction:
             params.append(query.server)
         if query.with_receipt:
             where.append(sql.SQL("receipt IS NOT NULL AND receipt <> ''"))
+        if query.compensates is not None:
+            where.append(sql.SQL("compensates = ANY(%s::text[])"))
+            params.append(sorted(query.compensates))
         statement = _SELECT["calls"]
         if where:
             statement = sql.SQL("{} WHERE {}").format(statement, sql.SQL(" AND ").join(where))

@@ -63,6 +63,8 @@ class CallQuery:
     server: str | None = None
     with_receipt: bool = False
     """Only calls that recorded a receipt (any non-empty one)."""
+    compensates: frozenset[str] | None = None
+    """Only compensations of these calls (``compensates IN (...)``; empty: none)."""
     newest_first: bool = False
     limit: int | None = None
 

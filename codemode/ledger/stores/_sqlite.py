@@ -249,6 +249,9 @@ class SqliteTransaction:
             params.append(query.server)
         if query.with_receipt:
             where.append("receipt IS NOT NULL AND receipt <> ''")
+        if query.compensates is not None:
+            where.append(f"compensates IN ({', '.join('?' for _ in query.compensates)})")
+            params.extend(sorted(query.compensates))
         order = "DESC" if query.newest_first else "ASC"
         sql = f"SELECT {_CALL_COLUMNS} FROM calls"  # noqa: S608
         if where:

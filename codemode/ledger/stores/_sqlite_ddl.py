@@ -14,6 +14,13 @@ def _table_ddl(table: Table) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n)"
 
 
+_COLUMN_INDEXES: dict[str, str] = {
+    # A run's compensations are found by the calls they undo.
+    "compensates": "CREATE INDEX IF NOT EXISTS calls_compensates ON calls (compensates) "
+    "WHERE compensates IS NOT NULL",
+}
+"""The index of an added column, created with the column (in a new ledger and an older one)."""
+
 DDL: tuple[str, ...] = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # seq is assigned by the writer (head + 1), never by AUTOINCREMENT: a gap then means a
@@ -54,16 +61,19 @@ DDL: tuple[str, ...] = (
     f"WHERE idem_key IS NOT NULL AND state IN {_HOLDING_SQL}",
     "CREATE INDEX IF NOT EXISTS calls_key ON calls (idem_key, attempt)",
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
+    *_COLUMN_INDEXES.values(),
 )
 
 
 def added_columns(table: Table, present: set[str]) -> list[str]:
-    """``ALTER TABLE`` statements for the columns of :data:`ADDED_COLUMNS` that ``table`` lacks."""
-    return [
-        f"ALTER TABLE {table} ADD COLUMN {name} {COLUMNS[table][name]}"
-        for name in ADDED_COLUMNS.get(table, ())
-        if name not in present
-    ]
+    """``ALTER TABLE`` statements for the columns of :data:`ADDED_COLUMNS` that ``table`` lacks
+    (each followed by its index, if it has one)."""
+    statements: list[str] = []
+    for name in ADDED_COLUMNS.get(table, ()):
+        if name not in present:
+            statements.append(f"ALTER TABLE {table} ADD COLUMN {name} {COLUMNS[table][name]}")
+            statements += [_COLUMN_INDEXES[name]] if name in _COLUMN_INDEXES else []
+    return statements
 
 
 def added_tables() -> list[str]:
