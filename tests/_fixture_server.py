@@ -64,22 +64,28 @@ async def deploy_fixture_server(
     protocol: str,
     backend: str = "process",
     policy: dict[str, Any] | None = None,
+    url: str | None = None,
     **server: Any,
 ) -> Deployed:
     """Deploy ``script`` as server ``name`` (trusted, pinned and approved as it lists itself).
 
     The server logs to ``tmp_path / log``: given in the environment variable ``log_env``, or
-    else as ``--log PATH`` after ``args``. What it logged while being listed is cleared.
+    else as ``--log PATH`` after ``args``. What it logged while being listed is cleared. With
+    ``url``, the script is already serving there over HTTP (started with that log), and is
+    reached at it instead of being run over stdio.
     """
     log_path = tmp_path / log
     argv = [str(script), *args] + ([] if log_env else ["--log", str(log_path)])
+    where: dict[str, Any] = (
+        {"url": url, "allow_loopback": True}
+        if url is not None
+        else {"command": sys.executable, "args": argv, "env": {log_env: str(log_path)} if log_env else {}}
+    )
     config = config_from_mapping(
         {
             "servers": {
                 name: {
-                    "command": sys.executable,
-                    "args": argv,
-                    "env": {log_env: str(log_path)} if log_env else {},
+                    **where,
                     "protocol": protocol,
                     "trusted": True,
                     **server,

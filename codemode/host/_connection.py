@@ -55,6 +55,7 @@ from codemode.host._status import ConnectionState, ServerStatus
 from codemode.host._stderr import StderrTail
 from codemode.host._stdio import stdio_transport
 from codemode.host._tasks import TaskCalls, unclaimed
+from codemode.host._tasks_ext import ExtTaskCalls, TaskHandle, TasksExtension, may_task
 from codemode.host._transport_end import TransportEnd
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class ServerConnection:
         """The current session's output-schema check (see :mod:`codemode.host._output_check`)."""
         self.inputs = InputRouter(config, lambda: self._client)  # its update_roots tells this client
         self._tasks = TaskCalls(name, config.call_timeout, on_lost=self._lost_if_gone)
+        self._ext_tasks = ExtTaskCalls(name, config.call_timeout, on_lost=self._lost_if_gone)
         self.slots = CallSlots(name, config.max_concurrent_calls, config.call_timeout)
         """``max_concurrent_calls``: held by every request, across reconnects and runs."""
         self._transport_end: TransportEnd | None = None
@@ -223,6 +225,7 @@ class ServerConnection:
             "message_handler": self._on_message,
             # The catalog must reflect the server now; list-changed drift detection depends on it.
             "cache": None,
+            "extensions": [TasksExtension()],  # declared on 2026-07-28 only (see ._tasks_ext)
             **self.inputs.client_callbacks(),
         }
         end = self._transport_end = TransportEnd()
@@ -416,9 +419,10 @@ class ServerConnection:
     # -- requests ----------------------------------------------------------------------------
 
     def runs_as_task(self, tool: str) -> bool:
-        """Whether a call of ``tool`` is followed as a long-running task (see :mod:`._tasks`)."""
+        """Whether a call of ``tool`` may be a long-running task (:mod:`._tasks`, :mod:`._tasks_ext`)."""
         client = self._client
-        return client is not None and self._tasks.wants_task(client.session, tool)
+        session = client.session if client is not None else None
+        return session is not None and (self._tasks.wants_task(session, tool) or may_task(session))
 
     def _require_client(self) -> Client:
         client = self._client
@@ -438,7 +442,8 @@ class ServerConnection:
 
         ``options.inputs`` answers the server's requests for input during this call (see
         :mod:`codemode.host._inputs`); without it such requests are refused. A tool that needs
-        a task is followed until done (:mod:`codemode.host._tasks`) for at most
+        a task (:mod:`codemode.host._tasks`), or a call a 2026-07-28 server made a task
+        (:mod:`codemode.host._tasks_ext`), is followed until done for at most
         ``options.time_limit_s`` seconds (default ``call_timeout``); ``options.on_progress`` hears
         what the call reports meanwhile.
 
@@ -466,7 +471,7 @@ class ServerConnection:
 
         async def send(
             responses: mcp_types.InputResponses | None = None, state: str | None = None
-        ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | mcp_types.Result:
             # session.call_tool, not Client.call_tool: the latter silently re-lists and resends
             # when a 2026-07-28 server reports that the tool's schema changed; codemode must see
             # that change and stop, not adopt it.
@@ -478,6 +483,7 @@ class ServerConnection:
                 allow_input_required=True,
                 input_responses=responses,
                 request_state=state,
+                allow_claimed=True,  # a task handle (._tasks_ext), on 2026-07-28
             )
 
         self.inputs.track(marker, options.inputs)
@@ -486,9 +492,13 @@ class ServerConnection:
                 params = {"name": name, "arguments": arguments, "_meta": call_meta}
                 limit = options.time_limit_s
                 return await self._tasks.call(client.session, params, time_limit_s=limit, watch=watch)
+            answers = partial(self.inputs.answer, options.inputs)
             answer = await send()
             if isinstance(answer, mcp_types.InputRequiredResult):
-                answer = await drive_input_rounds(answer, partial(self.inputs.answer, options.inputs), send)
+                answer = await drive_input_rounds(answer, answers, send)
+            if isinstance(answer, TaskHandle):  # 2026-07-28: the server made the call a task
+                follow = partial(self._ext_tasks.follow, client.session, answer, name, answers)
+                return await follow(options.time_limit_s, sent_at, watch)
         except OutcomeUnknownError:
             raise  # a task's own verdict (it was created, then lost, unfinished or cancelled)
         except InputRoundsExceeded as exc:

@@ -38,16 +38,19 @@ of :meth:`ServerConnection.call_tool`. A task costs two more round trips and a r
 server keeps for its TTL, worth it only when the tool cannot answer otherwise.
 
 On 2026-07-28 tasks left the core protocol for the ``io.modelcontextprotocol/tasks`` extension
-(SEP-2663: ``resultType: "task"``, results inline in ``tasks/get``, no ``tasks/result``). The
-SDK dispatches neither lane; this module speaks the 2025-11-25 one, and does not declare the
-extension, so a 2026-07-28 server answers plainly.
+(SEP-2663: declared by the client, created at the server's discretion as ``resultType: "task"``,
+results inline in ``tasks/get``, input through ``tasks/update``, no ``tasks/result``). The SDK
+follows neither lane for codemode: this module speaks the 2025-11-25 one, and
+:mod:`codemode.host._tasks_ext` the extension, with the helpers below (polling bounds, the
+receipt, ``tasks/cancel``, and :func:`guard_task`, which ends a task the same way on both).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -68,7 +71,12 @@ __all__ = [
     "CallWatch",
     "ProgressListener",
     "TaskCalls",
+    "guard_task",
+    "poll_pause_s",
+    "send_cancel",
+    "task_unknown",
     "unclaimed",
+    "with_receipt",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,6 +106,73 @@ def unclaimed(result: mcp_types.CallToolResult) -> mcp_types.CallToolResult:
         return result
     meta = {k: v for k, v in result.meta.items() if k != TASK_META_KEY}
     return result.model_copy(update={"meta": meta or None})
+
+
+def task_unknown(server: str, tool: str, task_id: str, why: str) -> OutcomeUnknownError:
+    """The call's outcome is unknown, naming the task so it can be looked up on the server."""
+    return OutcomeUnknownError(server, tool, f"task {task_id}: {why}")
+
+
+def poll_pause_s(interval_ms: float | None) -> float:
+    """Seconds to wait before the next ``tasks/get``: the task's own interval, within bounds."""
+    interval = interval_ms / 1000 if interval_ms is not None else DEFAULT_POLL_S
+    return min(max(interval, MIN_POLL_S), MAX_POLL_S)
+
+
+def with_receipt(result: mcp_types.CallToolResult, task_id: str, status: str) -> mcp_types.CallToolResult:
+    """``result`` naming the task it came from: the broker records the task id as the receipt."""
+    meta = {**(result.meta or {}), TASK_META_KEY: {"taskId": task_id, "status": status}}
+    return result.model_copy(update={"meta": meta})
+
+
+async def send_cancel(request: Callable[[], Awaitable[object]]) -> str:
+    """Send ``tasks/cancel`` (shielded: the call may be being abandoned, and bounded); what
+    happened, for the error's reason."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_BOUND_S):
+        try:
+            await request()
+        except Exception as exc:
+            return f"tasks/cancel failed ({type(exc).__name__}), so it may still be running"
+        return "tasks/cancel was sent and acknowledged"
+    return "tasks/cancel got no answer, so it may still be running"
+
+
+async def guard_task(
+    server: str,
+    tool: str,
+    task_id: str,
+    *,
+    follow: Callable[[], Awaitable[mcp_types.CallToolResult]],
+    cancel: Callable[[], Awaitable[str]],
+    timeout_s: float,
+    deadline: float,
+    on_lost: Callable[[BaseException], None],
+) -> mcp_types.CallToolResult:
+    """``follow`` a created task to its end by ``deadline``; both lanes end a task this way.
+
+    A limit, not a caller's cancel scope: when it runs out the task is cancelled on the server
+    and the call ends as an unknown outcome naming the task, which a bare cancellation could
+    not say. The run's cancellation cancels the task too, and propagates. Any other failure is
+    an unknown outcome naming the task (a lost connection is reported to ``on_lost``)."""
+    try:
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            return await follow()
+        why = f"not finished in the time allowed ({timeout_s:g} s); {await cancel()}"
+        raise task_unknown(server, tool, task_id, why)
+    except anyio.get_cancelled_exc_class():
+        await cancel()  # the run was cancelled: so is its task
+        raise
+    except OutcomeUnknownError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, _CONNECTION_GONE) or (
+            isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED
+        ):
+            on_lost(exc)
+        cause = root_cause(exc)
+        raise task_unknown(
+            server, tool, task_id, f"lost ({type(cause).__name__}: {cause}); it may have executed"
+        ) from exc
 
 
 class CallWatch:
@@ -230,7 +305,7 @@ class _TaskRun:
         self.can_cancel = bool(caps is not None and caps.tasks is not None and caps.tasks.cancel is not None)
 
     def _unknown(self, task_id: str, why: str) -> OutcomeUnknownError:
-        return OutcomeUnknownError(self.server, self.tool, f"task {task_id}: {why}")
+        return task_unknown(self.server, self.tool, task_id, why)
 
     async def run(self, params: dict[str, Any], timeout_s: float) -> mcp_types.CallToolResult:
         deadline = anyio.current_time() + timeout_s
@@ -248,25 +323,16 @@ class _TaskRun:
             raise OutcomeUnknownError(self.server, self.tool, f"unreadable task handle: {exc}") from exc
         if self.watch is not None:
             self.watch.task_id = task.task_id
-        try:
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                return await self._follow(task, deadline)
-            note = await self._cancel(task.task_id)
-            raise self._unknown(task.task_id, f"not finished in the time allowed ({timeout_s:g} s); {note}")
-        except anyio.get_cancelled_exc_class():
-            await self._cancel(task.task_id)  # the run was cancelled: so is its task
-            raise
-        except OutcomeUnknownError:
-            raise
-        except Exception as exc:
-            if isinstance(exc, _CONNECTION_GONE) or (
-                isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED
-            ):
-                self.on_lost(exc)
-            cause = root_cause(exc)
-            raise self._unknown(
-                task.task_id, f"lost ({type(cause).__name__}: {cause}); it may have executed"
-            ) from exc
+        return await guard_task(
+            self.server,
+            self.tool,
+            task.task_id,
+            follow=partial(self._follow, task, deadline),
+            cancel=partial(self._cancel, task.task_id),
+            timeout_s=timeout_s,
+            deadline=deadline,
+            on_lost=self.on_lost,
+        )
 
     async def _create(self, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         # Sent through the session's dispatcher, not ``send_request``: the SDK validates a
@@ -303,8 +369,7 @@ class _TaskRun:
                 return await self._result(task, deadline - anyio.current_time())
             if task.status != "working":
                 raise self._unknown(task.task_id, f"unknown task status {task.status[:40]!r}")
-            interval = task.poll_interval / 1000 if task.poll_interval is not None else DEFAULT_POLL_S
-            await anyio.sleep(min(max(interval, MIN_POLL_S), MAX_POLL_S))
+            await anyio.sleep(poll_pause_s(task.poll_interval))
             task = _Task.model_validate(await self._request("tasks/get", task.task_id))
 
     async def _result(self, task: _Task, wait_s: float | None = None) -> mcp_types.CallToolResult:
@@ -326,20 +391,13 @@ class _TaskRun:
             if task.status in ("completed", "failed")
             else ("failed" if result.is_error else "completed")
         )
-        meta = {**(result.meta or {}), TASK_META_KEY: {"taskId": task.task_id, "status": status}}
-        return result.model_copy(update={"meta": meta})
+        return with_receipt(result, task.task_id, status)
 
     async def _cancel(self, task_id: str) -> str:
         """Ask the server to cancel the task; what happened, for the error's reason."""
         if not self.can_cancel:
             return "the server offers no tasks/cancel, so it may still be running"
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_BOUND_S):
-            try:
-                await self._request("tasks/cancel", task_id, CANCEL_BOUND_S)
-            except Exception as exc:
-                return f"tasks/cancel failed ({type(exc).__name__}), so it may still be running"
-            return "tasks/cancel was sent and acknowledged"
-        return "tasks/cancel got no answer, so it may still be running"
+        return await send_cancel(partial(self._request, "tasks/cancel", task_id, CANCEL_BOUND_S))
 
 
 class _Payload(mcp_types.Result):
