@@ -75,7 +75,7 @@ from codemode.sandbox._channel_messages import (
     parse_params,
     response_frame,
 )
-from codemode.sandbox._frame_protocol import FrameProtocol
+from codemode.sandbox._frame_protocol import FrameProtocol, first_message
 from codemode.sandbox._framing import ChannelClosed, encode
 from codemode.sandbox._unix_listener import UnixListener
 
@@ -295,7 +295,7 @@ class HostChannel:
                 return
 
     async def _authenticate(self, protocol: FrameProtocol) -> bool:
-        message = classify(await _first_message(protocol))
+        message = classify(await first_message(protocol))
         if message.kind != "request" or message.method != wire.HELLO:
             return False
         try:
@@ -567,33 +567,6 @@ class HostChannel:
         if source is None:
             return {"found": False}
         return {"found": True, "source": source.source, "is_package": source.is_package}
-
-
-async def _first_message(protocol: FrameProtocol) -> Any:
-    """The connection's first message; the flow is then held until :meth:`HostChannel.serve`."""
-    first: list[Any] = []
-    arrived = anyio.Event()
-
-    def sink(message: Any) -> None:
-        first.append(message)
-        protocol.hold()
-        protocol.sink = None
-        arrived.set()
-
-    protocol.sink = sink
-    protocol.release()
-    async with anyio.create_task_group() as tg:
-
-        async def watch_close() -> None:
-            await protocol.closed.wait()
-            arrived.set()
-
-        tg.start_soon(watch_close)
-        await arrived.wait()
-        tg.cancel_scope.cancel()
-    if not first:
-        raise protocol.error or ChannelClosed("the connection closed")
-    return first[0]
 
 
 async def _guard(call: Awaitable[CallOutcome], *, mutating: bool) -> CallOutcome:

@@ -33,7 +33,7 @@ from codemode.sandbox._framing import (
     decode_counted,
 )
 
-__all__ = ["FrameProtocol"]
+__all__ = ["FrameProtocol", "first_message"]
 
 
 Sink = Callable[[Any], None]
@@ -222,3 +222,30 @@ class FrameProtocol(asyncio.Protocol):
             self.close(exc)
             return
         self._pump()
+
+
+async def first_message(protocol: FrameProtocol) -> Any:
+    """The connection's first message; the flow is then held until its owner releases it."""
+    first: list[Any] = []
+    arrived = anyio.Event()
+
+    def sink(message: Any) -> None:
+        first.append(message)
+        protocol.hold()
+        protocol.sink = None
+        arrived.set()
+
+    protocol.sink = sink
+    protocol.release()
+    async with anyio.create_task_group() as tg:
+
+        async def watch_close() -> None:
+            await protocol.closed.wait()
+            arrived.set()
+
+        tg.start_soon(watch_close)
+        await arrived.wait()
+        tg.cancel_scope.cancel()
+    if not first:
+        raise protocol.error or ChannelClosed("the connection closed")
+    return first[0]
