@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from codemode.broker import ApprovedPlan, PlannedCall, PlannedRead, Planner
+from codemode.broker import ApprovedPlan, PlannedCall, PlannedRead, Planner, summarize_arguments
 from codemode.engine._run_result import RunResult
 from codemode.errors import PlanRefusedError
 from codemode.ledger import Ledger, PlanRecord, plan_digest
@@ -64,6 +64,22 @@ class Plan:
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
         }
+
+    def as_text(self) -> str:
+        """The plan for a model or a person reading plain text: each planned call, the reads made,
+        and what to do next."""
+        lines = [f"plan {self.plan_id}: {len(self.calls)} planned calls, {len(self.reads)} reads made"]
+        for call in self.calls:
+            arguments = summarize_arguments(dict(call.arguments), limit=200)
+            lines.append(
+                f"  #{call.index} {call.label} ({call.risk}, occurrence {call.occurrence + 1}) {arguments}"
+            )
+        lines.append(
+            f"Nothing was sent but the reads. A person approves it with "
+            f"`codemode approve --plan {self.plan_id}`; then run the same code with "
+            f"with_plan={self.plan_id!r}."
+        )
+        return "\n".join(lines)
 
     @property
     def digest(self) -> str:

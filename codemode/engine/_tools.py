@@ -142,6 +142,8 @@ def run_summary(result: RunResult) -> dict[str, Any]:
         "usage": None if result.usage is None else result.usage.model_dump(mode="json"),
         "broker_cpu_s": result.broker_cpu_s,
         "workspace_written": list(result.workspace_written),
+        "outcome": result.outcome,
+        "verified": result.verified,
     }
 
 

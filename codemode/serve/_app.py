@@ -121,6 +121,14 @@ DRAINING = (
 )
 
 
+class RunOptions(TypedDict):
+    """What a ``run_code`` call asks of its run besides the code: an approved plan to follow and
+    a check of its result."""
+
+    plan_id: str | None
+    verify: str | None
+
+
 def _error(text: str) -> mcp_types.CallToolResult:
     return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], is_error=True)
 
@@ -212,13 +220,27 @@ class CodemodeServer:
             session_id: Annotated[
                 str | None, Field(description="Optional. Reuse to keep variables and imports between runs.")
             ] = None,
+            plan: Annotated[
+                bool,
+                Field(description="Optional. A dry run: only reads are sent; returns the plan of the rest."),
+            ] = False,
+            with_plan: Annotated[
+                str | None, Field(description="Optional. Run under this approved plan id.")
+            ] = None,
+            verify: Annotated[
+                str | None,
+                Field(description="Optional. A read-only check program; RESULT must make it True."),
+            ] = None,
         ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
             try:
                 who = self.identity(ctx)
             except PermissionError as exc:
                 return _error(str(exc))
+            if plan:
+                return await self._plan(who, code, with_plan, verify, traceparent_of(ctx))
+            options: RunOptions = {"plan_id": with_plan, "verify": verify}
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return await self._run_modern(ctx, who, code, session_id)
+                return await self._run_modern(ctx, who, code, session_id, options)
             if self.draining:
                 return _error(DRAINING)
             principal = who.principal or self.engine.config.policy.default_principal
@@ -234,6 +256,7 @@ class CodemodeServer:
                     sampler=ClientSampler(channel),
                     **self._progress(ctx),
                     traceparent=traceparent_of(ctx),
+                    **options,
                 )
             return _call_result(result)
 
@@ -260,6 +283,26 @@ class CodemodeServer:
         mcp.add_tool(list_files, name="list_files", description=LIST_DESCRIPTION, structured_output=False)
         mcp.add_tool(read_file, name="read_file", description=READ_DESCRIPTION, structured_output=False)
         return mcp
+
+    async def _plan(
+        self, who: Identity, code: str, with_plan: str | None, verify: str | None, traceparent: str | None
+    ) -> mcp_types.CallToolResult:
+        """A dry run: nothing asks anyone (its writes are planned, not sent), so both protocol eras
+        answer at once with the plan, which a person approves on the host or the console."""
+        if with_plan is not None or verify is not None:
+            return _error("plan=true makes a plan: give with_plan or verify to a run, not to a dry run")
+        if self.draining:
+            return _error(DRAINING)
+        with self._runs.counted():
+            made = await self.engine.plan(
+                code, principal=who.principal, tenant=who.tenant, traceparent=traceparent
+            )
+        run = None if made.result is None else made.result.to_json()
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(type="text", text=made.as_text())],
+            structured_content={"plan": made.as_json(), "run": run},
+            is_error=made.result is not None and made.result.status != "ok",
+        )
 
     async def _navigate(self, ctx: Context, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """One navigation tool call. A refusal (a bad path, a file the caller may not see) is
@@ -304,7 +347,7 @@ class CodemodeServer:
     # -- the 2026-07-28 input-required flow ---------------------------------------------------
 
     async def _run_modern(
-        self, ctx: Context, who: Identity, code: str, session_id: str | None
+        self, ctx: Context, who: Identity, code: str, session_id: str | None, options: RunOptions
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         state = ctx.request_state
         principal = who.principal or self.engine.config.policy.default_principal
@@ -338,6 +381,7 @@ class CodemodeServer:
                 askers,
                 self._progress(ctx),
                 traceparent_of(ctx),
+                options,
             )
         return await self._next_event(ctx, pending)
 
@@ -350,6 +394,7 @@ class CodemodeServer:
         askers: tuple[Approver, Elicitor, Sampler],
         progress: RunProgress,
         traceparent: str | None,
+        options: RunOptions,
     ) -> None:
         with pending.scope, self._runs.counted():
             try:
@@ -363,6 +408,7 @@ class CodemodeServer:
                     sampler=askers[2],
                     **progress,
                     traceparent=traceparent,
+                    **options,
                 )
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
