@@ -24,8 +24,9 @@ from servers.notes import add_note
 text = ("locked " if INPUT["locked"] else "") + f"item {INPUT['id']}"
 add_note(text=text)["note_id"]
 """
-CHECK = "INPUT['id'] % 5 != 0\n"
-"""Fails on every fifth item: items 0, 5, 10, ... are unverified."""
+CHECK = "INPUT['id'] % 10 != 0\n"
+"""Fails on every tenth item: of 200, items 0, 10, ..., 190 (20 items) are unverified."""
+ITEMS = 200
 
 
 def _items(path: Path, count: int, locked: set[int]) -> Path:
@@ -39,31 +40,35 @@ async def test_a_batch_compensates_its_unverified_items_and_reports_the_rate(tmp
     config = write_toml(notes, tmp_path / "codemode.toml")
     (tmp_path / "program.py").write_text(PROGRAM)
     (tmp_path / "check.py").write_text(CHECK)
-    # 20 items, 4 unverified (0, 5, 10, 15); the note of item 5 is locked: its compensation fails.
-    inputs = _items(tmp_path / "items.jsonl", 20, locked={5})
+    # 200 items, 20 unverified; the notes of five of them are locked: their compensation fails.
+    locked = {10, 50, 90, 130, 170}
+    inputs = _items(tmp_path / "items.jsonl", ITEMS, locked=locked)
     batch = [*CLI, "batch", str(tmp_path / "program.py"), "--inputs", str(inputs), "--key", "id"]
     batch += ["--verify", str(tmp_path / "check.py"), "--compensate", "--config", str(config)]
-    completed = subprocess.run([*batch, "--json"], capture_output=True, text=True, timeout=600, check=False)
+    completed = subprocess.run([*batch, "--json"], capture_output=True, text=True, timeout=900, check=False)
     assert completed.returncode == 1, completed.stderr
     summary = json.loads(completed.stdout)
-    assert summary["counts"]["done"] == 16 and summary["counts"]["unverified"] == 4
-    assert summary["success_rate"] == 0.8
-    assert summary["compensation"] == {"needed": 4, "compensated": 3, "failed": ["5"], "rate": 0.75}
+    assert summary["counts"]["done"] == 180 and summary["counts"]["unverified"] == 20
+    assert summary["success_rate"] == 0.9
+    failed = [str(n) for n in sorted(locked)]
+    assert summary["compensation"] == {"needed": 20, "compensated": 15, "failed": failed, "rate": 0.75}
     held = sorted(notes.held().values())
-    assert held == sorted([f"item {n}" for n in range(20) if n % 5] + ["locked item 5"])
+    assert held == sorted(
+        [f"item {n}" for n in range(ITEMS) if n % 10] + [f"locked item {n}" for n in locked]
+    )
     # Run again: nothing left to run, nothing sent again, the same tally from the ledger.
-    human = subprocess.run(batch, capture_output=True, text=True, timeout=600, check=False)
-    assert "compensation success rate 75.0% (3 of the 4 items" in human.stdout, human.stdout + human.stderr
-    assert "compensation failed for 1 item(s): 5" in human.stdout
-    assert len(notes.deletes()) == 4
+    human = subprocess.run(batch, capture_output=True, text=True, timeout=900, check=False)
+    assert "compensation success rate 75.0% (15 of the 20 items" in human.stdout, human.stdout + human.stderr
+    assert f"compensation failed for 5 item(s): {', '.join(failed)}" in human.stdout
+    assert len(notes.deletes()) == 20
 
 
 async def test_every_compensation_succeeding_is_a_rate_of_100_percent(tmp_path: Path) -> None:
     notes = await deploy_notes(tmp_path)
-    inputs = [{"id": n, "locked": False} for n in range(10)]
-    options = BatchOptions(key="id", verify=CHECK, compensate=True, concurrency=2)
+    inputs = [{"id": n, "locked": False} for n in range(ITEMS)]
+    options = BatchOptions(key="id", verify=CHECK, compensate=True, concurrency=4)
     async with CodeMode(notes.config) as engine:
         results = [r async for r in engine.batch(PROGRAM, inputs, options)]
     undone = {r.key: r.compensation for r in results if r.status != "done"}
-    assert undone == {"0": "compensated", "5": "compensated"}
-    assert len(notes.held()) == 8
+    assert undone == {str(n): "compensated" for n in range(0, ITEMS, 10)}
+    assert len(notes.held()) == 180
