@@ -8,6 +8,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -17,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from codemode.cli._batch_plan import plan_batch, print_batch_plan
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -105,6 +107,20 @@ MAX_GROUPS_SHOWN = 10
     help="Undo the side effects of each item that ends failed or unverified, with the calls of "
     "[compensation]; the summary gives the compensation success rate.",
 )
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Review the job's side effects first: dry-run a sample of the items (only reads are sent) and "
+    "show the calls per tool with the shape of their arguments. Nothing else runs.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(0, 1000),
+    default=5,
+    show_default=True,
+    help="With --plan: how many items to dry-run, from the first (0: all).",
+)
 @click.option("--strict", is_flag=True, help="Fail before running anything if an input line is malformed.")
 @click.option("--principal", help="Run as this principal [default: policy.default_principal].")
 @click.option("--tenant", help="Run in this tenant [default: the principal's default tenant].")
@@ -126,6 +142,8 @@ def batch(
     engine: str | None,
     ray_address: str | None,
     compensate: bool,
+    plan_only: bool,
+    sample: int,
     strict: bool,
     principal: str | None,
     tenant: str | None,
@@ -146,6 +164,7 @@ def batch(
       codemode batch enrich.py --inputs docs.jsonl --key doc_id --out results.jsonl
       codemode batch enrich.py --inputs docs.jsonl --key doc_id --job-id nightly --resume
       codemode batch enrich.py --inputs docs.jsonl --key doc_id --engine ray --ray-address 10.0.0.5:6379
+      codemode batch enrich.py --inputs docs.jsonl --plan --sample 20     # its writes, before any runs
     \b
     Exit status: 0 when every item is done; 1 when any is failed, unknown or unverified; 2 for
     usage errors. --json prints one summary document on stdout.
@@ -182,6 +201,13 @@ def batch(
         compensate=compensate or config.policy.compensate == "on_failure",
     )
     code = program.read_text(encoding="utf-8")
+    if plan_only:
+        sampled = partial(
+            plan_batch, config, code, inputs, key_field, sample, principal=principal, tenant=tenant
+        )
+        summary = run_until_signalled(sampled)
+        print_batch_plan(summary, as_json)
+        sys.exit(1 if summary["failed"] else 0)
     quiet = as_json or not sys.stderr.isatty()
     workers = cast("Workers | None", engine)  # one of click.Choice(["local", "ray"]), or unset
 
