@@ -5,23 +5,16 @@ earlier codemode created it)."""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
-from click.testing import CliRunner
 
-from codemode.cli._ledger_cmd import ledger as ledger_group
-from codemode.ledger import PlanRecord, StoreLedger, open_ledger
+from codemode.ledger import PlanRecord, StoreLedger
+from tests.ledger._added_table import LATER, postgres_database_gains, sqlite_file_gains
 from tests.ledger._pg import PostgresServer
-from tests.ledger.conftest import BINDING
-from tests.ledger.test_schema_compat import DUMP
 
-LATER = datetime(2026, 6, 1, tzinfo=UTC)
 PLAN = PlanRecord(
     plan_id="plan_00000000000000aa",
     run_id="run-plan",
@@ -36,34 +29,15 @@ PLAN = PlanRecord(
 )
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def _plan_and_verify(ledger: StoreLedger, events_before: int) -> None:
+def _record(ledger: StoreLedger) -> int:
     assert ledger.get_plan(PLAN.plan_id) is None
     ledger.record_plan(PLAN)
     assert ledger.get_plan(PLAN.plan_id) == PLAN
-    report = ledger.verify()
-    assert report.ok, report.problems
-    assert report.events == events_before + 1
+    return 1
 
 
 def test_an_old_sqlite_file_gains_the_table_and_keeps_verifying(tmp_path: Path) -> None:
-    path = tmp_path / "codemode.db"
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.executescript(DUMP.read_text(encoding="utf-8"))
-        assert "plans" not in _tables(conn), "the dump is of a file older than the table"
-    with open_ledger(path, create=False, recover=False, clock=lambda: LATER) as ledger:
-        old = ledger.verify()
-        assert old.ok, old.problems
-        _plan_and_verify(ledger, old.events)
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert "plans" in _tables(conn)
-    config = tmp_path / "codemode.toml"
-    config.write_text(f'[ledger]\npath = "{path}"\n', encoding="utf-8")
-    verified = CliRunner().invoke(ledger_group, ["verify", "--config", str(config)])
-    assert verified.exit_code == 0, verified.output
+    sqlite_file_gains("plans", tmp_path, _record)
 
 
 @pytest.fixture
@@ -75,9 +49,4 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 @pytest.mark.postgres
 def test_an_older_postgres_ledger_gains_the_table_and_keeps_verifying(postgres_url: str) -> None:
-    with open_ledger(postgres_url, clock=lambda: LATER) as ledger:
-        ledger.begin_run(BINDING, "sha256:code")
-    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as an earlier codemode created it
-        conn.execute("DROP TABLE plans")
-    with open_ledger(postgres_url, create=False, recover=False, clock=lambda: LATER) as ledger:
-        _plan_and_verify(ledger, 1)
+    postgres_database_gains("plans", postgres_url, _record)
