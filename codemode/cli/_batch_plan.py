@@ -59,8 +59,8 @@ async def plan_batch(
     tenant: str | None,
 ) -> dict[str, Any]:
     """Dry-run ``code`` on the first ``sample`` items of ``inputs`` (0: all); the summary."""
-    from codemode import CodeMode
     from codemode.batch import Item, read_items
+    from codemode.engine import CodeMode  # the engine (and the MCP SDK) only when it runs
 
     items = [item for item in read_items(inputs, key_field) if isinstance(item, Item)]
     chosen = items if sample == 0 else items[:sample]

@@ -157,7 +157,7 @@ async def _run(
             )
         if spinner.show:
             stderr.print(f"[dim]sandbox backend: {engine.backend}[/]", highlight=False)
-        with spinner.showing("planning (a dry run: only reads are sent)â¦" if plan else "runningâ¦"):
+        with spinner.showing("planning (a dry run: only reads are sent)…" if plan else "running…"):
             if plan:
                 return await engine.plan(code, principal=principal, tenant=tenant, wall_time_s=wall_time)
             return await engine.run(
