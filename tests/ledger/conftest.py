@@ -13,6 +13,7 @@ import pytest
 from codemode.calls import RunBinding
 from codemode.ledger import CallIntent, SqliteLedger, open_ledger
 from codemode.testing import FakeClock
+from tests.ledger._pg import PostgresServer
 
 BINDING = RunBinding(run_id="run-1", principal="alice", tenant="acme", trace_id="trace-1")
 DEAD_OWNER = f"{socket.gethostname()}:4194999:0.00:deadbeef"
@@ -83,3 +84,11 @@ def binding() -> RunBinding:
 @pytest.fixture
 def dead_owner() -> str:
     return DEAD_OWNER
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A database of its own on the session's PostgreSQL server, dropped afterwards."""
+    name = postgres_server.new_database()
+    yield postgres_server.url(name)
+    postgres_server.drop_database(name)

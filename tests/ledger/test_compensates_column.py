@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from codemode.calls import ToolResult
 from codemode.cli._ledger_cmd import ledger as ledger_group
 from codemode.ledger import Fresh, open_ledger
-from tests.ledger._pg import PostgresServer
 from tests.ledger.conftest import make_intent
 
 DUMP = Path(__file__).parent / "data" / "ledger_v1.sql"
@@ -49,22 +48,18 @@ def test_an_old_sqlite_ledger_gains_the_column_in_place_and_verifies(tmp_path: P
 
 
 @pytest.mark.postgres
-def test_an_old_postgres_ledger_gains_the_column_in_place(postgres_server: PostgresServer) -> None:
-    name = postgres_server.new_database()
-    url = postgres_server.url(name)
-    try:
-        with open_ledger(url) as ledger:
-            first = ledger.reserve(make_intent(1, key="k1"))
-            assert isinstance(first, Fresh)
-        with psycopg.connect(url, autocommit=True) as conn:  # as an earlier codemode created it
-            conn.execute("ALTER TABLE calls DROP COLUMN compensates")
-        with open_ledger(url, create=False) as ledger:
-            undo = ledger.reserve(make_intent(2, key="undo-1", compensates=first.call_id))
-            assert isinstance(undo, Fresh)
-            assert [c.call_id for c in ledger.compensations_of([first.call_id])] == [undo.call_id]
-            assert ledger.verify().ok
-        with psycopg.connect(url, autocommit=True) as conn:
-            found = conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = 'calls_compensates'").fetchall()
-            assert found, "the column's index came with it"
-    finally:
-        postgres_server.drop_database(name)
+def test_an_old_postgres_ledger_gains_the_column_in_place(postgres_url: str) -> None:
+    url = postgres_url
+    with open_ledger(url) as ledger:
+        first = ledger.reserve(make_intent(1, key="k1"))
+        assert isinstance(first, Fresh)
+    with psycopg.connect(url, autocommit=True) as conn:  # as an earlier codemode created it
+        conn.execute("ALTER TABLE calls DROP COLUMN compensates")
+    with open_ledger(url, create=False) as ledger:
+        undo = ledger.reserve(make_intent(2, key="undo-1", compensates=first.call_id))
+        assert isinstance(undo, Fresh)
+        assert [c.call_id for c in ledger.compensations_of([first.call_id])] == [undo.call_id]
+        assert ledger.verify().ok
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = 'calls_compensates'").fetchall()
+        assert found, "the column's index came with it"

@@ -5,7 +5,6 @@ earlier codemode created it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pytest
 
 from codemode.ledger import PlanRecord, StoreLedger
 from tests.ledger._added_table import LATER, postgres_database_gains, sqlite_file_gains
-from tests.ledger._pg import PostgresServer
 
 PLAN = PlanRecord(
     plan_id="plan_00000000000000aa",
@@ -38,13 +36,6 @@ def _record(ledger: StoreLedger) -> int:
 
 def test_an_old_sqlite_file_gains_the_table_and_keeps_verifying(tmp_path: Path) -> None:
     sqlite_file_gains("plans", tmp_path, _record)
-
-
-@pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
-    name = postgres_server.new_database()
-    yield postgres_server.url(name)
-    postgres_server.drop_database(name)
 
 
 @pytest.mark.postgres

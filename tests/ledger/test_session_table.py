@@ -3,14 +3,12 @@ place (see :mod:`tests.ledger._added_table`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codemode.ledger import StoreLedger
 from tests.ledger._added_table import postgres_database_gains, sqlite_file_gains
-from tests.ledger._pg import PostgresServer
 
 SESSION = "0123456789abcdef0123456789abcdef"
 
@@ -25,13 +23,6 @@ def _bind(ledger: StoreLedger) -> int:
 
 def test_an_old_sqlite_file_gains_the_table_and_keeps_verifying(tmp_path: Path) -> None:
     sqlite_file_gains("mcp_sessions", tmp_path, _bind)
-
-
-@pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
-    name = postgres_server.new_database()
-    yield postgres_server.url(name)
-    postgres_server.drop_database(name)
 
 
 @pytest.mark.postgres

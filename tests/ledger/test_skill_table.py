@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codemode.ledger import StoreLedger
 from tests.ledger._added_table import postgres_database_gains, sqlite_file_gains
-from tests.ledger._pg import PostgresServer
 
 
 def _save(ledger: StoreLedger) -> int:
@@ -32,13 +30,6 @@ def _save(ledger: StoreLedger) -> int:
 
 def test_an_old_sqlite_file_gains_the_table_and_keeps_verifying(tmp_path: Path) -> None:
     sqlite_file_gains("skills", tmp_path, _save)
-
-
-@pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
-    name = postgres_server.new_database()
-    yield postgres_server.url(name)
-    postgres_server.drop_database(name)
 
 
 @pytest.mark.postgres
