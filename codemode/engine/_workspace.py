@@ -95,7 +95,7 @@ class RunWorkspaces:
                 "codemode: workspace: nothing this run wrote was kept (the workspace keeps its files "
                 f"from before the run): {returned.error}"
             )
-        else:
+        elif dict(returned.files) != dict(program.files):  # unchanged: the version it had stays
             key = self.key(binding, session_id)
             try:
                 await anyio.to_thread.run_sync(self.store.commit, key, dict(returned.files))
