@@ -16,7 +16,7 @@ _EXPORTS = {
     "CodeMode": "codemode.engine._engine",
     "CompensationReport": "codemode.engine._compensate",
     "Effect": "codemode.engine._compensate",
-    "RunOutcome": "codemode.engine._compensate",
+    "RunVerdict": "codemode.engine._compensate",
     "compensate_run": "codemode.engine._compensate",
     "recorded_outcome": "codemode.engine._compensate",
     "undo_standing": "codemode.engine._compensate",
@@ -42,6 +42,7 @@ _EXPORTS = {
     "section_boundary": "codemode.engine._run_result",
     "section_marker": "codemode.engine._run_result",
     "server_index_line": "codemode.engine._tools",
+    "shown_names": "codemode.engine._workspace",
 }
 
 __all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from codemode.engine._adapters import LedgerApprovals as LedgerApprovals
     from codemode.engine._compensate import CompensationReport as CompensationReport
     from codemode.engine._compensate import Effect as Effect
-    from codemode.engine._compensate import RunOutcome as RunOutcome
+    from codemode.engine._compensate import RunVerdict as RunVerdict
     from codemode.engine._compensate import compensate_run as compensate_run
     from codemode.engine._compensate import recorded_outcome as recorded_outcome
     from codemode.engine._compensate import undo_standing as undo_standing
@@ -76,3 +77,4 @@ if TYPE_CHECKING:
     from codemode.engine._tools import run_summary as run_summary
     from codemode.engine._tools import server_index_line as server_index_line
     from codemode.engine._verify import check_result as check_result
+    from codemode.engine._workspace import shown_names as shown_names

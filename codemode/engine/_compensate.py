@@ -68,7 +68,7 @@ EffectStatus = Literal[
 - ``would compensate``: a dry run's plan.
 """
 
-RunOutcome = Literal["succeeded", "failed", "unverified", "partial", "compensated", "compensation failed"]
+RunVerdict = Literal["succeeded", "failed", "unverified", "partial", "compensated", "compensation failed"]
 """A run's end state: ``succeeded`` (did its task), ``failed`` (no side effect remains),
 ``unverified`` (its check failed, its effects remain), ``partial`` (side effects remain, the
 task is not done), ``compensated`` (every side effect undone), ``compensation failed``."""
@@ -129,7 +129,7 @@ class CompensationReport(BaseModel):
         return {"outcome": self.outcome, **self.model_dump(mode="json")}
 
 
-def run_outcome(status: str, verified: bool | None, report: CompensationReport) -> RunOutcome:
+def run_outcome(status: str, verified: bool | None, report: CompensationReport) -> RunVerdict:
     """A run's end state from its status, its check (None: none) and its compensation report
     (a dry run's when nothing was undone: it still says which side effects remain)."""
     if status == "ok" and verified is not False:
@@ -141,7 +141,7 @@ def run_outcome(status: str, verified: bool | None, report: CompensationReport) 
     return report.outcome
 
 
-def recorded_outcome(ledger: Ledger, run_id: str, status: str, verified: bool | None) -> RunOutcome | None:
+def recorded_outcome(ledger: Ledger, run_id: str, status: str, verified: bool | None) -> RunVerdict | None:
     """A finished run's end state from the ledger alone (``ledger show``): its side effects and
     their compensations; None while it runs."""
     if status == "running":

@@ -99,7 +99,7 @@ class RunResult(BaseModel):
     outcome: str | None = None
     """The run's end state when it was checked or compensated (``run --verify``,
     ``--compensate``): succeeded, failed, unverified, partial, compensated or compensation
-    failed (see :data:`codemode.engine.RunOutcome`). None: not assessed."""
+    failed (see :data:`codemode.engine.RunVerdict`). None: not assessed."""
     verified: bool | None = None
     """What the check program said (None: there was none, or the run failed before it)."""
     verify_error: str | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 
 import anyio
 
@@ -21,7 +22,7 @@ from codemode.errors import ConfigError
 from codemode.sandbox import RunOutcome, WorkspaceFiles, WorkspaceQuota
 from codemode.workspace import WorkspaceError, WorkspaceKey, WorkspaceStore, open_store
 
-__all__ = ["RunWorkspaces", "workspace_quota"]
+__all__ = ["RunWorkspaces", "shown_names", "workspace_quota"]
 
 log = logging.getLogger("codemode.workspace")
 
@@ -50,6 +51,14 @@ def workspace_quota(config: Config) -> WorkspaceQuota | None:
     return WorkspaceQuota(bytes=settings.quota_bytes, files=settings.quota_files)
 
 
+def shown_names(names: Iterable[str], results: ResultPolicy) -> tuple[str, ...]:
+    """The workspace file names a run's answer or a resource listing may show: those the run's
+    output filter would leave as they are. A name holding a secret or personal data is kept in
+    the workspace but never shown, not even as a link."""
+    names_filter = ResultFilter(results, PiiVault())
+    return tuple(name for name in names if names_filter.text(name, FilterReport()) == name)
+
+
 class RunWorkspaces:
     """The engine's side of workspaces: load before a run, keep after it, prune now and then."""
 
@@ -60,12 +69,6 @@ class RunWorkspaces:
     @classmethod
     def from_config(cls, config: Config) -> RunWorkspaces:
         return cls(open_store(config), config.policy.results)
-
-    def _shown(self, names: list[str]) -> tuple[str, ...]:
-        """The names a run's answer may carry: the run's output filter would leave them as they
-        are. A name holding a secret or personal data is kept in the workspace but not shown."""
-        names_filter = ResultFilter(self._results, PiiVault())
-        return tuple(name for name in names if names_filter.text(name, FilterReport()) == name)
 
     @staticmethod
     def key(binding: RunBinding, session_id: str | None) -> WorkspaceKey:
@@ -100,8 +103,9 @@ class RunWorkspaces:
             try:
                 await anyio.to_thread.run_sync(self.store.commit, key, dict(returned.files))
                 before = program.files
-                written = self._shown(
-                    sorted(name for name, data in returned.files.items() if before.get(name) != data)
+                written = shown_names(
+                    sorted(name for name, data in returned.files.items() if before.get(name) != data),
+                    self._results,
                 )
             except (WorkspaceError, OSError) as exc:
                 log.warning("workspace of %s not saved: %s", key.label(), exc)

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from codemode._redaction import might_hold_secrets
 from codemode.broker import FilterReport, PiiVault, ResultFilter
 from codemode.config import PolicyConfig
+from codemode.engine import shown_names
 from codemode.errors import PolicyError
 from codemode.workspace import WorkspaceError, WorkspaceKey, WorkspaceStore
 
@@ -121,10 +122,9 @@ class WorkspaceMCPServer(MCPServer):
         for info in store.workspaces(tenant=where, principal=who):
             if (info.key.tenant, info.key.principal) != (where, who):
                 continue
-            names = self._filter()
-            for name, size in sorted(store.listing(info.key).items()):
-                if names.text(name, FilterReport()) != name:
-                    continue  # a name that would be redacted is not shown, even as a link
+            listing = store.listing(info.key)
+            for name in shown_names(sorted(listing), self._policy().results):
+                size = listing[name]
                 uri = resource_uri(name, info.key.session)
                 resources.append(mcp_types.Resource(uri=uri, name=name, mime_type=_mime(name), size=size))
         return mcp_types.ListResourcesResult(resources=resources)
