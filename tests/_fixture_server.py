@@ -37,6 +37,10 @@ class FixtureServer:
             return []
         return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
 
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """The logged requests of one method (for servers that log each request's ``method``)."""
+        return [r for r in self.logged() if r.get("method") == method]
+
     def calls(self, run_id: str | None = None) -> list[CallRecord]:
         ledger = open_ledger(self.config.ledger_path, create=False)
         try:

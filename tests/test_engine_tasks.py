@@ -17,7 +17,7 @@ import pytest
 
 from codemode import CallbackElicitor, CodeMode, ElicitationAnswer, ElicitationRequest
 from codemode.calls import CallProgress
-from codemode.ledger import open_ledger
+from codemode.ledger import CallRecord, open_ledger
 from codemode.testing import in_process_sandbox
 from tests._fixture_server import FixtureServer, deploy_fixture_server
 
@@ -31,9 +31,6 @@ TRY = "try:\n    out = {call}\nexcept Exception as exc:\n    out = f'{{type(exc)
 class Deployment(FixtureServer):
     in_process: bool = True
     """Programs in the in-process sandbox (fast); else in the configured backend."""
-
-    def requests(self, method: str) -> list[dict[str, Any]]:
-        return [r for r in self.logged() if r.get("method") == method]
 
     def engine(self, **options: Any) -> CodeMode:
         return super().engine(sandbox_backend=in_process_sandbox() if self.in_process else None, **options)
@@ -85,8 +82,9 @@ async def test_a_failed_task_reaches_the_program_as_the_tools_error(tmp_path: Pa
     assert call.receipt == "task-1-doomed"
 
 
-async def test_cancelling_the_run_cancels_the_task(tmp_path: Path) -> None:
-    deployment = await deploy(tmp_path)
+async def cancel_a_run_mid_task(deployment: FixtureServer) -> CallRecord:
+    """Start a run of ``forever``, cancel it once its task was polled twice, check that the task
+    was cancelled, and give the call's record (both protocol eras' tests use it)."""
     async with deployment.engine() as engine, anyio.create_task_group() as tg:
 
         async def run() -> None:
@@ -101,6 +99,11 @@ async def test_cancelling_the_run_cancels_the_task(tmp_path: Path) -> None:
     assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
     [call] = deployment.calls()
     assert call.state == "unknown"
+    return call
+
+
+async def test_cancelling_the_run_cancels_the_task(tmp_path: Path) -> None:
+    call = await cancel_a_run_mid_task(await deploy(tmp_path))
     assert call.reason == "the run was cancelled during the call"
 
 

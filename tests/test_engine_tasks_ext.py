@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from codemode import CallbackElicitor, CodeMode, ElicitationAnswer, ElicitationRequest
 from codemode.testing import in_process_sandbox
 from tests._fixture_server import FixtureServer, deploy_fixture_server
 from tests.conftest import HttpServers
+from tests.test_engine_tasks import cancel_a_run_mid_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -27,9 +27,6 @@ SERVER = Path(__file__).resolve().parent / "fixtures" / "servers" / "tasks_ext_s
 
 @dataclass
 class Deployment(FixtureServer):
-    def requests(self, method: str) -> list[dict[str, Any]]:
-        return [r for r in self.logged() if r.get("method") == method]
-
     def engine(self, **options: Any) -> CodeMode:
         return super().engine(sandbox_backend=in_process_sandbox(), **options)
 
@@ -69,18 +66,4 @@ async def test_a_task_that_asks_for_input_asks_the_runs_person_and_the_answer_go
 async def test_cancelling_the_run_cancels_the_task_and_the_call_is_unknown(
     tmp_path: Path, http_servers: HttpServers
 ) -> None:
-    deployment = await deploy(tmp_path, http_servers)
-    async with deployment.engine() as engine, anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            await engine.run("from servers.tasks import forever\nforever()\n")
-            raise AssertionError("the run ended by itself")
-
-        tg.start_soon(run)
-        with anyio.fail_after(30):
-            while len(deployment.requests("tasks/get")) < 2:
-                await anyio.sleep(0.01)
-        tg.cancel_scope.cancel()
-    assert [r["taskId"] for r in deployment.requests("tasks/cancel")] == ["task-1-forever"]
-    [call] = deployment.calls()
-    assert call.state == "unknown"
+    await cancel_a_run_mid_task(await deploy(tmp_path, http_servers))
