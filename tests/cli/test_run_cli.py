@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
+from tests._demo_workspace import make_workspace
 from tests._framing import PAYLOAD, framed_sections
 
 CLI = [sys.executable, "-m", "codemode.cli"]
@@ -19,15 +20,7 @@ CLI = [sys.executable, "-m", "codemode.cli"]
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = tmp_path_factory.mktemp("cli") / "codemode.toml"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
-    config.write_text(
-        config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 0\n')
-    )
-    for args in (["sync"], ["pin", "--approve"]):
-        assert runner.invoke(cli, [*args, "--config", str(config)]).exit_code == 0
-    return config
+    return make_workspace(tmp_path_factory.mktemp("cli"), pool_size=0)
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

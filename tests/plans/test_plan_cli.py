@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from codemode.cli._main import cli
 from codemode.config import load_config
 from codemode.ledger import open_ledger
+from tests._demo_workspace import make_workspace
 
 CLI = [sys.executable, "-m", "codemode.cli"]
 
@@ -27,15 +26,7 @@ add_note(customer_id="CUST-0001", text="planned from the cli")
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = tmp_path_factory.mktemp("plan-cli") / "codemode.toml"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
-    config.write_text(
-        config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 0\n')
-    )
-    for args in (["sync"], ["pin", "--approve"]):
-        assert runner.invoke(cli, [*args, "--config", str(config)]).exit_code == 0
-    return config
+    return make_workspace(tmp_path_factory.mktemp("plan-cli"), pool_size=0)
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

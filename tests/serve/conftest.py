@@ -11,9 +11,10 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from codemode.cli._main import cli
+from tests._demo_workspace import make_workspace
+
+__all__ = ["TOKENS", "TOKENS_TOML", "make_workspace", "serving_http"]
 
 TOKENS = {
     "alice": "alice-token-0123456789abcdef",
@@ -21,18 +22,6 @@ TOKENS = {
     "ops": "ops-token-0123456789abcdef",
     "audit": "audit-token-0123456789abcdef",
 }
-
-
-def make_workspace(directory: Path, extra: str = "") -> Path:
-    config = directory / "codemode.toml"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["init", "--demo", "--config", str(config)]).exit_code == 0
-    text = config.read_text().replace("[sandbox]\n", '[sandbox]\nbackend = "process"\npool_size = 1\n')
-    config.write_text(text + extra)
-    for args in (["sync"], ["pin", "--approve"]):
-        result = runner.invoke(cli, [*args, "--config", str(config)])
-        assert result.exit_code == 0, result.output
-    return config
 
 
 TOKENS_TOML = """
