@@ -45,25 +45,25 @@ async def list_catalog(
     """List what ``client``'s server offers; ``learn`` sees the raw tools (their task support), and
     ``ttls`` collects each page's ``ttlMs`` (2026-07-28 caching hints; see :func:`fresh_for_s`)."""
     caps = client.server_capabilities
-    _paginate = _Pages(ttls)
+    paginate = _Pages(ttls)
     tools: list[ToolSpec] = []
     excluded: list[ExcludedTool] = []
     if caps.tools is not None:
-        listed = await _paginate(lambda c: client.list_tools(cursor=c), lambda p: p.tools)
+        listed = await paginate(lambda c: client.list_tools(cursor=c), lambda p: p.tools)
         learn(listed)
         tools, excluded = _offered(server, listed)
     resources: list[ResourceSpec] = []
     templates: list[ResourceTemplateSpec] = []
     if caps.resources is not None:
-        listed_resources = await _paginate(lambda c: client.list_resources(cursor=c), lambda p: p.resources)
+        listed_resources = await paginate(lambda c: client.list_resources(cursor=c), lambda p: p.resources)
         resources = [resource_from_mcp(server, r) for r in listed_resources]
-        listed_templates = await _paginate(
+        listed_templates = await paginate(
             lambda c: client.list_resource_templates(cursor=c), lambda p: p.resource_templates
         )
         templates = [resource_template_from_mcp(server, t) for t in listed_templates]
     prompts: list[PromptSpec] = []
     if caps.prompts is not None:
-        listed_prompts = await _paginate(lambda c: client.list_prompts(cursor=c), lambda p: p.prompts)
+        listed_prompts = await paginate(lambda c: client.list_prompts(cursor=c), lambda p: p.prompts)
         prompts = [prompt_from_mcp(server, p) for p in listed_prompts]
     return ServerCatalog(
         server=server,
