@@ -108,7 +108,7 @@ async def run_batch(
                 )
                 return run_on_workers(actors, job, options)
             local = engine or await _start_engine(stack, config)
-            if options.compensate and config.compensation:
+            if options.compensate and local.compensation_rules():
                 local.check_compensations()  # a rule that cannot work is refused before any item
             return run_job(local, program, job, options)
 

@@ -11,6 +11,7 @@ _EXPORTS = {
     "ClaimedRisk": "codemode.catalog._hints",
     "ExcludedTool": "codemode.catalog._model",
     "HASH_PREFIX": "codemode.catalog._hashing",
+    "COMPENSATION_META_KEY": "codemode.catalog._hashing",
     "HintReview": "codemode.catalog._lock",
     "LockEntry": "codemode.catalog._lock",
     "LockFile": "codemode.catalog._lock",
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from codemode.catalog._convert import resource_from_mcp as resource_from_mcp
     from codemode.catalog._convert import resource_template_from_mcp as resource_template_from_mcp
     from codemode.catalog._convert import tool_from_mcp as tool_from_mcp
+    from codemode.catalog._hashing import COMPENSATION_META_KEY as COMPENSATION_META_KEY
     from codemode.catalog._hashing import HASH_PREFIX as HASH_PREFIX
     from codemode.catalog._hashing import canonical_json as canonical_json
     from codemode.catalog._hashing import definition_hash as definition_hash

@@ -9,11 +9,11 @@ rest of the server stays usable.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 
-from codemode.catalog._hashing import canonical_json, tool_hash
+from codemode.catalog._hashing import COMPENSATION_META_KEY, canonical_json, tool_hash
 from codemode.catalog._model import (
     ExcludedTool,
     PromptArgumentSpec,
@@ -32,6 +32,9 @@ MAX_DESCRIPTION_CHARS = 65_536
 MAX_DEFINITION_BYTES = 1_048_576
 """Cap on a whole tool definition in canonical JSON (schemas included)."""
 
+MAX_COMPENSATION_BYTES = 4096
+"""A declared compensation names one tool and a few argument sources; more is not one."""
+
 
 def is_valid_tool_name(name: str) -> bool:
     return _TOOL_NAME.fullmatch(name) is not None
@@ -39,6 +42,21 @@ def is_valid_tool_name(name: str) -> bool:
 
 def _shorten(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _declared_compensation(meta: Any) -> dict[str, Any] | None:
+    """The compensation a tool's ``_meta`` declares, kept as declared when it is a small object
+    (it is checked where it is used); anything else there is ignored, as the rest of ``_meta`` is."""
+    if not isinstance(meta, dict):
+        return None
+    declared = cast(dict[str, Any], meta).get(COMPENSATION_META_KEY)
+    if not isinstance(declared, dict):
+        return None
+    try:
+        fits = len(canonical_json(declared)) <= MAX_COMPENSATION_BYTES
+    except (TypeError, ValueError):
+        return None
+    return cast(dict[str, Any], declared) if fits else None
 
 
 def tool_from_mcp(server: str, tool: mcp_types.Tool) -> ToolSpec | ExcludedTool:
@@ -66,8 +84,11 @@ def tool_from_mcp(server: str, tool: mcp_types.Tool) -> ToolSpec | ExcludedTool:
         if tool.annotations is not None
         else None
     )
+    compensation = _declared_compensation(tool.meta)
     try:
-        size = len(canonical_json([input_schema, output_schema, annotations, tool.title, description]))
+        size = len(
+            canonical_json([input_schema, output_schema, annotations, tool.title, description, compensation])
+        )
     except (TypeError, ValueError) as exc:
         return ExcludedTool(server=server, name=name, reason=f"definition is not canonical JSON: {exc}")
     if size > MAX_DEFINITION_BYTES:
@@ -82,6 +103,7 @@ def tool_from_mcp(server: str, tool: mcp_types.Tool) -> ToolSpec | ExcludedTool:
         input_schema=input_schema,
         output_schema=output_schema,
         annotations=annotations,
+        compensation=compensation,
         schema_hash=tool_hash(
             name=name,
             title=tool.title,
@@ -89,6 +111,7 @@ def tool_from_mcp(server: str, tool: mcp_types.Tool) -> ToolSpec | ExcludedTool:
             input_schema=input_schema,
             output_schema=output_schema,
             annotations=annotations,
+            compensation=compensation,
         ),
     )
 

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from codemode._atomic import replace_file
-from codemode.catalog._hashing import definition_hash
+from codemode.catalog._hashing import COMPENSATION_META_KEY, definition_hash
 from codemode.catalog._hints import AcceptedRisk, ClaimedRisk, claimed_risk
 from codemode.catalog._model import ServerCatalog, ToolSpec, ToolStatus
 from codemode.errors import CatalogError
@@ -52,7 +52,7 @@ def _now() -> str:
 
 def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     """The hashed part of a tool, in MCP wire names."""
-    return {
+    definition: dict[str, Any] = {
         "name": spec.name,
         "title": spec.title,
         "description": spec.description,
@@ -60,6 +60,9 @@ def tool_definition(spec: ToolSpec) -> dict[str, Any]:
         "outputSchema": spec.output_schema,
         "annotations": spec.annotations,
     }
+    if spec.compensation is not None:
+        definition["_meta"] = {COMPENSATION_META_KEY: spec.compensation}
+    return definition
 
 
 class PinnedDefinition(BaseModel):

@@ -35,6 +35,10 @@ class ToolSpec(_Frozen):
     input_schema: JsonObject = Field(default_factory=lambda: {"type": "object"})
     output_schema: JsonObject | None = None
     annotations: JsonObject | None = None
+    compensation: JsonObject | None = None
+    """How the server says a call of this tool is undone (its ``_meta``
+    ``dev.codemode/compensation``), as it declared it: unchecked and untrusted. Hashed, so an
+    approved pin binds it; used only for a trusted server (see ``codemode.engine``)."""
     schema_hash: str
     hints_accepted: bool = False
     """On the copies stubs are rendered from (:meth:`Pins.usable`): a reviewer accepted this

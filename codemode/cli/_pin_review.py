@@ -18,7 +18,7 @@ Notes under the description say what the review does not show or what the model 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rich.markup import escape
 from rich.table import Table
@@ -26,7 +26,7 @@ from rich.table import Table
 from codemode._json_schema import json_objects, pattern_notes
 from codemode._schema_isolation import CHECK_LIMIT_S
 from codemode.broker import tool_risk
-from codemode.catalog import LockEntry, claimed_risk
+from codemode.catalog import COMPENSATION_META_KEY, LockEntry, claimed_risk
 from codemode.config import Config
 from codemode.stubs import TITLE_LIMIT, TOOL_DOC_LIMIT, clean_text, escape_invisible
 
@@ -36,7 +36,7 @@ _HINTS = (
     ("idempotentHint", "idempotent"),
     ("openWorldHint", "open-world"),
 )
-_PARTS = ("title", "description", "inputSchema", "outputSchema", "annotations")
+_PARTS = ("title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 _STYLES = {"approved": "green", "new": "cyan", "changed": "yellow", "removed": "red"}
 _RISK_STYLES = {"low": "green", "medium": "yellow", "high": "red"}
 
@@ -112,6 +112,28 @@ def review_notes(server: str, tool: str, definition: dict[str, Any]) -> list[str
     return notes
 
 
+def compensation_note(server: str, tool: str, definition: dict[str, Any], trusted: bool) -> str | None:
+    """What the tool's own ``_meta`` says undoes its calls, and whether codemode will use it."""
+    meta: object = definition.get("_meta")
+    declared = cast(dict[str, Any], meta).get(COMPENSATION_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(declared, dict):
+        return None
+    from codemode.engine import declared_rule
+
+    try:
+        rule = declared_rule(server, cast(dict[str, Any], declared))
+    except ValueError as exc:
+        return f"declares a compensation that cannot be used: {exc}"
+    sources = ", ".join(f"{name}={source}" for name, source in rule.arguments.items())
+    said = f"declares its compensation: {rule.tool}({sources})"
+    if trusted:
+        return f'{said}; used once approved (the server is trusted; [compensation."{server}/{tool}"] wins)'
+    return (
+        f"{said}; not used: the server is not trusted. To use it, copy it into "
+        f'[compensation."{server}/{tool}"] or set trusted = true'
+    )
+
+
 def review_row(config: Config, server: str, tool: str, status: str, entry: LockEntry) -> dict[str, Any]:
     """What the reviewer sees of one pin: for a new or changed tool its definition under review
     (rated as it would be once approved: without accepted hints), else the approved one."""
@@ -134,7 +156,8 @@ def review_row(config: Config, server: str, tool: str, status: str, entry: LockE
         "annotations": annotation_text(definition.get("annotations")),
         "title": clean_text(str(definition.get("title") or ""), TITLE_LIMIT),
         "description": clean_text(str(definition.get("description") or ""), TOOL_DOC_LIMIT),
-        "notes": review_notes(server, tool, definition),
+        "notes": review_notes(server, tool, definition)
+        + [note for note in [compensation_note(server, tool, definition, trusted)] if note],
         "changed": changed_parts(entry),
     }
 

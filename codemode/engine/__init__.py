@@ -20,6 +20,7 @@ _EXPORTS = {
     "compensate_run": "codemode.engine._compensate",
     "recorded_outcome": "codemode.engine._compensate",
     "undo_standing": "codemode.engine._compensate",
+    "declared_rule": "codemode.engine._compensation_check",
     "HostCatalog": "codemode.engine._adapters",
     "LIST_DESCRIPTION": "codemode.engine._tools",
     "LedgerApprovals": "codemode.engine._adapters",
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from codemode.engine._compensate import compensate_run as compensate_run
     from codemode.engine._compensate import recorded_outcome as recorded_outcome
     from codemode.engine._compensate import undo_standing as undo_standing
+    from codemode.engine._compensation_check import declared_rule as declared_rule
     from codemode.engine._down import ServerDown as ServerDown
     from codemode.engine._engine import CodeMode as CodeMode
     from codemode.engine._plans import Plan as Plan

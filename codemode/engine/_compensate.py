@@ -35,6 +35,7 @@ class Compensator(Protocol):
     def config(self) -> Config: ...
     @property
     def ledger(self) -> Ledger: ...
+    def compensation_rules(self) -> Mapping[str, CompensationRule]: ...
     def check_compensations(self) -> None: ...
     async def call_tool(
         self,
@@ -334,7 +335,7 @@ async def compensate_run(
         raise LedgerError(f"no run {run_id!r} in the ledger: see `codemode ledger list --runs`")
     if run.status == "running":
         raise LedgerError(f"run {run_id!r} is still running: compensate it once it has ended")
-    rules = engine.config.compensation
+    rules = engine.compensation_rules()
     if rules:
         engine.check_compensations()
     effects = side_effects(ledger, run_id, rules)

@@ -1,5 +1,12 @@
 """What ``[compensation]`` means, checked against the tools the servers list and the pins.
 
+A trusted server may also declare how a tool's call is undone, in the tool's ``_meta``
+(``dev.codemode/compensation``: a tool of the same server and its argument sources). A
+declaration is part of the pinned definition, so it is used only as a reviewer approved it,
+and only where the server is trusted (``trusted = true``): an untrusted server's declaration
+is a claim nobody checked, shown at ``codemode pin`` and never used. ``[compensation]`` in the
+configuration overrides a declaration for the same tool.
+
 Configuration parsing checks only the shape of a rule; whether its tools exist, are approved,
 and whether its arguments fit them is known only once the servers are listed. This runs at the
 start of whatever compensates (a run with ``--compensate``, ``ledger compensate``, a batch job),
@@ -9,10 +16,13 @@ so a rule that cannot work is refused before any side effect, with its key named
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from codemode.catalog import Pins, ServerCatalog, ToolSpec, ToolStatus
-from codemode.config import CompensationRule
+from pydantic import ValidationError
+
+from codemode.catalog import COMPENSATION_META_KEY, Pins, ServerCatalog, ToolSpec, ToolStatus
+from codemode.config import CompensationRule, Config
 from codemode.errors import ConfigError
 
 
@@ -28,7 +38,7 @@ Problem = tuple[str, str]
 """Where (the configuration key) and what is wrong, as :class:`ConfigError` lists them."""
 
 
-def _source_problem(key: str, name: str, source: str, undone: ToolSpec) -> Problem | None:
+def _source_problem(key: str, where: str, name: str, source: str, undone: ToolSpec) -> Problem | None:
     """Why ``source`` (``args.x`` / ``result.x``) cannot come from a call of ``undone``."""
     origin, _, path = source.partition(".")
     first = path.split(".", 1)[0]
@@ -38,16 +48,78 @@ def _source_problem(key: str, name: str, source: str, undone: ToolSpec) -> Probl
         return None  # a result without a declared schema is checked per call, when undoing it
     what = "argument" if origin == "args" else "result field"
     return (
-        f'compensation."{key}".arguments.{name}',
+        f"{where}.arguments.{name}",
         f"{source!r}: {key} has no {what} {first!r} (it has: {', '.join(sorted(known)) or 'none'})",
     )
 
 
+def declared_key(spec: ToolSpec) -> str:
+    """Where a tool's declared compensation is, said the way a configuration key is."""
+    return f'servers.{spec.server} tool {spec.name} _meta."{COMPENSATION_META_KEY}"'
+
+
+def declared_rule(server: str, declared: Mapping[str, Any]) -> CompensationRule:
+    """The rule a tool of ``server`` declares in its ``_meta`` (its tool is one of the same
+    server); a ``ValueError`` saying what is wrong with it otherwise."""
+    tool = declared.get("tool")
+    if not isinstance(tool, str) or "/" in tool:
+        raise ValueError("'tool' must name a tool of the same server, without the server's name")
+    try:
+        return CompensationRule.model_validate({**declared, "tool": f"{server}/{tool}"})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"{where}: {first['msg']}" if where else first["msg"]) from None
+
+
+@dataclass(frozen=True)
+class Compensations:
+    """The compensation rules a deployment uses: ``[compensation]`` over what trusted servers
+    declare for their approved tools."""
+
+    rules: dict[str, CompensationRule] = field(default_factory=lambda: {})
+    """``server/tool`` -> how its calls are undone."""
+    where: dict[str, str] = field(default_factory=lambda: {})
+    """``server/tool`` -> the key a problem with its rule is reported under."""
+    problems: list[Problem] = field(default_factory=lambda: [])
+    """Declarations of trusted servers that are no rule at all."""
+
+
+def compensations_of(config: Config, catalogs: Iterable[ServerCatalog], pins: Pins) -> Compensations:
+    """The rules in use: ``[compensation]``, and the declarations of the approved tools of
+    trusted servers that it does not override."""
+    configured = config.compensation
+    found = Compensations()
+    for catalog in pins.usable(catalogs):
+        server = config.servers.get(catalog.server)
+        if server is None or not server.trusted:
+            continue
+        for spec in catalog.tools:
+            label = f"{spec.server}/{spec.name}"
+            if spec.compensation is None or label in configured:
+                continue
+            try:
+                found.rules[label] = declared_rule(spec.server, spec.compensation)
+            except ValueError as exc:
+                found.problems.append((declared_key(spec), str(exc)))
+            else:
+                found.where[label] = declared_key(spec)
+    for label, rule in configured.items():
+        found.rules[label] = rule
+        found.where[label] = f'compensation."{label}"'
+    return found
+
+
 def rule_problems(
-    key: str, rule: CompensationRule, listed: Mapping[str, ToolSpec], approved: Mapping[str, bool]
+    key: str,
+    rule: CompensationRule,
+    listed: Mapping[str, ToolSpec],
+    approved: Mapping[str, bool],
+    where: str | None = None,
 ) -> list[Problem]:
-    """Why ``rule`` (under ``[compensation."key"]``) cannot undo calls of ``key``; empty: it can."""
-    where = f'compensation."{key}"'
+    """Why ``rule`` (under ``where``, by default ``[compensation."key"]``) cannot undo calls of
+    ``key``; empty: it can."""
+    where = where or f'compensation."{key}"'
     undone = listed.get(key)
     undoing = listed.get(rule.tool)
     problems: list[Problem] = []
@@ -70,19 +142,21 @@ def rule_problems(
                 problems.append((f"{where}.arguments", why))
     if undone is not None:
         for name, source in rule.arguments.items():
-            problem = _source_problem(key, name, source, undone)
+            problem = _source_problem(key, where, name, source, undone)
             if problem is not None:
                 problems.append(problem)
     return problems
 
 
-def check_compensations(
-    source: str, rules: Mapping[str, CompensationRule], catalogs: Iterable[ServerCatalog], pins: Pins
-) -> None:
-    """Refuse the ``[compensation]`` rules that cannot work (every problem, each with its key),
+def check_compensations(config: Config, catalogs: Iterable[ServerCatalog], pins: Pins) -> None:
+    """Refuse the compensation rules that cannot work (every problem, each with its key),
     against the tools the servers list now and their pins."""
+    catalogs = list(catalogs)
+    compensations = compensations_of(config, catalogs, pins)
     listed = {f"{t.server}/{t.name}": t for catalog in catalogs for t in catalog.tools}
     approved = {name: pins.status(tool) is ToolStatus.APPROVED for name, tool in listed.items()}
-    problems = [p for key, rule in sorted(rules.items()) for p in rule_problems(key, rule, listed, approved)]
+    problems = list(compensations.problems)
+    for key, rule in sorted(compensations.rules.items()):
+        problems.extend(rule_problems(key, rule, listed, approved, compensations.where.get(key)))
     if problems:
-        raise ConfigError(source, problems)
+        raise ConfigError(config.source, problems)

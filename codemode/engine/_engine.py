@@ -6,9 +6,8 @@ This is what ``codemode run``, ``codemode serve`` and the Python API use::
         result = await cm.run("from servers.crm import get_customer\\nget_customer(customer_id='CUST-0001')")
         print(result.result)
 
-Per run: the host binds the run to a principal and tenant (never the program), the program
-sees only the stubs that principal may use, every stub call passes the broker, and the final
-result passes the result filter before anyone sees it.
+Per run: the host binds the run to a principal and tenant (never the program), the program sees
+only the stubs that principal may use, every call passes the broker, and so does the final result.
 """
 
 from __future__ import annotations
@@ -42,11 +41,11 @@ from codemode.broker import (
 )
 from codemode.calls import CallOutcome, ProgressListener, RunBinding, ToolCallRequest, ToolResult
 from codemode.catalog import Pins, ServerCatalog
-from codemode.config import BackendChoice, Config, load_config
+from codemode.config import BackendChoice, CompensationRule, Config, load_config
 from codemode.engine._adapters import HostCatalog, LedgerApprovals
 from codemode.engine._broker_cpu import BrokerCpu
 from codemode.engine._compensate import compensation_key
-from codemode.engine._compensation_check import check_compensations
+from codemode.engine._compensation_check import check_compensations, compensations_of
 from codemode.engine._down import (
     ImportRecorder,
     ServerDown,
@@ -285,12 +284,13 @@ class CodeMode:
             raise SandboxError("CodeMode is not running; use it as `async with CodeMode(...)`")
         return self._ledger
 
+    def compensation_rules(self) -> Mapping[str, CompensationRule]:
+        """How each tool's calls are undone: ``[compensation]`` over trusted servers' declarations."""
+        return compensations_of(self.config, self._require()[0].catalogs(), self._current_pins()).rules
+
     def check_compensations(self) -> None:
-        """Refuse ``[compensation]`` rules whose tools are not listed or approved, or whose
-        arguments do not fit them (a ``ConfigError`` naming each key)."""
-        check_compensations(
-            self.config.source, self.config.compensation, self._require()[0].catalogs(), self._current_pins()
-        )
+        """Refuse compensation rules that cannot work (a ``ConfigError`` naming each key)."""
+        check_compensations(self.config, self._require()[0].catalogs(), self._current_pins())
 
     @property
     def warm_sandboxes(self) -> int:

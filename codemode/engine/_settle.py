@@ -23,7 +23,7 @@ def compensation_wanted(engine: Compensator, compensate: bool | None) -> bool:
     ``[compensation]`` rules are checked now, before the run makes any side effect."""
     if compensate is None:
         compensate = engine.config.policy.compensate == "on_failure"
-    if compensate and engine.config.compensation:
+    if compensate and engine.compensation_rules():
         engine.check_compensations()
     return compensate
 

@@ -48,9 +48,10 @@ def notes_mapping(
     compensation: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     policy: dict[str, Any] | None = None,
+    trusted: bool = True,
 ) -> dict[str, Any]:
-    """A ``codemode.toml`` as a mapping: the notes server (trusted), its writes needing no
-    consent (consent is not under test), ``[compensation]`` undoing ``add_note``."""
+    """A ``codemode.toml`` as a mapping: the notes server (trusted unless said), its writes
+    needing no consent (consent is not under test), ``[compensation]`` undoing ``add_note``."""
     return {
         "servers": {
             "notes": {
@@ -58,7 +59,7 @@ def notes_mapping(
                 "args": [str(SERVER)],
                 "env": {"NOTES_STATE": str(tmp_path / "notes.json"), **(env or {})},
                 "protocol": "legacy",
-                "trusted": True,
+                "trusted": trusted,
             }
         },
         "sandbox": {"backend": "process", "pool_size": 0},
