@@ -75,8 +75,9 @@ class SkillFunctionDoc:
             return self.key
         if detail == "summary":
             return f"{self.key}: {first_sentence(self.doc)}"
-        body = "\n".join(f"    {line}".rstrip() for line in self.doc.split("\n"))
-        return f'{self.import_line}\n{self.signature}:\n    """\n{body}\n    """'
+        first, *rest = self.doc.split("\n")
+        closing = "".join(f"\n    {line}".rstrip() for line in rest) + '\n    """' if rest else '"""'
+        return f'{self.import_line}\n{self.signature}:\n    """{first}{closing}'
 
 
 @functools.lru_cache(maxsize=256)  # parsed once per skill version, not per search
