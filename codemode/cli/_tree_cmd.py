@@ -344,15 +344,22 @@ def search(
             loaded.append(load(path))
         return loaded[0]
 
-    here = _uncached_view(config_path, principal, tenant, live, detail == "full", load_once)
+    from codemode.cli._search_cache import cached_search, may_hold_skills
+
+    found = None
+    if not (live or detail == "full"):  # full detail renders the stubs: the cache would save nothing
+        # The cached index first: it loads the config (if it must) in the way that files its memo
+        # safely; saved skills are never in it, so a principal offered some is searched here.
+        found = cached_search(config_path, principal, build_search, load=load_once)
+    here = None
+    if found is None or may_hold_skills(config_path, principal):
+        here = _search_here(load_once(config_path), principal, tenant, live, everything=found is None)
     if here is not None:
         view, ranker = here
         with embedding_bar(sys.stderr.isatty()):
             results = [dataclasses.asdict(r) for r in view.search(query, k=k, detail=detail)]
     else:
-        from codemode.cli._search_cache import cached_search
-
-        found = cached_search(config_path, principal, build_search, load=load_once)
+        assert found is not None
         ranker = found.ranker
         results = [
             {
@@ -364,7 +371,7 @@ def search(
                 "score": score,
                 "detail": detail,
                 "text": row.module if detail == "name" else row.summary,
-                "kind": "tool",  # the cached index holds tools only (see _uncached_view)
+                "kind": "tool",  # the cached index holds tools only
             }
             for row, score in found.search(query, k)
         ]
@@ -389,24 +396,15 @@ def search(
         warn(message, hint=hint)
 
 
-def _uncached_view(
-    config_path: Path | None,
-    principal: str | None,
-    tenant: str | None,
-    live: bool,
-    full: bool,
-    load_once: Callable[[Path | None], Config],
+def _search_here(
+    config: Config, principal: str | None, tenant: str | None, live: bool, *, everything: bool
 ) -> tuple[VirtualTree, str] | None:
-    """The view to search in this process and its ranker's name, or None when the cached index
-    answers: --live and full detail render the stubs anyway, and saved skills are never in the
-    cached index (it would be filed for another tenant's search, and outlive a revocation). Only a
-    principal offered skills pays for rendering the tree here."""
-    from codemode.cli._search_cache import may_hold_skills
+    """The view to search in this process, with the saved skills ``principal`` is offered in
+    ``tenant``, and its ranker's name; None when no skill is offered, unless ``everything``
+    (--live, full detail). Skills are never in the cached index: it would be filed for another
+    tenant's search and outlive a revocation. Only a principal offered skills renders the tree."""
     from codemode.errors import PolicyError
 
-    if not (live or full or may_hold_skills(config_path, principal)):
-        return None
-    config = load_once(config_path)
     rankers: list[str] = []
 
     def approved() -> VirtualTree:
@@ -421,7 +419,7 @@ def _uncached_view(
         view = with_skills(config, approved, visible, principal, tenant)
     except PolicyError:  # an unknown principal is offered no skill; its search says the rest
         view = None
-    if view is None and (live or full):
+    if view is None and everything:
         view = visible(approved())
     return (view, rankers[0]) if view is not None else None
 
