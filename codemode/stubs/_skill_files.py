@@ -76,7 +76,7 @@ class SkillFunctionDoc:
         if detail == "summary":
             return f"{self.key}: {first_sentence(self.doc)}"
         first, *rest = self.doc.split("\n")
-        closing = "".join(f"\n    {line}".rstrip() for line in rest) + '\n    """' if rest else '"""'
+        closing = "".join("\n" + f"    {line}".rstrip() for line in rest) + '\n    """' if rest else '"""'
         return f'{self.import_line}\n{self.signature}:\n    """{first}{closing}'
 
 
