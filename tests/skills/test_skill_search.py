@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
-from tests.skills._deployment import SKILL, deployment, skill_cli, skill_json
+from tests.skills._deployment import SKILL, approve_tools, deployment, skill_cli, skill_json
 
 POLICY = """
 [policy.principals.local]
@@ -108,3 +108,13 @@ def test_a_proposed_skill_is_not_found_and_a_revoked_one_is_gone_at_once(tmp_pat
     after = search(config, QUERY, "--tenant", "acme")
     assert after and {hit["kind"] for hit in after} == {"tool"}
     assert after == search(config, QUERY, "--principal", "eve"), "again the search of tools alone"
+
+
+def test_a_stale_skill_is_not_found_until_reapproved(tmp_path: Path) -> None:
+    config = deployment(tmp_path, POLICY)
+    skill_json(config, "add", "customers", _file(tmp_path, "customers", SKILL))
+    assert search(config, QUERY)[0]["module"] == "skills.customers"
+    approve_tools(tmp_path, description="Look up one customer, now with their plan.")
+    assert {hit["kind"] for hit in search(config, QUERY)} == {"tool"}, "its tool changed: stale"
+    skill_json(config, "approve", "customers")
+    assert search(config, QUERY)[0]["module"] == "skills.customers"

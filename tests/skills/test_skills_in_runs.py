@@ -287,6 +287,7 @@ async def test_a_changed_tool_pin_makes_the_skill_stale_and_unusable(deployment:
     save_lock(lock_path, original.model_copy(update={"servers": servers}))
     stale = await deployment.engine.run(using, principal="alice")
     assert stale.status == "error" and stale.error is not None and stale.error.type == "ModuleNotFoundError"
+    assert "skills." not in await deployment.search(QUERY, "alice"), "stale: not found either"
     [row] = skill_json(deployment.path, "list", "--tenant", "acme")
     assert row["stale"] and "servers.crm.get_customer" in row["stale"][0]
     save_lock(lock_path, original)  # the same definition approved again: the pin holds again
