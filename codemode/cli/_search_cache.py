@@ -117,7 +117,7 @@ class ConfigFacts:
             rules,
             policy_file,
             policy_digest,
-            str(ledger) if isinstance(ledger, Path) else None,
+            os.path.abspath(ledger) if isinstance(ledger, Path) else None,  # the memo outlives the cwd
         )
 
     def may_hold_skills(self) -> bool:
