@@ -6,14 +6,15 @@ lock's bytes, the configured servers, the principal's policy and the ranker. Rea
 100 ms of a fresh process that otherwise answers in well under that.
 
 So the facts a search takes from the config (the lock's path, ``[search] semantic``, the server
-names, the principal's rules) are kept in a small *memo*, keyed by the config file's real path and
-exact bytes (and the principal, the source of the code that reads it and the pydantic install that
-validates it). The same bytes validate to the same config, so a memo stands for a validation that
-already passed. It is only a shortcut to the index's key: the lock is still read and hashed into
-that key on every search, so a change of pins still names another entry. A memo is sealed with its
-sha256 and ignored (then rewritten) when damaged, when another user could have written it, or when
-the policy file it names has changed (or changed while it was validated); any miss falls back to
-loading the config, which reports errors as before.
+names, the principal's rules, where the ledger of saved skills is) are kept in a small *memo*,
+keyed by the config file's real path and exact bytes (and the principal, the source of the code
+that reads it and the pydantic install that validates it). The same bytes validate to the same
+config, so a memo stands for a validation that already passed. It is only a shortcut to the
+index's key: the lock is still read and hashed into that key on every search, so a change of pins
+still names another entry. A memo is sealed with its sha256 and ignored (then rewritten) when
+damaged, when another user could have written it, or when the policy file it names has changed
+(or changed while it was validated); any miss falls back to loading the config, which reports
+errors as before.
 
 How an index is built from a loaded config is the caller's (``codemode search`` passes its
 builder in): this module only finds, files and reads cached ones.
@@ -38,9 +39,16 @@ if TYPE_CHECKING:
     BuildSearch = Callable[[Config, str | None, SemanticSetting, Embedder | None], CachedSearch]
     """Builds the index of what a principal may use from a loaded config, with the ranker given."""
 
-__all__ = ["ConfigFacts", "cached_search", "config_file", "included_policy", "ranking_for"]
+__all__ = [
+    "ConfigFacts",
+    "cached_search",
+    "config_file",
+    "included_policy",
+    "may_hold_skills",
+    "ranking_for",
+]
 
-_FORMAT = "codemode-search-config-1"
+_FORMAT = "codemode-search-config-2"
 _SETTINGS = ("auto", "on", "off", "wordllama", "e5")
 # Mirrors codemode.config._load (DEFAULT_CONFIG_NAME, CONFIG_ENV_VAR): importing that package builds
 # every config model, which is what this module avoids. tests/search/test_search_memo.py pins them.
@@ -88,6 +96,9 @@ class ConfigFacts:
     policy_file: str | None = None
     """The ``[policy] file`` the config includes, and the sha256 of its bytes when validated."""
     policy_digest: str | None = None
+    ledger: str | None = None
+    """The SQLite ledger's path, whose absence means no skill was ever saved; None for a database
+    URL (never kept here: it may hold a password), so the ledger is always consulted then."""
 
     @classmethod
     def of(cls, config: Config, principal: str | None, policy: tuple[str, str] | None = None) -> ConfigFacts:
@@ -98,6 +109,7 @@ class ConfigFacts:
             found = config.policy.principal(principal)
             rules = found.model_dump_json() if found is not None else "refused"
         policy_file, policy_digest = policy if policy is not None else (None, None)
+        ledger = config.ledger_location()
         return cls(
             str(config.lock_path),
             config.search.semantic,
@@ -105,7 +117,12 @@ class ConfigFacts:
             rules,
             policy_file,
             policy_digest,
+            os.path.abspath(ledger) if isinstance(ledger, Path) else None,  # the memo outlives the cwd
         )
+
+    def may_hold_skills(self) -> bool:
+        """Whether the ledger may hold saved skills (False only when its file does not exist)."""
+        return self.ledger is None or os.path.lexists(self.ledger)
 
     @property
     def choice(self) -> SemanticSetting:
@@ -147,19 +164,18 @@ class ConfigFacts:
             loaded = marshal.loads(data)  # noqa: S302 - a sealed file only this user could write
         except (EOFError, TypeError, ValueError, SystemError):  # marshal's errors for bad data
             return None
-        if not isinstance(loaded, tuple) or len(loaded) != 7 or loaded[0] != _FORMAT:  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(loaded, tuple) or len(loaded) != 8 or loaded[0] != _FORMAT:  # pyright: ignore[reportUnknownArgumentType]
             return None
         fields = cast("tuple[object, ...]", loaded)[1:]
-        lock_path, semantic, servers, rules, policy_file, policy_digest = fields
+        lock_path, semantic, servers, rules, policy_file, policy_digest, ledger = fields
         if not (isinstance(lock_path, str) and isinstance(servers, str) and semantic in _SETTINGS):
             return None
-        if not all(value is None or isinstance(value, str) for value in (rules, policy_file, policy_digest)):
+        optional = (rules, policy_file, policy_digest, ledger)
+        if not all(value is None or isinstance(value, str) for value in optional):
             return None
         if (policy_file is None) != (policy_digest is None):
             return None
-        return cls(
-            lock_path, str(semantic), servers, *cast("tuple[str | None, str | None, str | None]", fields[3:])
-        )
+        return cls(lock_path, str(semantic), servers, *cast("tuple[str | None, ...]", fields[3:]))
 
 
 def included_policy(source: bytes, base_dir: Path) -> tuple[str, str | None] | None:
@@ -221,6 +237,22 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def may_hold_skills(explicit: Path | None, principal: str | None) -> bool:
+    """Whether a search may have saved skills to show, from the config memo alone: False only when
+    the memo is sound and names a SQLite ledger that does not exist (no skill was ever saved), so
+    such a search answers from the cached index without loading the config or the ledger. Skills
+    are never in the cached index: they are a tenant's, changed by every approval or revocation."""
+    path = config_file(explicit)
+    source = _read(path)
+    if source is None:
+        return True  # no memo to go by: the caller loads the config and looks
+    from codemode.search import read_sealed
+
+    payload = read_sealed(_memo_path(path, source, principal))
+    facts = ConfigFacts.loads(payload) if payload is not None else None
+    return facts is None or not facts.policy_unchanged() or facts.may_hold_skills()
 
 
 def cached_search(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -99,20 +100,30 @@ def load_tree(config: Config, live: bool = False, semantic: SemanticChoice | Non
 
 
 def with_skills(
-    config: Config, approved: VirtualTree, view: VirtualTree, principal: str | None, tenant: str | None
-) -> VirtualTree:
-    """``view`` with ``skills/``: the saved skills a run of ``principal`` in ``tenant`` is offered
-    (none when the ledger does not exist yet: nothing was ever saved)."""
+    config: Config,
+    approved: VirtualTree | Callable[[], VirtualTree],
+    view: Callable[[VirtualTree], VirtualTree],
+    principal: str | None,
+    tenant: str | None,
+) -> VirtualTree | None:
+    """The ``view`` of the ``approved`` tree with ``skills/``: the saved skills a run of
+    ``principal`` in ``tenant`` is offered, as the engine offers them; None when the tenant has no
+    approved skill (nor a ledger yet: nothing was ever saved), before ``approved`` is rendered."""
     from codemode.ledger import open_ledger
     from codemode.skills import offered_skills
 
     who, where = config.policy.identity(principal, tenant)
     location = config.ledger_location()
     if isinstance(location, Path) and not location.exists():
-        return view
+        return None
     with open_ledger(location, create=False, recover=False) as ledger:
-        modules = offered_skills(ledger.skills, approved, view, config.policy, who, where)
-    return view.with_skills(modules) if modules else view
+        rules = config.policy.principal(who)
+        if rules is None or where not in rules.tenants or not ledger.skills.active(where):
+            return None  # as offered_skills decides, without rendering the tree for it
+        tree = approved() if callable(approved) else approved
+        shown = view(tree)
+        modules = offered_skills(ledger.skills, tree, shown, config.policy, who, where)
+    return shown.with_skills(modules) if modules else None
 
 
 def principal_view(config: Config, tree: VirtualTree, principal: str | None) -> VirtualTree:
@@ -250,7 +261,10 @@ def tree(
     config = load(config_path)
     # The setting only, not the model: listing and reading never search, so nothing is embedded.
     approved = load_tree(config, live, semantic_setting(config.search.semantic))
-    view = with_skills(config, approved, principal_view(config, approved, principal), principal, tenant)
+    view = with_skills(
+        config, approved, functools.partial(principal_view, config, principal=principal), principal, tenant
+    )
+    view = view or principal_view(config, approved, principal)
     try:
         if path.endswith((".py", ".pyi")):
             source = view.read(path)
@@ -292,6 +306,7 @@ def tree(
     help="name: the import path; summary: + one line; full: signature and docstring.",
 )
 @click.option("--principal", help="Search only what this principal may use.")
+@click.option("--tenant", help="With the saved skills of this tenant [default: policy.default_tenant].")
 @live_option
 @handle_errors
 def search(
@@ -301,14 +316,18 @@ def search(
     k: int,
     detail: Literal["name", "summary", "full"],
     principal: str | None,
+    tenant: str | None,
     live: bool,
 ) -> None:
-    """Find tools for a task, in plain words ("close a ticket", "customer email").
+    """Find tools and saved skills for a task, in plain words ("close a ticket", "customer email").
 
-    Searches the approved tools in codemode.lock (no server is started) unless --live. The index
-    is cached (in $XDG_CACHE_HOME/codemode/search) until the lock, the policy or the ranker changes.
-    Ranks with BM25, fused with embeddings when [search] semantic (or CODEMODE_SEARCH_SEMANTIC) says
-    so; each JSON result's "ranker" says which ("bm25" or "hybrid").
+    Searches the approved tools in codemode.lock (no server is started) unless --live, and the
+    saved skills the principal is offered in the tenant (a hit shows 'from skills.<name> import
+    <function>'; each JSON result's "kind" is "tool" or "skill"). The tools' index is cached (in
+    $XDG_CACHE_HOME/codemode/search) until the lock, the policy or the ranker changes; skills are
+    read from the ledger on each search, so a revoked one is gone at once. Ranks with BM25, fused
+    with embeddings when [search] semantic (or CODEMODE_SEARCH_SEMANTIC) says so; each JSON
+    result's "ranker" says which ("bm25" or "hybrid").
 
     \b
     Exit status:
@@ -325,17 +344,22 @@ def search(
             loaded.append(load(path))
         return loaded[0]
 
-    if live or detail == "full":  # full detail renders the stubs, so the cache would save nothing
-        config = load_once(config_path)
-        setting, embedder = ranking(config)
-        ranker = "hybrid" if embedder is not None else "bm25"
-        semantic: SemanticChoice = setting if embedder is not None else "off"
-        view = principal_view(config, load_tree(config, live, semantic), principal)
-        results = [dataclasses.asdict(r) for r in view.search(query, k=k, detail=detail)]
-    else:
-        from codemode.cli._search_cache import cached_search
+    from codemode.cli._search_cache import cached_search, may_hold_skills
 
+    found = None
+    if not (live or detail == "full"):  # full detail renders the stubs: the cache would save nothing
+        # The cached index first: it loads the config (if it must) in the way that files its memo
+        # safely; saved skills are never in it, so a principal offered some is searched here.
         found = cached_search(config_path, principal, build_search, load=load_once)
+    here = None
+    if found is None or may_hold_skills(config_path, principal):
+        here = _search_here(load_once(config_path), principal, tenant, live, everything=found is None)
+    if here is not None:
+        view, ranker = here
+        with embedding_bar(sys.stderr.isatty()):
+            results = [dataclasses.asdict(r) for r in view.search(query, k=k, detail=detail)]
+    else:
+        assert found is not None
         ranker = found.ranker
         results = [
             {
@@ -347,6 +371,7 @@ def search(
                 "score": score,
                 "detail": detail,
                 "text": row.module if detail == "name" else row.summary,
+                "kind": "tool",  # the cached index holds tools only
             }
             for row, score in found.search(query, k)
         ]
@@ -369,6 +394,34 @@ def search(
                 stdout.print("")
     for message, hint in notes:
         warn(message, hint=hint)
+
+
+def _search_here(
+    config: Config, principal: str | None, tenant: str | None, live: bool, *, everything: bool
+) -> tuple[VirtualTree, str] | None:
+    """The view to search in this process, with the saved skills ``principal`` is offered in
+    ``tenant``, and its ranker's name; None when no skill is offered, unless ``everything``
+    (--live, full detail). Skills are never in the cached index: it would be filed for another
+    tenant's search and outlive a revocation. Only a principal offered skills renders the tree."""
+    from codemode.errors import PolicyError
+
+    rankers: list[str] = []
+
+    def approved() -> VirtualTree:
+        setting, embedder = ranking(config)
+        rankers.append("hybrid" if embedder is not None else "bm25")
+        return load_tree(config, live, setting if embedder is not None else "off")
+
+    def visible(tree: VirtualTree) -> VirtualTree:
+        return principal_view(config, tree, principal)
+
+    try:
+        view = with_skills(config, approved, visible, principal, tenant)
+    except PolicyError:  # an unknown principal is offered no skill; its search says the rest
+        view = None
+    if view is None and everything:
+        view = visible(approved())
+    return (view, rankers[0]) if view is not None else None
 
 
 def _no_results(config: Config, principal: str | None, as_json: bool) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from codemode.errors import CodemodeError
-from codemode.stubs import SKILL_LABEL
+from codemode.stubs import SKILL_LABEL, function_signature
 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_NAME_CHARS = 64
@@ -157,9 +157,7 @@ def _function(name: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> SkillF
     doc = ast.get_docstring(node)
     if not doc:
         raise SkillError(f"{_where(name, node)}: {node.name}() needs a docstring saying what it does")
-    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
-    header = f"{prefix} {node.name}({ast.unparse(args)}) -> {ast.unparse(node.returns)}"
-    return SkillFunction(node.name, header, doc)
+    return SkillFunction(node.name, function_signature(node), doc)
 
 
 def _raw_call(node: ast.AST) -> str | None:

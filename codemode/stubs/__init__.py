@@ -12,8 +12,10 @@
 
 The tree lists, reads, searches (``name`` / ``summary`` / ``full`` detail), exports to a
 directory, serves modules to the sandbox's import hook (``module_source``) and makes
-per-principal views (:meth:`VirtualTree.restrict`). See ``stubs_templates/README.md`` for the
-name mapping and the safety rules for untrusted server text.
+per-principal views (:meth:`VirtualTree.restrict`); a view's saved skills are searched with its
+tools (each public function a document; a hit shows ``from skills.<name> import <function>``).
+See ``stubs_templates/README.md`` for the name mapping and the safety rules for untrusted server
+text.
 
 After a catalog change, ``render_tree(catalogs, previous=tree)`` re-renders only the servers
 whose catalog changed and updates the previous tree's search indexes for the changed tools
@@ -23,7 +25,7 @@ instead of rebuilding them; the result is the same as a fresh ``render_tree(cata
 from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_tool import TITLE_LIMIT
 from codemode.stubs._sanitize import TOOL_DOC_LIMIT, clean_text, escape_invisible
-from codemode.stubs._skill_files import SKILL_LABEL, SkillModule
+from codemode.stubs._skill_files import SKILL_LABEL, SkillModule, function_signature
 from codemode.stubs._tree import (
     DetailLevel,
     SearchResult,
@@ -57,6 +59,7 @@ __all__ = [
     "check_export",
     "clean_text",
     "escape_invisible",
+    "function_signature",
     "import_export",
     "render_tree",
     "typecheck_export",

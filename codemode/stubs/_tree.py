@@ -29,7 +29,13 @@ from codemode.search import SearchDocument, ToolIndex
 from codemode.stubs._names import NameKind, assign_identifiers
 from codemode.stubs._render_packages import ServerInitTool, render_root, render_server_init
 from codemode.stubs._render_server import File, Lazy, Server, Tool, TreeEntry, render_server, same_catalog
-from codemode.stubs._skill_files import SkillModule, render_skill, render_skills_index
+from codemode.stubs._skill_files import (
+    SkillFunctionDoc,
+    SkillModule,
+    render_skill,
+    render_skills_index,
+    skill_functions,
+)
 from codemode.stubs._tree_search import SemanticChoice, ViewIndexes
 
 log = logging.getLogger("codemode.stubs")
@@ -59,22 +65,23 @@ class TreePathError(CodemodeError, KeyError):
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """One tool found by :meth:`VirtualTree.search`."""
+    """One tool (or a saved skill's function) found by :meth:`VirtualTree.search`."""
 
     server: str
-    """The configured server name."""
+    """The configured server name (``""`` for a skill)."""
     tool: str
-    """The MCP tool name."""
+    """The MCP tool name (a skill's function)."""
     module: str
-    """``servers.crm.get_customer``."""
+    """``servers.crm.get_customer`` (``skills.renewals`` for a skill)."""
     path: str
     """``servers/crm/get_customer.py``."""
     import_line: str
-    """``from servers.crm import get_customer``."""
+    """``from servers.crm import get_customer`` (``from skills.renewals import at_risk``)."""
     score: float
     detail: DetailLevel
     text: str
     """``name``: the module; ``summary``: module + one line; ``full``: types + signature + docstring."""
+    kind: Literal["tool", "skill"] = "tool"
 
 
 class _Shared:
@@ -92,14 +99,16 @@ class _Shared:
         self.lock = lock
         self._indexes = ViewIndexes(semantic, previous._indexes if previous is not None else None)
 
-    def index(self, visible: frozenset[str] | None = None) -> ToolIndex:
-        """The index of the tools whose modules are in ``visible`` (None: every tool)."""
+    def index(
+        self, visible: frozenset[str] | None = None, extra: tuple[SearchDocument, ...] = ()
+    ) -> ToolIndex:
+        """The index of the tools whose modules are in ``visible`` (None: every tool), and ``extra``."""
 
         def documents() -> list[SearchDocument]:
             tools = (t for s in self.servers for t in s.tools)
             return [t.document.get() for t in tools if visible is None or t.module in visible]
 
-        return self._indexes.get(visible, documents)
+        return self._indexes.get(visible, documents, extra)
 
 
 @functools.cache
@@ -366,13 +375,14 @@ class VirtualTree:
             raise ValueError(f"detail must be one of {sorted(_DETAIL_LEVELS)}, not {detail!r}")
         if k <= 0:
             return []
-        hits = self._shared.index(self._visible_modules()).search(query, k)
+        skills = self._skill_functions()
         results: list[SearchResult] = []
-        for hit in hits:
-            tool = self._tools.get(hit.key)
-            if tool is None:
-                continue
-            results.append(_result(tool, hit.score, detail))
+        for hit in self._index(skills).search(query, k):
+            tool, skill = self._tools.get(hit.key), skills.get(hit.key)
+            if tool is not None:
+                results.append(_result(tool, hit.score, detail))
+            elif skill is not None:
+                results.append(_skill_result(skill, hit.score, detail))
             if len(results) == k:
                 break
         return results
@@ -382,12 +392,21 @@ class VirtualTree:
 
         What a search cache needs to answer ``name`` and ``summary`` searches without this tree.
         """
-        index = self._shared.index(self._visible_modules())
-        return index, {tool.module: _result(tool, 0.0, "summary") for tool in self._tools.values()}
+        skills = self._skill_functions()
+        rows = {tool.module: _result(tool, 0.0, "summary") for tool in self._tools.values()}
+        rows |= {key: _skill_result(skill, 0.0, "summary") for key, skill in skills.items()}
+        return self._index(skills), rows
 
     def build_index(self) -> None:
         """Build this view's search index now instead of on the first search."""
-        self._shared.index(self._visible_modules())
+        self._index(self._skill_functions())
+
+    def _skill_functions(self) -> dict[str, SkillFunctionDoc]:
+        """The public functions of this view's skills, by search key: searched with its tools."""
+        return {f.key: f for skill in self._skills for f in skill_functions(skill)}
+
+    def _index(self, skills: dict[str, SkillFunctionDoc]) -> ToolIndex:
+        return self._shared.index(self._visible_modules(), tuple(f.document for f in skills.values()))
 
     def _visible_modules(self) -> frozenset[str] | None:
         """The key of this view's index: None when nothing is hidden (the unrestricted index)."""
@@ -500,6 +519,22 @@ def _result(tool: Tool, score: float, detail: DetailLevel) -> SearchResult:
         score=score,
         detail=detail,
         text=_detail_text(tool, detail),
+    )
+
+
+def _skill_result(skill: SkillFunctionDoc, score: float, detail: DetailLevel) -> SearchResult:
+    module = f"skills.{skill.skill}"
+    text = skill.text(detail)
+    return SearchResult(
+        "",
+        skill.function,
+        module,
+        f"skills/{skill.skill}.py",
+        skill.import_line,
+        score,
+        detail,
+        text,
+        "skill",
     )
 
 

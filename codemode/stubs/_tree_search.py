@@ -1,4 +1,4 @@
-"""Search indexes for the stub tree: one per set of visible tools, optionally hybrid.
+"""Search indexes for the stub tree: one per set of visible tools (and saved skills), optionally hybrid.
 
 Each set of visible tools gets its own index, built from those tools only. With one shared index,
 BM25's document frequencies and the score scale would depend on tools the principal cannot see,
@@ -99,6 +99,8 @@ def build_index(
 
 
 ViewKey = frozenset[str] | None
+IndexKey = tuple[ViewKey, tuple[SearchDocument, ...]]
+"""The visible tools and the extra documents (equal documents, equal key: no digest to forge)."""
 
 
 class ViewIndexes:
@@ -110,7 +112,7 @@ class ViewIndexes:
 
     def __init__(self, semantic: SemanticChoice | None = None, previous: ViewIndexes | None = None) -> None:
         self._semantic: SemanticChoice | None = semantic
-        self._indexes: OrderedDict[ViewKey, ToolIndex] = OrderedDict()
+        self._indexes: OrderedDict[IndexKey, ToolIndex] = OrderedDict()
         self._bases: list[ToolIndex] = previous.handover() if previous is not None else []
         self._lock = threading.Lock()
 
@@ -120,18 +122,30 @@ class ViewIndexes:
             indexes = [*reversed(self._indexes.values()), *self._bases]
         return [index for index in indexes if index.updatable][:_MAX_VIEW_INDEXES]
 
-    def get(self, visible: ViewKey, documents: Callable[[], Sequence[SearchDocument]]) -> ToolIndex:
+    def get(
+        self,
+        visible: ViewKey,
+        documents: Callable[[], Sequence[SearchDocument]],
+        extra: tuple[SearchDocument, ...] = (),
+    ) -> ToolIndex:
+        """The index of the visible tools' ``documents`` and, after them, the ``extra`` documents
+        (a view's saved skills). Each set of extra documents has its own index, made from the
+        tools' index by adding them: a view without them is ranked as if they did not exist."""
+        key: IndexKey = (visible, extra)
         with self._lock:
-            index = self._indexes.get(visible)
+            index = self._indexes.get(key)
             if index is not None:
-                self._indexes.move_to_end(visible)
+                self._indexes.move_to_end(key)
                 return index
         # Built outside the lock: two threads may build the same view once each, never wrongly.
-        docs = documents()
-        base = self._take_base(docs)
-        index = build_index(docs, semantic=self._semantic, base=base)
+        if extra:
+            tools = self.get(visible, documents)
+            index = build_index([*tools.documents(), *extra], semantic=self._semantic, base=tools)
+        else:
+            docs = documents()
+            index = build_index(docs, semantic=self._semantic, base=self._take_base(docs))
         with self._lock:
-            self._indexes[visible] = index
+            self._indexes[key] = index
             while len(self._indexes) > _MAX_VIEW_INDEXES:
                 self._indexes.popitem(last=False)
         return index

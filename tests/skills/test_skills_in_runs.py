@@ -83,6 +83,20 @@ class Deployment:
         reply = await self.engine.handle_tool_call("read_file", {"path": path}, principal=principal)
         return reply.text, reply.is_error
 
+    async def search(
+        self, query: str, principal: str, tenant: str | None = None, detail: str = "summary"
+    ) -> str:
+        arguments = {"query": query, "detail": detail, "k": 10}
+        reply = await self.engine.handle_tool_call(
+            "search_tools", arguments, principal=principal, tenant=tenant
+        )
+        assert not reply.is_error, reply.text
+        return reply.text
+
+    async def scores(self, query: str, principal: str) -> list[tuple[str, float]]:
+        view = await self.engine.tree_with_skills(principal)
+        return [(hit.module, hit.score) for hit in view.search(query, k=10)]
+
 
 @pytest.fixture
 async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
@@ -163,6 +177,34 @@ async def test_a_skills_calls_pass_every_gate_as_the_callers(deployment: Deploym
     assert deployment.calls(result.run_id) == [], "nothing reached crm"
 
 
+QUERY = "the company name of one customer"
+
+
+async def test_search_tools_finds_a_skill_for_whom_it_is_offered_and_changes_no_one_elses_hits(
+    deployment: Deployment,
+) -> None:
+    before = {who: await deployment.scores(QUERY, who) for who in ("alice", "bob", "eve")}
+    eve_text = await deployment.search(QUERY, "eve")
+    _add(deployment, "customers", SKILL)
+    found = (await deployment.search(QUERY, "alice")).splitlines()
+    assert found[0] == "skills.customers.company: The company name of one customer."
+    assert all(line.startswith("servers.") for line in found[1:])
+    full = await deployment.search(QUERY, "alice", detail="full")
+    assert full.startswith(
+        "from skills.customers import company\ndef company(customer_id: str) -> str:\n"
+        '    """The company name of one customer."""'
+    )
+    # bob (no crm) is not offered it, and eve (tenant globex) not at all, even asking for acme:
+    # their hits and scores are exactly those before the skill existed.
+    assert {who: await deployment.scores(QUERY, who) for who in ("bob", "eve")} == {
+        who: before[who] for who in ("bob", "eve")
+    }
+    assert await deployment.search(QUERY, "eve") == eve_text
+    assert await deployment.search(QUERY, "eve", tenant="acme") == eve_text
+    skill_json(deployment.path, "revoke", "customers", "--tenant", "acme")
+    assert await deployment.scores(QUERY, "alice") == before["alice"], "revoked: gone from the next search"
+
+
 async def test_another_tenants_skills_are_invisible(deployment: Deployment) -> None:
     _add(deployment, "customers", SKILL)
     assert "skills" not in await deployment.files("", "eve")
@@ -182,6 +224,7 @@ async def test_a_runs_proposal_is_unusable_until_a_person_approves_it(deployment
     proposed = await engine.run(proposing, principal="alice", session_id="first")
     assert proposed.status == "ok", proposed.error
     assert isinstance(proposed.result, dict) and proposed.result["status"] == "proposed"
+    assert "skills.customers" not in await deployment.search(QUERY, "alice"), "a proposal is not found"
     using = "from skills.customers import company\ncompany('CUST-0001')"
     before = await engine.run(using, principal="alice", session_id="second")
     assert (
@@ -194,6 +237,7 @@ async def test_a_runs_proposal_is_unusable_until_a_person_approves_it(deployment
     ] == ("approved")
     after = await engine.run(using, principal="alice", session_id="second")
     assert after.status == "ok", after.error
+    assert (await deployment.search(QUERY, "alice")).startswith("skills.customers.company: ")
     assert [c.skill for c in deployment.calls(after.run_id)] == ["customers@1"]
     with open_ledger(deployment.config.ledger_location(), create=False) as ledger:
         assert isinstance(ledger, StoreLedger)
@@ -243,6 +287,7 @@ async def test_a_changed_tool_pin_makes_the_skill_stale_and_unusable(deployment:
     save_lock(lock_path, original.model_copy(update={"servers": servers}))
     stale = await deployment.engine.run(using, principal="alice")
     assert stale.status == "error" and stale.error is not None and stale.error.type == "ModuleNotFoundError"
+    assert "skills." not in await deployment.search(QUERY, "alice"), "stale: not found either"
     [row] = skill_json(deployment.path, "list", "--tenant", "acme")
     assert row["stale"] and "servers.crm.get_customer" in row["stale"][0]
     save_lock(lock_path, original)  # the same definition approved again: the pin holds again
