@@ -22,6 +22,7 @@ builder in): this module only finds, files and reads cached ones.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import marshal
@@ -53,6 +54,8 @@ _SETTINGS = ("auto", "on", "off", "wordllama", "e5")
 # Mirrors codemode.config._load (DEFAULT_CONFIG_NAME, CONFIG_ENV_VAR): importing that package builds
 # every config model, which is what this module avoids. tests/search/test_search_memo.py pins them.
 _CONFIG_ENV_VAR = "CODEMODE_CONFIG"
+_ANY_SKILL = "SELECT 1 FROM skills LIMIT 1"
+"""Mirrors the ledger's table of saved skills (``codemode.ledger``), for the same reason."""
 _DEFAULT_CONFIG_NAME = "codemode.toml"
 # The folder of the codemode package, whose config and stubs source is part of the cache keys: found
 # from this file, since importing those packages to ask them is the cost this module avoids.
@@ -121,8 +124,23 @@ class ConfigFacts:
         )
 
     def may_hold_skills(self) -> bool:
-        """Whether the ledger may hold saved skills (False only when its file does not exist)."""
-        return self.ledger is None or os.path.lexists(self.ledger)
+        """Whether the ledger may hold saved skills: False only when its SQLite file does not
+        exist, or opens and has no skill at all (read-only, with sqlite3 alone: no ledger code is
+        loaded for it). Anything else (a database URL, a busy or odd file) says it may."""
+        if self.ledger is None:
+            return True
+        if not os.path.lexists(self.ledger):
+            return False
+        import sqlite3
+
+        try:
+            uri = Path(self.ledger).resolve().as_uri() + "?mode=ro"
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=1)) as db:
+                return db.execute(_ANY_SKILL).fetchone() is not None
+        except sqlite3.OperationalError as exc:
+            return "no such table" not in str(exc)  # an older ledger holds no skill; else look properly
+        except (sqlite3.Error, OSError, ValueError):
+            return True
 
     @property
     def choice(self) -> SemanticSetting:

@@ -276,3 +276,31 @@ def test_a_cache_that_cannot_be_written_is_reported_and_the_search_still_answers
     assert "the search cache could not be written" in result.stderr and "CODEMODE_CACHE_DIR" in result.stderr
     monkeypatch.setattr(os, "getuid", lambda: uid)
     assert "could not be written" not in CliRunner().invoke(cli, argv).stderr
+
+
+def test_a_ledger_that_holds_no_skill_keeps_the_cached_search_free_of_the_config(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode.ledger import open_ledger
+
+    first = search(workspace, "remove a customer")
+    ledger = open_ledger(load_config(workspace / "codemode.toml").ledger_path)  # a ledger with runs, no skill
+    ledger.close()
+    loads = Loads(monkeypatch)
+    assert search(workspace, "remove a customer") == first
+    assert loads.count == 0  # the ledger was probed, not loaded: it holds no skill
+
+
+def test_the_probe_reads_the_ledgers_table_of_skills(tmp_path: Path) -> None:
+    import sqlite3
+
+    from codemode.ledger import open_ledger
+
+    open_ledger(tmp_path / "ledger.sqlite").close()
+    facts = ConfigFacts("lock", "off", "[]", None, ledger=str(tmp_path / "ledger.sqlite"))
+    assert not facts.may_hold_skills()
+    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
+        assert db.execute(_search_cache._ANY_SKILL).fetchall() == []  # pyright: ignore[reportPrivateUsage]
+        db.execute("DROP TABLE skills")  # an older ledger, from before skills
+    assert not facts.may_hold_skills()
+    assert ConfigFacts("lock", "off", "[]", None).may_hold_skills()  # a database URL: look properly
