@@ -181,8 +181,9 @@ class CodeMode:
                 SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend, workspace=quota)
             )
             if self._sandboxes.has_workspace:
-                self._workspaces = RunWorkspaces.from_config(config)
-                await self._workspaces.prune()
+                self._workspaces = RunWorkspaces.from_config(config, self._ledger)
+                if self._workspaces is not None:
+                    await self._workspaces.prune()
         except BaseException:
             await stack.aclose()
             raise
