@@ -37,9 +37,9 @@ from codemode.ledger._models import (
 from codemode.ledger._plans import PlanRecord
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._skills import SkillBook
-from codemode.ledger._workspaces import WorkspaceBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
+from codemode.ledger._workspaces import WorkspaceBook
 from codemode.ledger.stores import ApprovalQuery, LedgerStore, RunFacet, RunQuery
 
 DEFAULT_LEASE_S = 120.0

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger._skill_states import SKILL_EVENTS, skill_event_problem
 from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
-from codemode.ledger._workspace_states import WORKSPACE_EVENTS, workspace_event_problem
 from codemode.ledger._states import CALL_TRANSITIONS as CALL_TRANSITIONS  # the old home of the table
+from codemode.ledger._workspace_states import WORKSPACE_EVENTS, workspace_event_problem
 
 Row = dict[str, str | int | None]
 Op = Literal["create", "update"]

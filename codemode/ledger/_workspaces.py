@@ -99,7 +99,7 @@ class WorkspaceBook:
         session_id: str | None,
         version: str,
         files: int,
-        bytes: int,  # noqa: A002 - the column's name
+        bytes: int,
         at: datetime,
     ) -> WorkspaceRecord:
         """Record ``version`` as the workspace's live files (creating its row, or bringing back a

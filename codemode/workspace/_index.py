@@ -59,7 +59,7 @@ class WorkspaceIndex(Protocol):
         session_id: str | None,
         version: str,
         files: int,
-        bytes: int,  # noqa: A002 - the column's name
+        bytes: int,
         at: datetime,
     ) -> WorkspaceEntry:
         """Record ``version`` as the live files (creating or reviving the row), used ``at``."""

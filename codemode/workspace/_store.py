@@ -363,7 +363,7 @@ class WorkspaceStore:
 
 
 @contextlib.contextmanager
-def _index_errors(key: WorkspaceKey, doing: str) -> Iterator[None]:
+def _index_errors(key: WorkspaceKey, doing: str) -> Generator[None]:
     """The index's own failures (a ledger out of reach) as a :class:`WorkspaceError`, which the
     engine turns into a note on the run instead of a failed run."""
     try:
