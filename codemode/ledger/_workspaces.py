@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import cast
 
 from codemode.ledger._context import LedgerContext
+from codemode.ledger._errors import LedgerStateError
 from codemode.ledger._events import emit
 from codemode.ledger._records import opt_time
 from codemode.ledger._reduce import Row
@@ -118,6 +119,13 @@ class WorkspaceBook:
                 fields = {"workspace_id": workspace_id, **identity, **state, "created_at": when}
                 new = emit(self._ctx, tx, "workspace_created", workspace_id, fields, creating=True)
             else:
+                held = (row["tenant"], row["principal"], row["session_id"])
+                if held != (tenant, principal, session_id):
+                    raise LedgerStateError(
+                        f"workspace {workspace_id} belongs to tenant {held[0]} principal {held[1]} "
+                        f"session {held[2]}, not to tenant {tenant} principal {principal} session "
+                        f"{session_id}: whose workspace it is never changes"
+                    )
                 if not _live(row):
                     state.update(created_at=when, removed_at=None)
                 new = emit(self._ctx, tx, "workspace_committed", workspace_id, state, current=row)
