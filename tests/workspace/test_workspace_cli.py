@@ -125,3 +125,28 @@ def test_prune_removes_what_the_ttl_says(config_path: Path) -> None:
     assert result["ttl_s"] == 3600
     text = invoke(config_path, "prune").output
     assert "0 workspace(s) unused for more than 3600 s removed" in text
+
+
+def test_ls_says_which_files_are_missing_and_which_folders_the_ledger_does_not_list(
+    config_path: Path,
+) -> None:
+    root = load_config(config_path).workspace_root
+    for version in (root / ALICE.digest).iterdir():
+        version.rename(root.parent / "moved-away")
+    (root / ("f" * 32)).mkdir()
+    every = invoke(config_path, "ls", "--all")
+    assert every.exit_code == 0, every.output
+    assert "acme/alice: 2 file(s), 7 bytes, last used" in every.output
+    assert f"its files are not in {root}" in every.output
+    assert f"{root / ('f' * 32)} is not in the ledger's workspaces" in every.output
+    listed = json.loads(invoke(config_path, "ls", "--all", "--json").stdout)
+    assert {(w["principal"], w["session"], w["files_missing"]) for w in listed} == {
+        ("alice", None, True),
+        ("alice", "ses_1", False),
+        ("bob", None, False),
+    }
+    mine = invoke(config_path, "ls")
+    assert mine.exit_code == 2 and "workspace rm --all" in mine.output
+    assert invoke(config_path, "rm", "--all").exit_code == 0
+    assert (root.parent / "moved-away" / "notes.txt").read_bytes() == b"hello", "nothing else is lost"
+    assert "acme/alice:" not in invoke(config_path, "ls", "--all").output
