@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 
 from codemode.config import Config
@@ -12,7 +12,7 @@ from codemode.workspace import Quota, WorkspaceStore
 
 
 @contextmanager
-def configured_store(config: Config, *, clock: Callable[[], float] = time.time) -> Iterator[WorkspaceStore]:
+def configured_store(config: Config, *, clock: Callable[[], float] = time.time) -> Generator[WorkspaceStore]:
     """The store ``config`` describes, on its configured ledger (as the CLI and the engine open it)."""
     settings = config.workspace
     with open_ledger(config.ledger_location()) as ledger:
