@@ -462,12 +462,14 @@ class CodeMode:
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 written: tuple[str, ...] = ()
+                # Before the task group, so a workspace that cannot be loaded (its files missing)
+                # is the caller's WorkspaceError, not one wrapped in an exception group.
+                workspaces = self._workspaces
+                files = None if workspaces is None else await workspaces.files_for(binding, session_id)
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
                         tg.start_soon(report_progress, progress, scope.state, progress_interval_s)
                     # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
-                    workspaces = self._workspaces
-                    files = None if workspaces is None else await workspaces.files_for(binding, session_id)
                     program = Program(
                         code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace, workspace=files
                     )

@@ -293,7 +293,7 @@ class WorkspaceStore:
             raise WorkspaceError(
                 f"the ledger lists the workspace of {key.label()} (version {version}), but its files "
                 f"are not in {self.root}: is [workspace] root the storage every replica shares? "
-                "Nothing was changed; `codemode workspace rm --all` forgets the workspace"
+                f"Nothing was changed; `codemode workspace rm --all {_who(key)}` forgets the workspace"
             )
         return folder
 
@@ -372,6 +372,12 @@ def _index_errors(key: WorkspaceKey, doing: str) -> Generator[None]:
         raise
     except CodemodeError as exc:
         raise WorkspaceError(f"the ledger could not {doing} the workspace of {key.label()}: {exc}") from exc
+
+
+def _who(key: WorkspaceKey) -> str:
+    """The ``codemode workspace`` options that name ``key``."""
+    session = f" --session {key.session}" if key.session else ""
+    return f"--tenant {key.tenant} --principal {key.principal}{session}"
 
 
 def _is_folder(path: Path) -> bool:

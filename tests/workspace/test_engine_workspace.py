@@ -13,7 +13,7 @@ import pytest
 
 from codemode import CodeMode, config_from_mapping
 from codemode.config import Config
-from codemode.workspace import WorkspaceKey
+from codemode.workspace import WorkspaceError, WorkspaceKey
 from tests.workspace._stores import configured_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -138,3 +138,18 @@ async def test_unused_workspaces_are_pruned_when_the_engine_starts(
         pass
     with configured_store(config) as store:
         assert store.workspaces() == []
+
+
+async def test_a_workspace_whose_files_are_missing_stops_the_run_and_loses_nothing(engine: CodeMode) -> None:
+    await engine.run(WRITE, inputs="kept", principal="alice", tenant="acme")
+    folder = engine.config.workspace_root / WorkspaceKey("acme", "alice").digest
+    moved = folder.parent.parent / "moved-away"
+    folder.rename(moved)  # as on a replica whose [workspace] root is not the shared storage
+    with pytest.raises(WorkspaceError, match="workspace rm --all --tenant acme --principal alice"):
+        await engine.run(READ, principal="alice", tenant="acme")
+    assert not folder.exists(), "no empty workspace was committed in its place"
+    with configured_store(engine.config) as store:
+        assert [info.missing for info in store.workspaces()] == [True]
+        assert store.remove(WorkspaceKey("acme", "alice"))
+    assert (await engine.run(READ, principal="alice", tenant="acme")).result == []
+    assert any(path.name == "q3.csv" for path in moved.rglob("*"))
