@@ -181,9 +181,7 @@ class CodeMode:
                 SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend, workspace=quota)
             )
             if self._sandboxes.has_workspace:
-                self._workspaces = RunWorkspaces.from_config(config, self._ledger)
-                if self._workspaces is not None:
-                    await self._workspaces.prune()
+                self._workspaces = await RunWorkspaces.start(config, self._ledger)
         except BaseException:
             await stack.aclose()
             raise
@@ -462,8 +460,7 @@ class CodeMode:
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 written: tuple[str, ...] = ()
-                # Before the task group, so a workspace that cannot be loaded (its files missing)
-                # is the caller's WorkspaceError, not one wrapped in an exception group.
+                # Outside the task group: a workspace that cannot load is a plain WorkspaceError.
                 workspaces = self._workspaces
                 files = None if workspaces is None else await workspaces.files_for(binding, session_id)
                 async with anyio.create_task_group() as tg:

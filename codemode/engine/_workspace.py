@@ -77,6 +77,14 @@ class RunWorkspaces:
             return None
         return cls(open_store(config, ledger.workspaces), config.policy.results)
 
+    @classmethod
+    async def start(cls, config: Config, ledger: Ledger | None) -> RunWorkspaces | None:
+        """:meth:`from_config`, with the workspaces past their time to live pruned."""
+        workspaces = cls.from_config(config, ledger)
+        if workspaces is not None:
+            await workspaces.prune()
+        return workspaces
+
     @staticmethod
     def key(binding: RunBinding, session_id: str | None) -> WorkspaceKey:
         return WorkspaceKey(tenant=binding.tenant, principal=binding.principal, session=session_id)
