@@ -1,7 +1,8 @@
 """``codemode workspace``: the files that outlive a run, for people (ls, get, rm, prune).
 
 Nothing here starts a server or a sandbox: the commands read and change the workspace store
-(``[workspace] root``) directly, under the same locks as the runs that write it.
+directly (the files under ``[workspace] root``, their metadata in the ledger's ``workspaces``
+table), under the same locks and in the same table as the runs that write it.
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ from __future__ import annotations
 import base64
 import datetime
 import sys
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json
+from codemode.cli._common import config_option, fail, handle_errors, json_option, load, print_json, warn
 
 if TYPE_CHECKING:
     from codemode.config import Config
-    from codemode.workspace import WorkspaceInfo, WorkspaceKey
+    from codemode.workspace import WorkspaceInfo, WorkspaceKey, WorkspaceStore
 
 _WHO_HELP = "Whose workspace: the principal [default: the policy's default principal]."
 
@@ -47,6 +50,20 @@ def _key(config: Config, principal: str | None, tenant: str | None, session: str
     return WorkspaceKey(tenant=where, principal=who, session=session)
 
 
+@contextmanager
+def _store(config_path: Path | None) -> Generator[tuple[Config, WorkspaceStore]]:
+    """The configuration and its workspace store, on the configured ledger (closed after)."""
+    from codemode.ledger import open_ledger
+    from codemode.workspace import open_store
+
+    config = load(config_path)
+    ledger = open_ledger(config.ledger_location())
+    try:
+        yield config, open_store(config, ledger.workspaces)
+    finally:
+        ledger.close()
+
+
 def _info(info: WorkspaceInfo) -> dict[str, Any]:
     return {
         "tenant": info.key.tenant,
@@ -55,6 +72,7 @@ def _info(info: WorkspaceInfo) -> dict[str, Any]:
         "files": info.files,
         "bytes": info.bytes,
         "last_used": _when(info.last_used),
+        "files_missing": info.missing,
     }
 
 
@@ -83,27 +101,13 @@ def ls(
     every: bool,
     as_json: bool,
 ) -> None:
-    """List the files of one workspace, or (--all) the workspaces themselves."""
-    from codemode.workspace import open_store
-
-    config = load(config_path)
-    store = open_store(config)
-    if every:
-        found = store.workspaces(tenant=tenant, principal=principal)
-        if as_json:
-            print_json([_info(info) for info in found])
+    """List the files of one workspace, or (--all) the workspaces the ledger records."""
+    with _store(config_path) as (config, store):
+        if every:
+            _list_workspaces(store, tenant, principal, as_json)
             return
-        if not found:
-            click.echo(f"no workspaces in {store.root}")
-        for info in found:
-            session_part = f" session {info.key.session}" if info.key.session else ""
-            click.echo(
-                f"{info.key.tenant}/{info.key.principal}{session_part}: {info.files} file(s), "
-                f"{info.bytes} bytes, last used {_when(info.last_used)}"
-            )
-        return
-    key = _key(config, principal, tenant, session)
-    files = store.listing(key)
+        key = _key(config, principal, tenant, session)
+        files = store.listing(key)
     if as_json:
         print_json(
             {
@@ -135,11 +139,9 @@ def get(
     as_json: bool,
 ) -> None:
     """Print one file of a workspace (or write it to --output)."""
-    from codemode.workspace import open_store
-
-    config = load(config_path)
-    key = _key(config, principal, tenant, session)
-    data = open_store(config).read(key, path)
+    with _store(config_path) as (config, store):
+        key = _key(config, principal, tenant, session)
+        data = store.read(key, path)
     if as_json:
         try:
             text: str | None = data.decode("utf-8")
@@ -172,19 +174,16 @@ def rm(
     as_json: bool,
 ) -> None:
     """Remove files from a workspace, or (--all) the whole workspace."""
-    from codemode.workspace import open_store
-
     if bool(paths) == whole:
         fail("name the files to remove, or --all for the whole workspace (not both)")
-    config = load(config_path)
-    key = _key(config, principal, tenant, session)
-    store = open_store(config)
-    if whole:
-        removed = ["*"] if store.remove(key) else []
-        missing: list[str] = [] if removed else ["*"]
-    else:
-        removed = [name for name in paths if store.remove(key, name)]
-        missing = [name for name in paths if name not in removed]
+    with _store(config_path) as (config, store):
+        key = _key(config, principal, tenant, session)
+        if whole:
+            removed = ["*"] if store.remove(key) else []
+            missing: list[str] = [] if removed else ["*"]
+        else:
+            removed = [name for name in paths if store.remove(key, name)]
+            missing = [name for name in paths if name not in removed]
     if as_json:
         print_json({"removed": removed, "missing": missing})
     else:
@@ -200,14 +199,33 @@ def rm(
 @json_option
 @handle_errors
 def prune(config_path: Path | None, as_json: bool) -> None:
-    """Remove every workspace unused for longer than [workspace] ttl_s."""
-    from codemode.workspace import open_store
-
-    store = open_store(load(config_path))
-    gone = store.prune()
+    """Remove every workspace the ledger says is unused for longer than [workspace] ttl_s."""
+    with _store(config_path) as (_, store):
+        gone = store.prune()
     if as_json:
         print_json({"removed": [_info(info) for info in gone], "ttl_s": store.ttl_s})
         return
     for info in gone:
         click.echo(f"removed the workspace of {info.key.label()} (last used {_when(info.last_used)})")
     click.echo(f"{len(gone)} workspace(s) unused for more than {store.ttl_s:g} s removed")
+
+
+def _list_workspaces(store: WorkspaceStore, tenant: str | None, principal: str | None, as_json: bool) -> None:
+    found = store.workspaces(tenant=tenant, principal=principal)
+    for folder in store.unrecorded():
+        warn(
+            f"{folder} is not in the ledger's workspaces, so no run sees it; it is kept",
+            hint="a commit that crashed, or another ledger's workspace: remove it by hand once checked",
+        )
+    if as_json:
+        print_json([_info(info) for info in found])
+        return
+    if not found:
+        click.echo(f"no workspaces in {store.root}")
+    for info in found:
+        session_part = f" session {info.key.session}" if info.key.session else ""
+        gone = f"; its files are not in {store.root}" if info.missing else ""
+        click.echo(
+            f"{info.key.tenant}/{info.key.principal}{session_part}: {info.files} file(s), "
+            f"{info.bytes} bytes, last used {_when(info.last_used)}{gone}"
+        )

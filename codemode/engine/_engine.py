@@ -180,8 +180,7 @@ class CodeMode:
                 SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend, workspace=quota)
             )
             if self._sandboxes.has_workspace:
-                self._workspaces = RunWorkspaces.from_config(config)
-                await self._workspaces.prune()
+                self._workspaces = await RunWorkspaces.start(config, self._ledger)
         except BaseException:
             await stack.aclose()
             raise
@@ -461,12 +460,13 @@ class CodeMode:
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None
                 written: tuple[str, ...] = ()
+                # Outside the task group: a workspace that cannot load is a plain WorkspaceError.
+                workspaces = self._workspaces
+                files = None if workspaces is None else await workspaces.files_for(binding, session_id)
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
                         tg.start_soon(report_progress, progress, scope.state, progress_interval_s)
                     # ``fresh`` changes nothing in a new sandbox: its namespace is empty anyway.
-                    workspaces = self._workspaces
-                    files = None if workspaces is None else await workspaces.files_for(binding, session_id)
                     program = Program(
                         code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace, workspace=files
                     )

@@ -18,7 +18,8 @@ import anyio
 from codemode.broker import FilterReport, PiiVault, ResultFilter
 from codemode.calls import RunBinding
 from codemode.config import Config, ResultPolicy
-from codemode.errors import ConfigError
+from codemode.errors import CodemodeError, ConfigError
+from codemode.ledger import Ledger, StoreLedger
 from codemode.sandbox import RunOutcome, WorkspaceFiles, WorkspaceQuota
 from codemode.workspace import WorkspaceError, WorkspaceKey, WorkspaceStore, open_store
 
@@ -67,8 +68,22 @@ class RunWorkspaces:
         self._results = results or ResultPolicy()
 
     @classmethod
-    def from_config(cls, config: Config) -> RunWorkspaces:
-        return cls(open_store(config), config.policy.results)
+    def from_config(cls, config: Config, ledger: Ledger | None) -> RunWorkspaces | None:
+        """Workspaces under ``[workspace] root``, their metadata in ``ledger``'s ``workspaces``
+        table (shared by every replica). None, with a warning, for a ledger that keeps no such
+        table (a test's own): runs then get no workspace rather than one only this process knows."""
+        if not isinstance(ledger, StoreLedger):
+            log.warning("runs get no workspace: this ledger (%s) keeps no workspaces", type(ledger).__name__)
+            return None
+        return cls(open_store(config, ledger.workspaces), config.policy.results)
+
+    @classmethod
+    async def start(cls, config: Config, ledger: Ledger | None) -> RunWorkspaces | None:
+        """:meth:`from_config`, with the workspaces past their time to live pruned."""
+        workspaces = cls.from_config(config, ledger)
+        if workspaces is not None:
+            await workspaces.prune()
+        return workspaces
 
     @staticmethod
     def key(binding: RunBinding, session_id: str | None) -> WorkspaceKey:
@@ -122,7 +137,7 @@ class RunWorkspaces:
         """Remove workspaces past their time to live; a failure is logged, never raised."""
         try:
             gone = await anyio.to_thread.run_sync(self.store.prune)
-        except (OSError, WorkspaceError) as exc:
+        except (OSError, CodemodeError) as exc:  # the ledger out of reach, too
             log.warning("could not prune workspaces in %s: %s", self.store.root, exc)
             return
         if gone:

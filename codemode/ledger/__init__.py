@@ -12,6 +12,8 @@ It is the side-effects gate's memory (its execution record):
   risk and expiry.
 * **Plans** of dry runs (``codemode run --plan``) are stored once, bound to the program's
   digest, the principal and tenant, with an expiry, for any process to find.
+* **Workspaces' metadata** (owner, live version, size, last use) for every replica to list and
+  prune alike; their files stay in a directory.
 * **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
   them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
@@ -89,6 +91,7 @@ from codemode.ledger._skills import SkillBook, SkillVersion
 from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
 from codemode.ledger._time import Clock, system_clock
+from codemode.ledger._workspaces import WorkspaceBook, WorkspaceRecord
 from codemode.ledger.stores import (
     ApprovalQuery,
     CallQuery,
@@ -157,6 +160,8 @@ __all__ = [
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",
+    "WorkspaceBook",
+    "WorkspaceRecord",
     "approval_digest",
     "arguments_digest",
     "classify_failure",

@@ -39,6 +39,7 @@ from codemode.ledger._reads import ReadRecord
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
+from codemode.ledger._workspaces import WorkspaceBook
 from codemode.ledger.stores import ApprovalQuery, LedgerStore, RunFacet, RunQuery
 
 DEFAULT_LEASE_S = 120.0
@@ -426,6 +427,12 @@ class StoreLedger:
     def skills(self) -> SkillBook:
         """The tenants' saved skills and their versions (see :mod:`codemode.ledger._skills`)."""
         return SkillBook(self._ctx)
+
+    @property
+    def workspaces(self) -> WorkspaceBook:
+        """Workspaces' owners, live versions, sizes and last uses; their files stay in a directory
+        (see :mod:`codemode.ledger._workspaces`)."""
+        return WorkspaceBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

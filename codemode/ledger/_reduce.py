@@ -16,6 +16,7 @@ from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger._skill_states import SKILL_EVENTS, skill_event_problem
 from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
 from codemode.ledger._states import CALL_TRANSITIONS as CALL_TRANSITIONS  # the old home of the table
+from codemode.ledger._workspace_states import WORKSPACE_EVENTS, workspace_event_problem
 
 Row = dict[str, str | int | None]
 Op = Literal["create", "update"]
@@ -38,6 +39,11 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     "plan_revoked": ("plans", "update"),
     # Skill versions: their moves are in _skill_states.SKILL_EVENTS.
     **{kind: ("skills", "create" if None in event[0] else "update") for kind, event in SKILL_EVENTS.items()},
+    # Workspaces' rows: their moves are in _workspace_states.WORKSPACE_EVENTS.
+    **{
+        kind: ("workspaces", "create" if None in sources else "update")
+        for kind, sources in WORKSPACE_EVENTS.items()
+    },
 }
 
 
@@ -145,6 +151,10 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
         _check_plan(kind, current, new)
     elif table == "skills":
         why = skill_event_problem(kind, current, fields, new)
+        if why is not None:
+            raise ReduceError(why)
+    elif table == "workspaces":
+        why = workspace_event_problem(kind, current, fields, new)
         if why is not None:
             raise ReduceError(why)
     # mcp_sessions: "create" only, checked above (a second binding of a session is refused).

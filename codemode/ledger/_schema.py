@@ -1,5 +1,6 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
-derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``, ``plans``).
+derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``, ``plans``,
+``skills``, ``workspaces``).
 
 Column lists are defined once here; each store's DDL (:mod:`.stores._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
@@ -16,7 +17,7 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans", "skills"]
+Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans", "skills", "workspaces"]
 
 # name -> SQL type and constraint. The first column is the primary key.
 RUN_COLUMNS: dict[str, str] = {
@@ -152,6 +153,23 @@ A version's source and dependency pins never change; only its status moves, prop
 approved -> revoked (or proposed -> revoked), each move one event."""
 # -- end of skills ------------------------------------------------------------------------------
 
+# -- workspaces (issue 41; see codemode/ledger/_workspaces.py) -----------------------------------
+WORKSPACE_COLUMNS: dict[str, str] = {
+    "workspace_id": "TEXT PRIMARY KEY",
+    "tenant": "TEXT NOT NULL",
+    "principal": "TEXT NOT NULL",
+    "session_id": "TEXT",
+    "version": "TEXT",
+    "files": "INTEGER NOT NULL",
+    "bytes": "INTEGER NOT NULL",
+    "created_at": "TEXT NOT NULL",
+    "last_used": "TEXT NOT NULL",
+    "removed_at": "TEXT",
+}
+"""Who a workspace belongs to and what it holds: ``workspace_id`` is the name of its folder under
+``[workspace] root`` (a digest of tenant, principal and session), ``version`` the folder of its
+live files there (null once removed). The files themselves never enter the ledger."""
+
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
     "calls": CALL_COLUMNS,
@@ -159,6 +177,7 @@ COLUMNS: dict[Table, dict[str, str]] = {
     "mcp_sessions": MCP_SESSION_COLUMNS,
     "plans": PLAN_COLUMNS,
     "skills": SKILL_COLUMNS,
+    "workspaces": WORKSPACE_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
@@ -172,7 +191,7 @@ before held them, so re-deriving those rows gives NULL, which is what the added 
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
 """
 
-ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills")
+ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills", "workspaces")
 """Tables that schema version 1 gained after ledgers were first written with it.
 
 A store creates the ones an older file or database lacks when it opens it. No event written

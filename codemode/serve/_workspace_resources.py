@@ -120,8 +120,8 @@ class WorkspaceMCPServer(MCPServer):
         store, who, where = owner
         resources = list(listed.resources)
         for info in store.workspaces(tenant=where, principal=who):
-            if (info.key.tenant, info.key.principal) != (where, who):
-                continue
+            if (info.key.tenant, info.key.principal) != (where, who) or info.missing:
+                continue  # another's, or its files are not on this replica's storage
             listing = store.listing(info.key)
             for name in shown_names(sorted(listing), self._policy().results):
                 size = listing[name]

@@ -1,17 +1,19 @@
-"""Workspaces on disk: one directory per (tenant, principal, session), replaced whole at each commit.
+"""Workspaces: their files in a directory, their metadata in an index (the ledger's table).
 
 Layout under the root (private to this user)::
 
-    <key>/meta.json        who it belongs to, and when it was last used
-    <key>/current          a link to the live version (written by codemode, never by a sandbox)
-    <key>/v-<token>/...    the files of one version
+    <key>/v-<token>/...    the files of one version; the index names the live one
     .locks/<key>           serialises commits, removals and pruning of one workspace
 
 ``<key>`` is a digest of the tenant, principal and session, so no name the caller chooses reaches
-the file system as a path. A commit writes the new files into a fresh ``v-<token>`` (created here,
-so nothing in it can be a link or a device), then swaps ``current`` with a rename: a crash, a full
-disk or a refused commit leaves the previous version whole. Reading never follows a link or opens
-anything but a regular file.
+the file system as a path. Whose each folder is, which version is live, its size and when it was
+last used are in the :class:`~codemode.workspace.WorkspaceIndex` (the ledger's ``workspaces``
+table), shared by every replica: listing and pruning read the index, never the folders. A commit
+writes the new files into a fresh ``v-<token>`` (created here, so nothing in it can be a link or a
+device), then records it in the index, which is the moment it becomes live: a crash, a full disk
+or a refused commit leaves the previous version whole. Reading never follows a link or opens
+anything but a regular file. Folders of an earlier codemode (``meta.json`` and a ``current`` link)
+are recorded in the index the first time they are met (:mod:`codemode.workspace._legacy`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import stat
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from codemode._atomic import replace_file
 from codemode.errors import CodemodeError
+from codemode.workspace._index import WorkspaceEntry, WorkspaceIndex
+from codemode.workspace._legacy import forget_legacy, read_legacy
 from codemode.workspace._paths import entries, path_problem, tree_problems
 
 __all__ = [
@@ -42,8 +46,6 @@ __all__ = [
     "WorkspaceStore",
 ]
 
-_CURRENT = "current"
-_META = "meta.json"
 _LOCKS = ".locks"
 _VERSION_PREFIX = "v-"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -92,15 +94,29 @@ class WorkspaceInfo:
     """Seconds since the epoch."""
     files: int
     bytes: int
+    missing: bool = False
+    """The index lists it, but its files are not under this store's root (see
+    :meth:`WorkspaceStore.load`)."""
+
+
+def _key(entry: WorkspaceEntry) -> WorkspaceKey:
+    return WorkspaceKey(entry.tenant, entry.principal, entry.session_id)
 
 
 class WorkspaceStore:
-    """The workspaces under ``root``; see the module doc for the layout."""
+    """The workspaces under ``root``, recorded in ``index``; see the module doc for the layout."""
 
     def __init__(
-        self, root: Path, *, quota: Quota, ttl_s: float, clock: Callable[[], float] = time.time
+        self,
+        root: Path,
+        *,
+        index: WorkspaceIndex,
+        quota: Quota,
+        ttl_s: float,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.root = root
+        self.index = index
         self.quota = quota
         self.ttl_s = ttl_s
         self._clock = clock
@@ -108,28 +124,33 @@ class WorkspaceStore:
     # -- reading ------------------------------------------------------------------------------
 
     def load(self, key: WorkspaceKey, *, touch: bool = True) -> dict[str, bytes]:
-        """The files of ``key``'s workspace (empty when it has none); ``touch`` marks it used."""
-        version = self._current(key)
-        files = dict(_read_tree(version)) if version is not None else {}
-        if touch and version is not None:
-            with self._locked(key):
-                self._write_meta(key)
+        """The files of ``key``'s workspace (empty when it has none); ``touch`` marks it used.
+
+        Raises :class:`WorkspaceError` when the index lists the workspace but its files are not
+        under the root (a root that is not the storage every replica shares): an empty workspace
+        in its place would replace them at the next commit."""
+        entry = self._entry(key)
+        if entry is None:
+            return {}
+        files = dict(_read_tree(self._live_folder(key, entry)))
+        if touch:
+            self.index.used(key.digest, self._now())
         return files
 
     def listing(self, key: WorkspaceKey) -> dict[str, int]:
         """Each file of ``key``'s workspace and its size in bytes, by name."""
-        version = self._current(key)
-        if version is None:
+        entry = self._entry(key)
+        if entry is None:
             return {}
-        return {name: len(data) for name, data in _read_tree(version)}
+        return {name: len(data) for name, data in _read_tree(self._live_folder(key, entry))}
 
     def read(self, key: WorkspaceKey, name: str) -> bytes:
         """One file of ``key``'s workspace; :class:`WorkspaceError` when it has no such file."""
         problem = path_problem(name)
         if problem is not None:
             raise WorkspaceError(f"{name!r} cannot name a workspace file: {problem}")
-        version = self._current(key)
-        data = _read_file(version, name) if version is not None else None
+        entry = self._entry(key)
+        data = _read_file(self._live_folder(key, entry), name) if entry is not None else None
         if data is None:
             raise WorkspaceError(
                 f"the workspace of {key.label()} has no file {name!r} (see `codemode workspace ls`)"
@@ -137,16 +158,15 @@ class WorkspaceStore:
         return data
 
     def workspaces(self, *, tenant: str | None = None, principal: str | None = None) -> list[WorkspaceInfo]:
-        """Every workspace under the root (optionally of one tenant and/or principal), oldest use first."""
-        found: list[WorkspaceInfo] = []
-        for key, last_used in self._metas():
-            if tenant is not None and key.tenant != tenant:
-                continue
-            if principal is not None and key.principal != principal:
-                continue
-            sizes = self.listing(key)
-            found.append(WorkspaceInfo(key, last_used, len(sizes), sum(sizes.values())))
-        return sorted(found, key=lambda info: info.last_used)
+        """Every workspace the index lists (optionally of one tenant and/or principal), oldest use
+        first; one whose files are not under the root is marked ``missing``."""
+        self._adopt_earlier_folders()
+        return [self._info(entry) for entry in self.index.listed(tenant=tenant, principal=principal)]
+
+    def unrecorded(self) -> list[Path]:
+        """Folders under the root that the index does not list: left by a commit that crashed
+        before it was recorded, or by a ledger that is not this one. Never removed here."""
+        return self._adopt_earlier_folders()
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -159,7 +179,8 @@ class WorkspaceStore:
     def commit(self, key: WorkspaceKey, files: Mapping[str, bytes]) -> None:
         """Make ``files`` the whole content of ``key``'s workspace, or change nothing.
 
-        Raises :class:`WorkspaceError` for a name :meth:`check` refuses and
+        Raises :class:`WorkspaceError` for a name :meth:`check` refuses, for an index that cannot
+        record it, or when the live files are missing (see :meth:`load`);
         :class:`WorkspaceQuotaError` past the quota; an ``OSError`` (a full disk) leaves the
         previous version too.
         """
@@ -175,9 +196,12 @@ class WorkspaceStore:
                 f"its quota is {self.quota.describe()} ([workspace] quota_bytes, quota_files)"
             )
         with self._locked(key):
-            folder = self._folder(key)
-            if not files and self._current(key) is None:
+            entry = self._entry_locked(key)
+            if entry is None and not files:
                 return  # nothing before, nothing now: no directory for it
+            if entry is not None:
+                self._live_folder(key, entry)  # its files must be here, or they would be lost
+            folder = self._folder(key)
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             version = f"{_VERSION_PREFIX}{secrets.token_hex(8)}"
             target = folder / version
@@ -185,26 +209,40 @@ class WorkspaceStore:
                 target.mkdir(mode=0o700)
                 for name, data in files.items():
                     _write_file(target, name, data)
-                link = folder / f".{_CURRENT}.{secrets.token_hex(4)}"
-                os.symlink(version, link)
-                os.replace(link, folder / _CURRENT)
+                with _index_errors(key, "record"):
+                    self.index.committed(
+                        key.digest,
+                        tenant=key.tenant,
+                        principal=key.principal,
+                        session_id=key.session,
+                        version=version,
+                        files=len(files),
+                        bytes=total,
+                        at=self._now(),
+                    )
             except BaseException:
                 shutil.rmtree(target, ignore_errors=True)
                 raise
-            self._write_meta(key)
             for stale in folder.iterdir():
                 if stale.name.startswith(_VERSION_PREFIX) and stale.name != version:
                     shutil.rmtree(stale, ignore_errors=True)
 
     def remove(self, key: WorkspaceKey, name: str | None = None) -> bool:
-        """Remove one file (``name``) or the whole workspace; False when there was nothing to remove."""
+        """Remove one file (``name``) or the whole workspace; False when there was nothing to remove.
+
+        The whole workspace goes from the index first, then from the disk: removing one whose
+        files are missing forgets it."""
         if name is None:
             with self._locked(key):
+                entry = self._entry_locked(key)
                 folder = self._folder(key)
-                if not folder.is_dir():
-                    return False
-                shutil.rmtree(folder)
-                return True
+                on_disk = folder.is_dir() and not folder.is_symlink()
+                if entry is not None:
+                    with _index_errors(key, "remove"):
+                        self.index.removed(key.digest, at=self._now())
+                if on_disk:
+                    shutil.rmtree(folder)
+                return entry is not None or on_disk
         files = self.load(key, touch=False)
         if name not in files:
             return False
@@ -213,57 +251,103 @@ class WorkspaceStore:
         return True
 
     def prune(self) -> list[WorkspaceInfo]:
-        """Remove every workspace unused for longer than the time to live; return what went."""
-        cutoff = self._clock() - self.ttl_s
+        """Remove every workspace the index says is unused for longer than the time to live;
+        return what went. Each removal is decided again inside the index's write, so replicas
+        pruning at once remove each workspace once and never one used meanwhile."""
+        self._adopt_earlier_folders()
+        cutoff = datetime.fromtimestamp(self._clock() - self.ttl_s, UTC)
         gone: list[WorkspaceInfo] = []
-        for key, last_used in self._metas():
-            if last_used >= cutoff:
+        for entry in self.index.listed():
+            if entry.last_used >= cutoff:
                 continue
-            sizes = self.listing(key)
+            key = _key(entry)
             with self._locked(key):
-                # Used again between the listing and the lock? Then it stays.
-                meta = _read_meta(self._folder(key) / _META)
-                if meta is None or meta[1] >= cutoff:
-                    continue
+                with _index_errors(key, "remove"):
+                    was = self.index.removed(key.digest, at=self._now(), unused_before=cutoff)
+                if was is None:
+                    continue  # used again (or removed) since it was listed: it stays
                 shutil.rmtree(self._folder(key), ignore_errors=True)
-            gone.append(WorkspaceInfo(key, last_used, len(sizes), sum(sizes.values())))
+            gone.append(WorkspaceInfo(key, was.last_used.timestamp(), was.files, was.bytes))
         return gone
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
+
     def _folder(self, key: WorkspaceKey) -> Path:
         return self.root / key.digest
 
-    def _current(self, key: WorkspaceKey) -> Path | None:
-        folder = self._folder(key)
-        try:
-            version = os.readlink(folder / _CURRENT)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise WorkspaceError(f"the workspace of {key.label()} is damaged: {exc}") from exc
+    def _info(self, entry: WorkspaceEntry) -> WorkspaceInfo:
+        key = _key(entry)
+        version = entry.version
+        missing = version is None or not _is_folder(self._folder(key) / version)
+        return WorkspaceInfo(key, entry.last_used.timestamp(), entry.files, entry.bytes, missing)
+
+    def _live_folder(self, key: WorkspaceKey, entry: WorkspaceEntry) -> Path:
+        version = entry.version or ""
         if not version.startswith(_VERSION_PREFIX) or "/" in version:
-            raise WorkspaceError(f"the workspace of {key.label()} is damaged: 'current' names {version!r}")
-        return folder / version
+            raise WorkspaceError(f"the workspace of {key.label()} is damaged: its version is {version!r}")
+        folder = self._folder(key) / version
+        if not _is_folder(folder):
+            raise WorkspaceError(
+                f"the ledger lists the workspace of {key.label()} (version {version}), but its files "
+                f"are not in {self.root}: is [workspace] root the storage every replica shares? "
+                f"Nothing was changed; `codemode workspace rm --all {_who(key)}` forgets the workspace"
+            )
+        return folder
 
-    def _write_meta(self, key: WorkspaceKey) -> None:
-        meta = {
-            "tenant": key.tenant,
-            "principal": key.principal,
-            "session": key.session,
-            "last_used": self._clock(),
-        }
-        replace_file(self._folder(key) / _META, lambda handle: json.dump(meta, handle), mode=0o600)
+    def _entry(self, key: WorkspaceKey) -> WorkspaceEntry | None:
+        entry = self.index.find(key.digest)
+        if entry is None and read_legacy(self._folder(key)) is not None:
+            with self._locked(key):
+                return self._entry_locked(key)
+        return entry
 
-    def _metas(self) -> Iterator[tuple[WorkspaceKey, float]]:
+    def _entry_locked(self, key: WorkspaceKey) -> WorkspaceEntry | None:
+        """The index's entry, after recording a folder of an earlier codemode (under the lock)."""
+        entry = self.index.find(key.digest)
+        folder = self._folder(key)
+        legacy = read_legacy(folder) if entry is None else None
+        if legacy is None or WorkspaceKey(legacy.tenant, legacy.principal, legacy.session) != key:
+            return entry
+        version = folder / legacy.version
+        if not _is_folder(version):
+            return None
+        sizes = [len(data) for _, data in _read_tree(version)]
+        with _index_errors(key, "record"):
+            entry = self.index.committed(
+                key.digest,
+                tenant=key.tenant,
+                principal=key.principal,
+                session_id=key.session,
+                version=legacy.version,
+                files=len(sizes),
+                bytes=sum(sizes),
+                at=datetime.fromtimestamp(legacy.last_used, UTC),
+            )
+        forget_legacy(folder)
+        return entry
+
+    def _adopt_earlier_folders(self) -> list[Path]:
+        """Record every folder of an earlier codemode in the index; return the folders it still
+        does not list."""
         if not self.root.is_dir():
-            return
+            return []
+        listed = {entry.workspace_id for entry in self.index.listed()}
+        unrecorded: list[Path] = []
         for folder in sorted(self.root.iterdir()):
-            if folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir():
+            if folder.name.startswith(".") or folder.name in listed or not _is_folder(folder):
                 continue
-            meta = _read_meta(folder / _META)
-            if meta is not None and meta[0].digest == folder.name:
-                yield meta
+            legacy = read_legacy(folder)
+            if legacy is not None:
+                key = WorkspaceKey(legacy.tenant, legacy.principal, legacy.session)
+                if key.digest == folder.name:
+                    with self._locked(key):
+                        if self._entry_locked(key) is not None:
+                            continue
+            unrecorded.append(folder)
+        return unrecorded
 
     @contextlib.contextmanager
     def _locked(self, key: WorkspaceKey) -> Generator[None]:
@@ -278,18 +362,29 @@ class WorkspaceStore:
             os.close(fd)
 
 
-def _read_meta(path: Path) -> tuple[WorkspaceKey, float] | None:
+@contextlib.contextmanager
+def _index_errors(key: WorkspaceKey, doing: str) -> Generator[None]:
+    """The index's own failures (a ledger out of reach) as a :class:`WorkspaceError`, which the
+    engine turns into a note on the run instead of a failed run."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
-        with os.fdopen(fd, encoding="utf-8") as handle:
-            raw = json.load(handle)
-        session = raw.get("session")
-        key = WorkspaceKey(
-            str(raw["tenant"]), str(raw["principal"]), None if session is None else str(session)
-        )
-        return key, float(raw["last_used"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+        yield
+    except WorkspaceError:
+        raise
+    except CodemodeError as exc:
+        raise WorkspaceError(f"the ledger could not {doing} the workspace of {key.label()}: {exc}") from exc
+
+
+def _who(key: WorkspaceKey) -> str:
+    """The ``codemode workspace`` options that name ``key``."""
+    session = f" --session {key.session}" if key.session else ""
+    return f"--tenant {key.tenant} --principal {key.principal}{session}"
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _read_tree(version: Path) -> Iterator[tuple[str, bytes]]:

@@ -17,8 +17,9 @@ from mcp.shared.exceptions import MCPError
 
 from codemode.config import load_config
 from codemode.serve._workspace_resources import resource_uri
-from codemode.workspace import WorkspaceKey, open_store
+from codemode.workspace import WorkspaceKey
 from tests.serve.conftest import TOKENS, TOKENS_TOML, make_workspace, serving_http
+from tests.workspace._stores import configured_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -76,8 +77,8 @@ async def test_a_run_links_the_files_it_wrote_and_the_caller_lists_and_reads_the
 
 async def test_another_principal_or_tenant_never_sees_them(url: str, config_path: Path) -> None:
     # A file of alice in another tenant: the same principal name, not the same workspace.
-    store = open_store(load_config(config_path))
-    store.commit(WorkspaceKey("globex", "alice"), {"globex-secret.txt": b"no"})
+    with configured_store(load_config(config_path)) as store:
+        store.commit(WorkspaceKey("globex", "alice"), {"globex-secret.txt": b"no"})
     async with Client(http(url, "alice")) as alice, Client(http(url, "bob")) as bob:
         await run(alice, "alice")
         assert "workspace:///globex-secret.txt" not in uris(await alice.list_resources())
@@ -113,10 +114,10 @@ async def test_bad_workspace_uris_are_refused_with_a_reason(url: str) -> None:
 
 
 async def test_the_stdio_caller_reads_its_own_workspace(config_path: Path) -> None:
-    store = open_store(load_config(config_path))
     default = load_config(config_path).policy
     principal, tenant = default.identity(None, None)
-    store.commit(WorkspaceKey(tenant, principal), {"stdio.txt": b"local"})
+    with configured_store(load_config(config_path)) as store:
+        store.commit(WorkspaceKey(tenant, principal), {"stdio.txt": b"local"})
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "codemode.cli", "serve", "--config", str(config_path)]
     )

@@ -3,8 +3,8 @@ sees them (process, bwrap and docker backends)."""
 
 from __future__ import annotations
 
-import json
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,8 @@ import pytest
 
 from codemode import CodeMode, config_from_mapping
 from codemode.config import Config
-from codemode.workspace import WorkspaceKey, open_store
+from codemode.workspace import WorkspaceError, WorkspaceKey
+from tests.workspace._stores import configured_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -73,8 +74,8 @@ async def test_files_written_in_one_run_are_there_in_the_next(engine: CodeMode) 
     assert (first.status, first.result) == ("ok", "written")
     second = await engine.run(READ, principal="alice", tenant="acme")
     assert second.result == ["reports/q3.csv=a,b\n1,2\n"]
-    store = open_store(engine.config)
-    assert store.load(WorkspaceKey("acme", "alice")) == {"reports/q3.csv": b"a,b\n1,2\n"}
+    with configured_store(engine.config) as store:
+        assert store.load(WorkspaceKey("acme", "alice")) == {"reports/q3.csv": b"a,b\n1,2\n"}
 
 
 async def test_another_principal_tenant_or_session_never_sees_them(engine: CodeMode) -> None:
@@ -130,12 +131,25 @@ async def test_unused_workspaces_are_pruned_when_the_engine_starts(
     make_config: Callable[..., Config],
 ) -> None:
     config = make_config(ttl_s=3600)
-    store = open_store(config)
-    store.commit(WorkspaceKey("acme", "alice"), {"old.txt": b"1"})
     # Last used two hours ago (the engine's store reads the wall clock).
-    meta = config.workspace_root / WorkspaceKey("acme", "alice").digest / "meta.json"
-    record = json.loads(meta.read_text())
-    meta.write_text(json.dumps({**record, "last_used": record["last_used"] - 7200}))
+    with configured_store(config, clock=lambda: time.time() - 7200) as store:
+        store.commit(WorkspaceKey("acme", "alice"), {"old.txt": b"1"})
     async with CodeMode(config):
         pass
-    assert store.workspaces() == []
+    with configured_store(config) as store:
+        assert store.workspaces() == []
+
+
+async def test_a_workspace_whose_files_are_missing_stops_the_run_and_loses_nothing(engine: CodeMode) -> None:
+    await engine.run(WRITE, inputs="kept", principal="alice", tenant="acme")
+    folder = engine.config.workspace_root / WorkspaceKey("acme", "alice").digest
+    moved = folder.parent.parent / "moved-away"
+    folder.rename(moved)  # as on a replica whose [workspace] root is not the shared storage
+    with pytest.raises(WorkspaceError, match="workspace rm --all --tenant acme --principal alice"):
+        await engine.run(READ, principal="alice", tenant="acme")
+    assert not folder.exists(), "no empty workspace was committed in its place"
+    with configured_store(engine.config) as store:
+        assert [info.missing for info in store.workspaces()] == [True]
+        assert store.remove(WorkspaceKey("acme", "alice"))
+    assert (await engine.run(READ, principal="alice", tenant="acme")).result == []
+    assert any(path.name == "q3.csv" for path in moved.rglob("*"))

@@ -10,6 +10,7 @@ import anyio
 
 from codemode.calls import RunBinding
 from codemode.engine._workspace import RunWorkspaces
+from codemode.ledger import WorkspaceBook
 from codemode.sandbox import RunOutcome, WorkspaceFiles, WorkspaceReturn
 from codemode.workspace import Quota, WorkspaceKey, WorkspaceStore
 
@@ -33,8 +34,8 @@ def keep(workspaces: RunWorkspaces, before: dict[str, bytes], after: dict[str, b
     return written
 
 
-def test_a_run_that_changed_nothing_writes_no_new_version(tmp_path: Path) -> None:
-    store = WorkspaceStore(tmp_path / "ws", quota=Quota(bytes=1000, files=10), ttl_s=100.0)
+def test_a_run_that_changed_nothing_writes_no_new_version(tmp_path: Path, index: WorkspaceBook) -> None:
+    store = WorkspaceStore(tmp_path / "ws", index=index, quota=Quota(bytes=1000, files=10), ttl_s=100.0)
     workspaces = RunWorkspaces(store)
     assert keep(workspaces, {}, {"notes.txt": b"one"}) == ("notes.txt",)
     first = versions(tmp_path / "ws")

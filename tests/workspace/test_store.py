@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from codemode.config import config_from_mapping
+from codemode.ledger import WorkspaceBook
 from codemode.workspace import (
     Quota,
     WorkspaceError,
@@ -30,14 +32,20 @@ class Clock:
         return self.now
 
 
-def store(tmp_path: Path, *, quota: Quota | None = None, clock: Clock | None = None) -> WorkspaceStore:
+def store(
+    tmp_path: Path, index: WorkspaceBook, *, quota: Quota | None = None, clock: Clock | None = None
+) -> WorkspaceStore:
     return WorkspaceStore(
-        tmp_path / "ws", quota=quota or Quota(bytes=1000, files=10), ttl_s=100.0, clock=clock or Clock()
+        tmp_path / "ws",
+        index=index,
+        quota=quota or Quota(bytes=1000, files=10),
+        ttl_s=100.0,
+        clock=clock or Clock(),
     )
 
 
-def test_files_committed_are_loaded_back_and_kept_apart_per_key(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_files_committed_are_loaded_back_and_kept_apart_per_key(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"notes.txt": b"hello", "out/data.csv": b"a,b\n"})
     assert ws.load(ALICE) == {"notes.txt": b"hello", "out/data.csv": b"a,b\n"}
     assert ws.load(BOB) == {}
@@ -47,8 +55,8 @@ def test_files_committed_are_loaded_back_and_kept_apart_per_key(tmp_path: Path) 
     assert ws.read(ALICE, "out/data.csv") == b"a,b\n"
 
 
-def test_a_commit_replaces_the_whole_workspace(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_a_commit_replaces_the_whole_workspace(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"a": b"1", "b": b"2"})
     ws.commit(ALICE, {"b": b"3"})
     assert ws.load(ALICE) == {"b": b"3"}
@@ -56,8 +64,8 @@ def test_a_commit_replaces_the_whole_workspace(tmp_path: Path) -> None:
     assert len(versions) == 1
 
 
-def test_nothing_is_created_for_an_empty_workspace(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_nothing_is_created_for_an_empty_workspace(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {})
     assert not (tmp_path / "ws" / ALICE.digest).exists()
     assert ws.workspaces() == []
@@ -73,9 +81,9 @@ def test_nothing_is_created_for_an_empty_workspace(tmp_path: Path) -> None:
     ],
 )
 def test_a_commit_over_the_quota_changes_nothing(
-    tmp_path: Path, files: dict[str, bytes], quota: Quota
+    tmp_path: Path, index: WorkspaceBook, files: dict[str, bytes], quota: Quota
 ) -> None:
-    ws = store(tmp_path, quota=quota)
+    ws = store(tmp_path, index, quota=quota)
     ws.commit(ALICE, {"earlier": b"kept"})
     with pytest.raises(WorkspaceQuotaError, match=r"quota is .*\[workspace\] quota_bytes"):
         ws.commit(ALICE, files)
@@ -85,8 +93,10 @@ def test_a_commit_over_the_quota_changes_nothing(
 @pytest.mark.parametrize(
     "name", ["../escape", "/etc/passwd", "a/../../b", "a//b", "./a", "a/.", "", "nul\0byte", "x" * 1025]
 )
-def test_names_that_could_leave_the_workspace_are_refused(tmp_path: Path, name: str) -> None:
-    ws = store(tmp_path)
+def test_names_that_could_leave_the_workspace_are_refused(
+    tmp_path: Path, index: WorkspaceBook, name: str
+) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"earlier": b"kept"})
     with pytest.raises(WorkspaceError, match="cannot hold"):
         ws.commit(ALICE, {"fine": b"1", name: b"2"})
@@ -94,15 +104,15 @@ def test_names_that_could_leave_the_workspace_are_refused(tmp_path: Path, name: 
     assert not (tmp_path / "escape").exists()
 
 
-def test_a_file_that_is_also_a_folder_is_refused(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_a_file_that_is_also_a_folder_is_refused(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     assert ws.check({"a": b"", "a/b": b""}) == {"a/b": "'a' is a file, so it cannot also be a folder"}
 
 
 def test_a_failed_write_leaves_the_previous_version_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, index: WorkspaceBook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ws = store(tmp_path)
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"earlier": b"kept"})
     real_fsync = os.fsync
     calls = 0
@@ -123,13 +133,16 @@ def test_a_failed_write_leaves_the_previous_version_whole(
     assert len(versions) == 1
 
 
-def test_links_and_fifos_planted_in_a_stored_version_are_never_followed(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_links_and_fifos_planted_in_a_stored_version_are_never_followed(
+    tmp_path: Path, index: WorkspaceBook
+) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"real": b"1"})
     secret = tmp_path / "secret"
     secret.write_text("host secret")
-    version = os.readlink(tmp_path / "ws" / ALICE.digest / "current")
-    folder = tmp_path / "ws" / ALICE.digest / version
+    entry = index.find(ALICE.digest)
+    assert entry is not None and entry.version is not None
+    folder = tmp_path / "ws" / ALICE.digest / entry.version
     (folder / "link").symlink_to(secret)
     (folder / "linked_dir").symlink_to(tmp_path)
     os.mkfifo(folder / "fifo")
@@ -140,19 +153,25 @@ def test_links_and_fifos_planted_in_a_stored_version_are_never_followed(tmp_path
         ws.read(ALICE, "linked_dir/secret")
 
 
-def test_a_damaged_current_link_is_reported_not_followed(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_a_live_version_replaced_by_a_link_is_reported_not_followed(
+    tmp_path: Path, index: WorkspaceBook
+) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"real": b"1"})
-    current = tmp_path / "ws" / ALICE.digest / "current"
-    current.unlink()
-    current.symlink_to(tmp_path)
-    with pytest.raises(WorkspaceError, match="damaged"):
+    entry = index.find(ALICE.digest)
+    assert entry is not None and entry.version is not None
+    version = tmp_path / "ws" / ALICE.digest / entry.version
+    shutil.rmtree(version)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "real").write_text("not the workspace's")
+    version.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(WorkspaceError, match="its files are not in"):
         ws.load(ALICE)
 
 
-def test_prune_removes_only_workspaces_unused_for_the_ttl(tmp_path: Path) -> None:
+def test_prune_removes_only_workspaces_unused_for_the_ttl(tmp_path: Path, index: WorkspaceBook) -> None:
     clock = Clock()
-    ws = store(tmp_path, clock=clock)
+    ws = store(tmp_path, index, clock=clock)
     ws.commit(ALICE, {"a": b"1"})
     clock.now += 60
     ws.commit(BOB, {"b": b"22"})
@@ -163,9 +182,9 @@ def test_prune_removes_only_workspaces_unused_for_the_ttl(tmp_path: Path) -> Non
     assert ws.load(BOB) == {"b": b"22"}
 
 
-def test_loading_a_workspace_keeps_it_alive(tmp_path: Path) -> None:
+def test_loading_a_workspace_keeps_it_alive(tmp_path: Path, index: WorkspaceBook) -> None:
     clock = Clock()
-    ws = store(tmp_path, clock=clock)
+    ws = store(tmp_path, index, clock=clock)
     ws.commit(ALICE, {"a": b"1"})
     clock.now += 90
     ws.load(ALICE)
@@ -173,8 +192,8 @@ def test_loading_a_workspace_keeps_it_alive(tmp_path: Path) -> None:
     assert ws.prune() == []
 
 
-def test_workspaces_lists_and_filters(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_workspaces_lists_and_filters(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"a": b"1"})
     ws.commit(OTHER_TENANT, {"b": b"12"})
     assert {info.key for info in ws.workspaces()} == {ALICE, OTHER_TENANT}
@@ -182,8 +201,8 @@ def test_workspaces_lists_and_filters(tmp_path: Path) -> None:
     assert [info.bytes for info in ws.workspaces(tenant="globex", principal="alice")] == [2]
 
 
-def test_remove_one_file_or_the_whole_workspace(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_remove_one_file_or_the_whole_workspace(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"a": b"1", "b": b"2"})
     assert ws.remove(ALICE, "a") is True
     assert ws.remove(ALICE, "a") is False
@@ -193,16 +212,16 @@ def test_remove_one_file_or_the_whole_workspace(tmp_path: Path) -> None:
     assert ws.workspaces() == []
 
 
-def test_the_store_is_private_to_its_user(tmp_path: Path) -> None:
-    ws = store(tmp_path)
+def test_the_store_is_private_to_its_user(tmp_path: Path, index: WorkspaceBook) -> None:
+    ws = store(tmp_path, index)
     ws.commit(ALICE, {"a": b"1"})
     assert (tmp_path / "ws").stat().st_mode & 0o077 == 0
     assert (tmp_path / "ws" / ALICE.digest).stat().st_mode & 0o077 == 0
 
 
-def test_open_store_follows_the_workspace_section(tmp_path: Path) -> None:
+def test_open_store_follows_the_workspace_section(tmp_path: Path, index: WorkspaceBook) -> None:
     config = config_from_mapping(
         {"workspace": {"root": "files", "quota_bytes": 2048, "quota_files": 3, "ttl_s": 5}}
     ).with_origin("test", tmp_path)
-    ws = open_store(config)
+    ws = open_store(config, index)
     assert (ws.root, ws.quota, ws.ttl_s) == (tmp_path / "files", Quota(bytes=2048, files=3), 5.0)

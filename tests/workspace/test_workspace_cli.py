@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from click.testing import CliRunner, Result
 
 from codemode.cli._main import cli
 from codemode.config import load_config
-from codemode.workspace import WorkspaceKey, open_store
+from codemode.workspace import WorkspaceKey
+from tests.workspace._stores import configured_store
 
 CONFIG = """\
 [workspace]
@@ -35,10 +37,10 @@ BOB_GLOBEX = WorkspaceKey("globex", "bob")
 def config_path(tmp_path: Path) -> Path:
     path = tmp_path / "codemode.toml"
     path.write_text(CONFIG)
-    store = open_store(load_config(path))
-    store.commit(ALICE, {"notes.txt": b"hello", "out/data.bin": b"\xff\x00"})
-    store.commit(BOB_GLOBEX, {"bob.txt": b"bob's"})
-    store.commit(WorkspaceKey("acme", "alice", "ses_1"), {"in-session.txt": b"s"})
+    with configured_store(load_config(path)) as store:
+        store.commit(ALICE, {"notes.txt": b"hello", "out/data.bin": b"\xff\x00"})
+        store.commit(BOB_GLOBEX, {"bob.txt": b"bob's"})
+        store.commit(WorkspaceKey("acme", "alice", "ses_1"), {"in-session.txt": b"s"})
     return path
 
 
@@ -104,22 +106,47 @@ def test_an_unknown_principal_needs_its_tenant_named(config_path: Path) -> None:
 def test_rm_removes_files_or_the_whole_workspace(config_path: Path) -> None:
     removed = json.loads(invoke(config_path, "rm", "notes.txt", "--json").output)
     assert removed == {"removed": ["notes.txt"], "missing": []}
-    store = open_store(load_config(config_path))
-    assert store.listing(ALICE) == {"out/data.bin": 2}
-    again = invoke(config_path, "rm", "notes.txt")
-    assert again.exit_code == 1 and "has no 'notes.txt'" in again.output
-    assert invoke(config_path, "rm").exit_code == 1  # neither files nor --all
-    assert invoke(config_path, "rm", "--all").exit_code == 0
-    assert store.listing(ALICE) == {}
-    assert store.listing(BOB_GLOBEX) == {"bob.txt": 5}
+    with configured_store(load_config(config_path)) as store:
+        assert store.listing(ALICE) == {"out/data.bin": 2}
+        again = invoke(config_path, "rm", "notes.txt")
+        assert again.exit_code == 1 and "has no 'notes.txt'" in again.output
+        assert invoke(config_path, "rm").exit_code == 1  # neither files nor --all
+        assert invoke(config_path, "rm", "--all").exit_code == 0
+        assert store.listing(ALICE) == {}
+        assert store.listing(BOB_GLOBEX) == {"bob.txt": 5}
 
 
 def test_prune_removes_what_the_ttl_says(config_path: Path) -> None:
-    meta = load_config(config_path).workspace_root / ALICE.digest / "meta.json"
-    record = json.loads(meta.read_text())
-    meta.write_text(json.dumps({**record, "last_used": record["last_used"] - 7200}))
+    # Alice's workspace was last written two hours ago (the ledger's table says so).
+    with configured_store(load_config(config_path), clock=lambda: time.time() - 7200) as store:
+        store.commit(ALICE, {"old.txt": b"1"})
     result = json.loads(invoke(config_path, "prune", "--json").output)
     assert [(w["tenant"], w["principal"]) for w in result["removed"]] == [("acme", "alice")]
     assert result["ttl_s"] == 3600
     text = invoke(config_path, "prune").output
     assert "0 workspace(s) unused for more than 3600 s removed" in text
+
+
+def test_ls_says_which_files_are_missing_and_which_folders_the_ledger_does_not_list(
+    config_path: Path,
+) -> None:
+    root = load_config(config_path).workspace_root
+    for version in (root / ALICE.digest).iterdir():
+        version.rename(root.parent / "moved-away")
+    (root / ("f" * 32)).mkdir()
+    every = invoke(config_path, "ls", "--all")
+    assert every.exit_code == 0, every.output
+    assert "acme/alice: 2 file(s), 7 bytes, last used" in every.output
+    assert f"its files are not in {root}" in every.output
+    assert f"{root / ('f' * 32)} is not in the ledger's workspaces" in every.output
+    listed = json.loads(invoke(config_path, "ls", "--all", "--json").stdout)
+    assert {(w["principal"], w["session"], w["files_missing"]) for w in listed} == {
+        ("alice", None, True),
+        ("alice", "ses_1", False),
+        ("bob", None, False),
+    }
+    mine = invoke(config_path, "ls")
+    assert mine.exit_code == 2 and "workspace rm --all" in mine.output
+    assert invoke(config_path, "rm", "--all").exit_code == 0
+    assert (root.parent / "moved-away" / "notes.txt").read_bytes() == b"hello", "nothing else is lost"
+    assert "acme/alice:" not in invoke(config_path, "ls", "--all").output
