@@ -176,9 +176,12 @@ def tokens(
     if as_json:
         print_json(results)
         return
-    from codemode.bench import terminal_table
+    from codemode.bench import skills_table, terminal_table
 
     stdout.print(terminal_table(results))
+    skills = skills_table(results)
+    if skills is not None:
+        stdout.print(skills)
     missing = "" if results.get("charts") else " (no charts: install the 'bench' extra for matplotlib)"
     stdout.print(f"wrote {out}/results.json, {out}/report.md{missing}", highlight=False)
     _failed_note(results)
