@@ -122,7 +122,7 @@ def run_bench(
         finally:
             if writer is not None:
                 writer.close()
-        meta = {"agents": model or "scripted", "trials": trials}
+        meta: dict[str, Any] = {"agents": model or "scripted", "trials": trials}
         if suite.skipped:
             meta["skipped"] = suite.skipped
         if writer is not None:

@@ -21,6 +21,7 @@ from codemode.catalog import Pins
 from codemode.config import BackendChoice, Config, load_config, starter_config
 from codemode.engine import CodeMode
 from codemode.host import ConnectionState, McpHost
+from codemode.ledger import SkillVersion
 
 MODES: tuple[Mode, ...] = ("direct", "codemode", "skills")
 """``skills`` runs only for a skills task (one with ``SKILL``)."""
@@ -119,8 +120,9 @@ async def run_suite(
             if task.skill and agents is not None:
                 result.skipped[task.name] = SCRIPTED_SKILLS
                 continue
+            chosen: list[Mode] = [m for m in task.modes if m in modes]
             for trial in range(trials):
-                for mode in (m for m in task.modes if m in modes):
+                for mode in chosen:
                     agent = task.agents[mode]
                     if agents is not None:
                         offered = (
@@ -152,7 +154,7 @@ async def _jobs(
     if skill is not None:
         require_free(engine, ledger, skill, task.name)
     runs: list[TaskRun] = []
-    approved = None
+    approved: SkillVersion | None = None
     try:
         for index, job in enumerate(task.jobs):
             run = await run_task(

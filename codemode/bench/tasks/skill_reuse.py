@@ -123,10 +123,11 @@ def skills_agent(history: list[Message]) -> Reply:
     variation reads the approved skill's signature and calls it."""
     risk, status = _job(history)
     if history[0]["content"] == PROMPT:
+        about = "customers of a risk level with tickets in a status"
         proposing = (
             SKILL_SOURCE
             + "\nimport codemode\n"
-            + f"codemode.propose_skill({SKILL!r}, {SKILL_SOURCE!r}, 'customers of a risk level with tickets in a status')\n"
+            + f"codemode.propose_skill({SKILL!r}, {SKILL_SOURCE!r}, {about!r})\n"
             + _answer(risk, status)
         )
         return search_then_run(history, SEARCH, proposing, k=4)
