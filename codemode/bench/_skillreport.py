@@ -123,14 +123,15 @@ def skills_table(results: dict[str, Any]) -> Table | None:
     entries: list[dict[str, Any]] = results.get("skills") or []
     if not entries:
         return None
-    table = Table(title="skills: code mode without and with a saved skill")
+    agents = entries[0]["agents"]  # one run's agents made every entry
+    table = Table(title=f"skills: code mode without and with a saved skill ({agents} figures)")
     for column in ("task / job", "without skills", "with skills", "with vs without"):
         table.add_column(column, justify="left" if column == "task / job" else "right")
     for entry in entries:
         for row in entry["jobs"]:
             table.add_row(f"{entry['task']}: {_job_name(row)}", _cell(row["without"]), _cell(row["with"]), "")
         table.add_row(
-            f"{entry['task']}: all jobs ({entry['agents']})",
+            f"{entry['task']}: all jobs",
             _cell(entry["without"]),
             _cell(entry["with"]),
             entry["saving"],

@@ -15,7 +15,7 @@ from codemode.bench._model import Message, Mode, Reply
 from codemode.bench._runner import direct_definitions, engine_ledger, run_task
 from codemode.bench._skillrun import approve_proposal, require_free, withdraw
 from codemode.bench._taskrun import TaskRun
-from codemode.bench._tasks import Task
+from codemode.bench._tasks import Task, TaskError
 from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.catalog import Pins
 from codemode.config import BackendChoice, Config, load_config, starter_config
@@ -101,6 +101,7 @@ async def run_suite(
         await sync_and_approve(config)
     approver = CallbackApprover(_approve, name="bench")
     result = SuiteResult()
+    failure: TaskError | None = None
     async with CodeMode(config, backend=backend, approver=approver, measure_tokens=True) as engine:
         result.backend = engine.backend
         if on_start is not None:
@@ -116,27 +117,45 @@ async def run_suite(
         ]
         result.direct_definition_tokens = tokenizer.count(compact(direct_definitions(engine)))
         result.codemode_definition_tokens = tokenizer.count(compact(engine.tool_definitions("openai")))
-        for task in tasks:
-            if task.skill and agents is not None:
-                result.skipped[task.name] = SCRIPTED_SKILLS
-                continue
-            chosen: list[Mode] = [m for m in task.modes if m in modes]
-            for trial in range(trials):
-                for mode in chosen:
-                    agent = task.agents[mode]
-                    if agents is not None:
-                        offered = (
-                            direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
-                        )
-                        agent = agents(task, mode, trial, offered)
-                    for run in await _jobs(engine, task, mode, agent, tokenizer, trial):
-                        run.api_usage = list(getattr(agent, "usage", []))
-                        result.runs.append(run)
-                        if on_run is not None:
-                            on_run(run)
-                    if progress is not None:
-                        progress(f"{task.name} [{mode}]")
+        try:
+            await _run_tasks(engine, tasks, result, modes, trials, tokenizer, agents, progress, on_run)
+        except TaskError as exc:
+            failure = exc
+    if failure is not None:
+        # Raised once the engine is down: from inside, it would come wrapped in its task group.
+        raise failure
     return result
+
+
+async def _run_tasks(
+    engine: CodeMode,
+    tasks: list[Task],
+    result: SuiteResult,
+    modes: tuple[Mode, ...],
+    trials: int,
+    tokenizer: Tokenizer,
+    agents: AgentFactory | None,
+    progress: Progress | None,
+    on_run: Callable[[TaskRun], None] | None,
+) -> None:
+    for task in tasks:
+        if task.skill and agents is not None:
+            result.skipped[task.name] = SCRIPTED_SKILLS
+            continue
+        chosen: list[Mode] = [m for m in task.modes if m in modes]
+        for trial in range(trials):
+            for mode in chosen:
+                agent = task.agents[mode]
+                if agents is not None:
+                    offered = direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
+                    agent = agents(task, mode, trial, offered)
+                for run in await _jobs(engine, task, mode, agent, tokenizer, trial):
+                    run.api_usage = list(getattr(agent, "usage", []))
+                    result.runs.append(run)
+                    if on_run is not None:
+                        on_run(run)
+                if progress is not None:
+                    progress(f"{task.name} [{mode}]")
 
 
 async def _jobs(
