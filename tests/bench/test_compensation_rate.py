@@ -38,8 +38,14 @@ def test_the_rate_is_undone_of_needed_and_na_when_none_needed() -> None:
         runs=runs,
         kinds={},
         prices=Prices(),
-        meta={"tokenizer": "t", "backend": "process", "agents": "scripted", "command": "c", "servers": {}}
-        | {"definition_tokens": {"direct": 0, "codemode": 0}},
+        meta={
+            "tokenizer": "t",
+            "backend": "process",
+            "agents": "scripted",
+            "command": "c",
+            "servers": {},
+            "definition_tokens": {"direct": 0, "codemode": 0},
+        },
         catalog=[],
         catalog_source="",
     )

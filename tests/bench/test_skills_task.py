@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from codemode.bench._accounting import TiktokenTokenizer
-from codemode.bench._suite import run_suite, write_demo_config
+from codemode.bench._main import run_bench
+from codemode.bench._suite import SCRIPTED_SKILLS, run_suite, write_demo_config
 from codemode.bench._tasks import TaskError, load_task, load_tasks
 from codemode.cli._main import cli
 from codemode.config import demo_servers
@@ -101,3 +103,38 @@ def test_a_skills_task_must_say_its_variations(tmp_path: Path) -> None:
     # Each job is checked against its own prompt's answer.
     assert [job.check({"customers": 4, "tickets": 5}) for job in task.jobs] == [True, False, False, False]
     assert load_tasks(only=["small_lookup"])[0].modes == ("direct", "codemode")
+
+
+@pytest.mark.integration
+def test_a_real_model_run_leaves_the_skills_task_out_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model is recorded one conversation per task, mode and trial: a skills task's several
+    conversations would not replay, so it is reported as not run, never as solved or failed."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+    def no_request(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"the skills task sent a model request: {request.content[:200]!r}")
+
+    out = tmp_path / "out"
+    results = run_bench(
+        out=out,
+        tasks_dir=None,
+        only=[TASK],
+        config_path=None,
+        workspace=tmp_path,
+        backend="process",
+        sizes=[],
+        corpus=None,
+        model="openai:test-model",
+        trials=1,
+        prices=(3.0, 15.0),
+        command="test",
+        show_progress=False,
+        model_transport=httpx.MockTransport(no_request),
+    )
+    assert results["runs"] == [] and results["skills"] == []
+    assert results["skipped"] == {TASK: SCRIPTED_SKILLS}
+    assert f"- {TASK}: not run: a skills task runs with its scripted agents only" in (
+        out / "report.md"
+    ).read_text(encoding="utf-8")
