@@ -3,7 +3,8 @@
 Direct mode offers the model every MCP tool (``server__tool``) and executes each call through
 :meth:`CodeMode.call_tool`, so it is gated and recorded in the ledger like any other call. Code
 mode offers ``run_code`` plus the discovery tools and executes them through the engine, its
-sandbox and broker (:meth:`CodeMode.handle_tool_call`).
+sandbox and broker (:meth:`CodeMode.handle_tool_call`). The ``skills`` mode is code mode whose
+tree has a skill saved by an earlier job of the same task (see ``_suite``).
 
 The conversation itself (:func:`converse`) only knows an agent and a way to execute its calls:
 a replay of a recorded run (``_replay``) drives it with the recorded tool results instead.
