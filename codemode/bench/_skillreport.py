@@ -103,7 +103,7 @@ def skill_lines(results: dict[str, Any]) -> list[str]:
         lines.append(f"| all jobs | {_cell(entry['without'])} | {_cell(entry['with'])} |")
         lines += [
             "",
-            f"With the skill: {entry['saving']} tokens ({entry['agents']}); success "
+            f"Tokens with the skill against without: {entry['saving']} ({entry['agents']}); success "
             f"{_rate(entry['without'])} without skills, {_rate(entry['with'])} with.",
         ]
         if entry["agents"] == "scripted":
