@@ -31,6 +31,7 @@ _EXPORTS = {
     "run_code": "codemode.bench._model",
     "run_code_value": "codemode.bench._model",
     "search_then_run": "codemode.bench._model",
+    "skills_table": "codemode.bench._skillreport",
     "terminal_table": "codemode.bench._report",
     "tool_results": "codemode.bench._model",
     "turn": "codemode.bench._model",
@@ -58,5 +59,6 @@ if TYPE_CHECKING:
     from codemode.bench._model import turn as turn
     from codemode.bench._recording import ReplayError as ReplayError
     from codemode.bench._report import terminal_table as terminal_table
+    from codemode.bench._skillreport import skills_table as skills_table
     from codemode.bench._suite import ServerStartError as ServerStartError
     from codemode.bench._tasks import TaskError as TaskError

@@ -203,6 +203,8 @@ def catalog_series(
         codemode_defs = _codemode_tokens(catalog, tokenizer)
         totals = {"direct": 0, "codemode": 0}
         for run in runs:
+            if run.mode not in totals:
+                continue  # code mode with skills is its own comparison (the report's skills section)
             delta = direct_defs - base_direct if run.mode == "direct" else codemode_defs - base_codemode
             totals[run.mode] += run.input_tokens + run.output_tokens + delta * len(run.turns)
         index = ToolIndex.build([_document(s, t) for s, t in catalog])

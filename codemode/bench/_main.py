@@ -122,7 +122,9 @@ def run_bench(
         finally:
             if writer is not None:
                 writer.close()
-        meta = {"agents": model or "scripted", "trials": trials}
+        meta: dict[str, Any] = {"agents": model or "scripted", "trials": trials}
+        if suite.skipped:
+            meta["skipped"] = suite.skipped
         if writer is not None:
             meta["replay_file"] = writer.path.name
     points, source = (
@@ -131,6 +133,7 @@ def run_bench(
     results = build_results(
         runs=suite.runs,
         kinds={t.name: t.kind for t in tasks},
+        skills={t.name: t.skill for t in tasks if t.skill},
         prices=Prices(*prices),
         catalog=points,
         catalog_source=source,
@@ -185,7 +188,8 @@ def _live(
         disable=not show_progress,
         transient=True,
     ) as bar:
-        job = bar.add_task("starting the servers", total=len(tasks) * len(MODES) * trials)
+        total = sum(len([m for m in t.modes if m in MODES]) for t in tasks) * trials
+        job = bar.add_task("starting the servers", total=total)
 
         def advance(label: str) -> None:
             bar.update(job, advance=1, description=f"done {label}")

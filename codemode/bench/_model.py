@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Mode = Literal["direct", "codemode"]
+Mode = Literal["direct", "codemode", "skills"]
+"""``skills``: code mode with the tenant's saved skills (a task that saves one, see ``_tasks``)."""
 Message = dict[str, Any]
 
 

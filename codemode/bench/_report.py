@@ -14,10 +14,13 @@ from rich.table import Table
 
 from codemode.bench._catalog import SizePoint
 from codemode.bench._model import Mode
+from codemode.bench._skillreport import figure_label, skill_comparisons, skill_lines
 from codemode.bench._taskrun import TaskRun, rate
 
-MODES: tuple[Mode, ...] = ("direct", "codemode")
-LABEL = {"direct": "direct", "codemode": "code mode"}
+MODES: tuple[Mode, ...] = ("direct", "codemode", "skills")
+COMPARED: tuple[Mode, ...] = ("direct", "codemode")
+"""The modes every task runs in; ``skills`` runs only for a skills task (see ``_skillreport``)."""
+LABEL = {"direct": "direct", "codemode": "code mode", "skills": "code mode + skills"}
 
 # Published figures the issue asks the report to cite next to ours (not measured here).
 ANCHORS = (
@@ -64,10 +67,15 @@ def summarize(runs: list[TaskRun], prices: Prices) -> dict[str, dict[str, Any]]:
         denied = sum(r.calls_denied for r in mine)
         checked = sum(r.arguments_checked for r in mine)
         scored = [r.refrained for r in mine if r.refrained is not None]
+        needed = sum(r.compensation_needed for r in mine)
+        compensated = sum(r.compensated for r in mine)
         out[mode] = {
             "runs": len(mine),
             "passed": passed,
             "success_rate": round(passed / len(mine), 3),
+            "compensation_needed": needed,
+            "compensated": compensated,
+            "compensation_rate": rate(compensated, needed),
             "input_tokens": inp,
             "output_tokens": outp,
             "total_tokens": inp + outp,
@@ -132,8 +140,11 @@ def build_results(
     meta: dict[str, Any],
     catalog: list[SizePoint],
     catalog_source: str,
+    skills: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Everything results.json holds. ``skills``: each skills task's skill, by task."""
     summary = summarize(runs, prices)
+    label = figure_label(str(meta.get("agents", "scripted")), "replay" in meta)
     return {
         "version": 2,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -141,6 +152,7 @@ def build_results(
         "prices_usd_per_million": asdict(prices),
         "summary": summary,
         "tasks": per_task(runs, kinds, prices),
+        "skills": skill_comparisons(runs, skills or {}, label),
         "runs": [r.to_json() for r in runs],
         "catalog": {
             "source": catalog_source,
@@ -174,7 +186,7 @@ def _failed(summary: dict[str, Any]) -> bool:
 
 
 def _both_solved(row: dict[str, Any]) -> bool:
-    return all(mode in row and not _failed(row[mode]) for mode in MODES)
+    return all(mode in row and not _failed(row[mode]) for mode in COMPARED)
 
 
 def _saving(d: dict[str, Any] | None, c: dict[str, Any] | None) -> str:
@@ -233,6 +245,7 @@ def terminal_table(results: dict[str, Any]) -> Table:
             "$ per successful task", _n(d["cost_per_success_usd"]), _n(c["cost_per_success_usd"]), ""
         )
         rows: tuple[tuple[str, _Cell], ...] = (
+            ("success / compensation success", lambda s: f"{_pct(s['success_rate'])} / {compensation(s)}"),
             ("sandbox CPU s / peak MB", lambda s: f"{_n(s['sandbox_cpu_s'])} / {_n(s['sandbox_peak_mb'])}"),
             (
                 "valid calls / schema pass",
@@ -247,6 +260,14 @@ def terminal_table(results: dict[str, Any]) -> Table:
 
 def _pct(value: float | None) -> str:
     return "n/a (no call)" if value is None else f"{value:.1%}"
+
+
+def compensation(s: dict[str, Any]) -> str:
+    """The compensation success rate: runs whose side effects were all undone, of the runs that
+    failed after side effects; n/a when no run needed it."""
+    if not s["compensation_needed"]:
+        return "n/a (none needed)"
+    return f"{s['compensation_rate']:.1%} ({s['compensated']}/{s['compensation_needed']})"
 
 
 def _kb(inward: int | None, outward: int | None) -> str:
@@ -347,10 +368,15 @@ def markdown(results: dict[str, Any]) -> str:
     kinds = {row["task"]: row["kind"] for row in results["tasks"]}
     for cells in task_rows(results):
         lines.append(f"| {cells[0]} | {kinds.get(cells[0], '')} | {cells[1]} | {cells[2]} | {cells[3]} |")
+    skipped: dict[str, str] = results.get("skipped") or {}
+    if skipped:
+        lines += ["", *(f"- {task}: not run: {why}" for task, why in skipped.items())]
+    lines += skill_lines(results)
     lines += ["", "## Per mode", "", "| | " + " | ".join(LABEL[m] for m in results["summary"]) + " |"]
     lines.append("| --- |" + " ---: |" * len(results["summary"]))
     fields: tuple[tuple[str, _Cell], ...] = (
         ("success", lambda s: f"{s['passed']}/{s['runs']}"),
+        ("compensation success (failed runs with side effects undone)", compensation),
         ("input tokens", lambda s: _n(s["input_tokens"])),
         ("output tokens", lambda s: _n(s["output_tokens"])),
         ("cost (USD)", lambda s: _n(s["cost_usd"])),

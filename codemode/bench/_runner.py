@@ -3,7 +3,8 @@
 Direct mode offers the model every MCP tool (``server__tool``) and executes each call through
 :meth:`CodeMode.call_tool`, so it is gated and recorded in the ledger like any other call. Code
 mode offers ``run_code`` plus the discovery tools and executes them through the engine, its
-sandbox and broker (:meth:`CodeMode.handle_tool_call`).
+sandbox and broker (:meth:`CodeMode.handle_tool_call`). The ``skills`` mode is code mode whose
+tree has a skill saved by an earlier job of the same task (see ``_suite``).
 
 The conversation itself (:func:`converse`) only knows an agent and a way to execute its calls:
 a replay of a recorded run (``_replay``) drives it with the recorded tool results instead.
@@ -25,8 +26,8 @@ from codemode.bench._gates import gate_stats
 from codemode.bench._model import Final, Message, Mode, Reply, ToolCall
 from codemode.bench._taskrun import TaskRun
 from codemode.calls import CallDenied, CallFailed, ToolError, ToolResult
-from codemode.engine import CodeMode, RunResult, render_definition
-from codemode.ledger import CallRecord
+from codemode.engine import CodeMode, RunResult, render_definition, undo_standing
+from codemode.ledger import CallRecord, Ledger
 
 SYSTEM = (
     "You are an assistant that completes the user's request with the tools provided. "
@@ -78,7 +79,7 @@ def _outcome_text(outcome: Any) -> tuple[str, bool]:
 
 
 async def _execute(engine: CodeMode, mode: Mode, tool_call: ToolCall) -> Executed:
-    if mode == "codemode":
+    if mode != "direct":
         reply = await engine.handle_tool_call(tool_call.name, tool_call.arguments)
         return Executed(reply.text, reply.is_error, reply.run)
     # Every direct call goes to the broker, a name that is no ``server__tool`` too: its tool gate
@@ -90,10 +91,25 @@ async def _execute(engine: CodeMode, mode: Mode, tool_call: ToolCall) -> Execute
     return Executed(*_outcome_text(outcome))
 
 
-def _ledger_rows(engine: CodeMode) -> list[CallRecord]:
+def engine_ledger(engine: CodeMode) -> Ledger:
     ledger = engine._ledger  # pyright: ignore[reportPrivateUsage]  # the engine's own ledger
     assert ledger is not None
-    return ledger.list_calls(limit=10_000_000)
+    return ledger
+
+
+def _ledger_rows(engine: CodeMode) -> list[CallRecord]:
+    return engine_ledger(engine).list_calls(limit=10_000_000)
+
+
+def _tally_compensation(run: TaskRun, ledger: Ledger, failed_runs: list[str]) -> None:
+    """How the task's failed sandbox runs stand, from the ledger as batch reads its items: those
+    that left side effects needed compensation, and those whose effects are all undone had it."""
+    for run_id in failed_runs:
+        standing = undo_standing(ledger, run_id)
+        if standing == "nothing to undo":
+            continue
+        run.compensation_needed += 1
+        run.compensated += standing == "compensated"
 
 
 async def converse(
@@ -174,17 +190,24 @@ async def run_task(
     tokenizer: Tokenizer,
     max_turns: int = MAX_TURNS,
     trial: int = 0,
+    job: int = 0,
 ) -> TaskRun:
     """One task in one mode against ``engine``: the conversation, then what the broker's gates
-    decided about its MCP calls (from the ledger rows the task added)."""
+    decided about its MCP calls (from the ledger rows the task added), and whether the sandbox
+    runs that failed after side effects had them undone."""
     tools = direct_definitions(engine) if mode == "direct" else engine.tool_definitions("openai")
-    run = TaskRun(task=name, mode=mode, passed=False, answer="", error=None, trial=trial)
+    run = TaskRun(task=name, mode=mode, passed=False, answer="", error=None, trial=trial, job=job)
     run.no_sandbox()
     run.broker_cpu_s = 0.0 if mode == "codemode" else None
     before = {row.call_id for row in await anyio.to_thread.run_sync(lambda: _ledger_rows(engine))}
 
+    failed_runs: list[str] = []
+
     async def execute(tool_call: ToolCall, call_id: str) -> Executed:
-        return await _execute(engine, mode, tool_call)
+        executed = await _execute(engine, mode, tool_call)
+        if executed.run is not None and (executed.run.status == "error" or executed.run.verified is False):
+            failed_runs.append(executed.run.run_id)
+        return executed
 
     await converse(
         run,
@@ -199,6 +222,7 @@ async def run_task(
     stats = gate_stats(row for row in rows if row.call_id not in before)
     run.mcp_calls, run.calls_denied, run.denied = stats.attempted, stats.denials, dict(stats.denied)
     run.arguments_checked, run.arguments_denied = stats.arguments_checked, stats.arguments_denied
+    await anyio.to_thread.run_sync(_tally_compensation, run, engine_ledger(engine), failed_runs)
     return run
 
 

@@ -8,18 +8,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from codemode.bench._accounting import Tokenizer, compact
 from codemode.bench._model import Message, Mode, Reply
-from codemode.bench._runner import direct_definitions, run_task
+from codemode.bench._runner import direct_definitions, engine_ledger, run_task
+from codemode.bench._skillrun import approve_proposal, require_free, withdraw
 from codemode.bench._taskrun import TaskRun
-from codemode.bench._tasks import Task
+from codemode.bench._tasks import Task, TaskError
 from codemode.broker import ApprovalAnswer, ApprovalRequest, CallbackApprover
 from codemode.catalog import Pins
 from codemode.config import BackendChoice, Config, load_config, starter_config
 from codemode.engine import CodeMode
 from codemode.host import ConnectionState, McpHost
+from codemode.ledger import SkillVersion
 
-MODES: tuple[Mode, ...] = ("direct", "codemode")
+MODES: tuple[Mode, ...] = ("direct", "codemode", "skills")
+"""``skills`` runs only for a skills task (one with ``SKILL``)."""
 Progress = Callable[[str], None]
 AgentFactory = Callable[[Task, Mode, int, list[dict[str, Any]]], Callable[[list[Message]], Reply]]
 """Makes the agent for one task, mode and trial, given the tools the mode offers (a real model
@@ -65,6 +70,14 @@ class SuiteResult:
     codemode_definition_tokens: int = 0
     catalog: list[tuple[str, dict[str, Any]]] = field(default_factory=lambda: [])
     """The configured servers' tools (``server``, MCP tool shape): the base of the catalog series."""
+    skipped: dict[str, str] = field(default_factory=lambda: {})
+    """Tasks not run, and why."""
+
+
+SCRIPTED_SKILLS = (
+    "a skills task runs with its scripted agents only: one real-model conversation per task, mode "
+    "and trial cannot save a skill and then reuse it in further conversations"
+)
 
 
 async def run_suite(
@@ -88,6 +101,7 @@ async def run_suite(
         await sync_and_approve(config)
     approver = CallbackApprover(_approve, name="bench")
     result = SuiteResult()
+    failure: TaskError | None = None
     async with CodeMode(config, backend=backend, approver=approver, measure_tokens=True) as engine:
         result.backend = engine.backend
         if on_start is not None:
@@ -103,30 +117,81 @@ async def run_suite(
         ]
         result.direct_definition_tokens = tokenizer.count(compact(direct_definitions(engine)))
         result.codemode_definition_tokens = tokenizer.count(compact(engine.tool_definitions("openai")))
-        for task in tasks:
-            for trial in range(trials):
-                for mode in modes:
-                    agent = task.agents[mode]
-                    if agents is not None:
-                        offered = (
-                            direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
-                        )
-                        agent = agents(task, mode, trial, offered)
-                    run = await run_task(
-                        engine,
-                        name=task.name,
-                        prompt=task.prompt,
-                        mode=mode,
-                        agent=agent,
-                        check=task.check,
-                        tokenizer=tokenizer,
-                        trial=trial,
-                    )
-                    run.refrained = task.refrained(run.tool_calls, run.mcp_calls)
+        try:
+            await _run_tasks(engine, tasks, result, modes, trials, tokenizer, agents, progress, on_run)
+        except TaskError as exc:
+            failure = exc
+    if failure is not None:
+        # Raised once the engine is down: from inside, it would come wrapped in its task group.
+        raise failure
+    return result
+
+
+async def _run_tasks(
+    engine: CodeMode,
+    tasks: list[Task],
+    result: SuiteResult,
+    modes: tuple[Mode, ...],
+    trials: int,
+    tokenizer: Tokenizer,
+    agents: AgentFactory | None,
+    progress: Progress | None,
+    on_run: Callable[[TaskRun], None] | None,
+) -> None:
+    for task in tasks:
+        if task.skill and agents is not None:
+            result.skipped[task.name] = SCRIPTED_SKILLS
+            continue
+        chosen: list[Mode] = [m for m in task.modes if m in modes]
+        for trial in range(trials):
+            for mode in chosen:
+                agent = task.agents[mode]
+                if agents is not None:
+                    offered = direct_definitions(engine) if mode == "direct" else engine.tool_definitions()
+                    agent = agents(task, mode, trial, offered)
+                for run in await _jobs(engine, task, mode, agent, tokenizer, trial):
                     run.api_usage = list(getattr(agent, "usage", []))
                     result.runs.append(run)
                     if on_run is not None:
                         on_run(run)
-                    if progress is not None:
-                        progress(f"{task.name} [{mode}]")
-    return result
+                if progress is not None:
+                    progress(f"{task.name} [{mode}]")
+
+
+async def _jobs(
+    engine: CodeMode,
+    task: Task,
+    mode: Mode,
+    agent: Callable[[list[Message]], Reply],
+    tokenizer: Tokenizer,
+    trial: int,
+) -> list[TaskRun]:
+    """Every job of ``task`` in ``mode``, in order. In ``skills`` mode the first job's proposal is
+    approved before the variations run, and withdrawn once they are done."""
+    ledger = engine_ledger(engine)
+    skill = task.skill if mode == "skills" else None
+    if skill is not None:
+        require_free(engine, ledger, skill, task.name)
+    runs: list[TaskRun] = []
+    approved: SkillVersion | None = None
+    try:
+        for index, job in enumerate(task.jobs):
+            run = await run_task(
+                engine,
+                name=task.name,
+                prompt=job.prompt,
+                mode=mode,
+                agent=agent,
+                check=job.check,
+                tokenizer=tokenizer,
+                trial=trial,
+                job=index,
+            )
+            run.refrained = task.refrained(run.tool_calls, run.mcp_calls)
+            runs.append(run)
+            if skill is not None and index == 0:
+                approved = await anyio.to_thread.run_sync(approve_proposal, engine, ledger, skill)
+    finally:
+        if approved is not None:
+            await anyio.to_thread.run_sync(withdraw, engine, ledger, approved)
+    return runs

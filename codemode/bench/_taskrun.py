@@ -27,6 +27,8 @@ MEASURED = (
     "channel_out_bytes",
     "broker_cpu_s",
     "caps_hit",
+    "compensation_needed",
+    "compensated",
 )
 """What only the live run could measure: a replay of its recording takes these as recorded (the
 tokens, the answer and its check are computed again from the recorded requests and replies)."""
@@ -74,7 +76,13 @@ class TaskRun:
     """Resource caps a run hit (memory, CPU time, pids), one entry per run that hit one."""
     refrained: bool | None = None
     """For a task that says how many calls its answer needs: whether this run kept to it."""
+    compensation_needed: int = 0
+    """Sandbox runs of the task that failed and left side effects (read from the ledger)."""
+    compensated: int = 0
+    """Of those, the runs whose side effects were all undone (``[compensation]``)."""
     trial: int = 0
+    job: int = 0
+    """Which of the task's jobs (0: its prompt; 1 on: a skills task's variations)."""
     api_usage: list[dict[str, int]] = field(default_factory=lambda: [])
     """With a real model: the token usage its API reported, per request (next to our count)."""
 
@@ -90,6 +98,11 @@ class TaskRun:
     def valid_call_rate(self) -> float | None:
         """Calls that passed every gate / calls attempted (None when none was attempted)."""
         return rate(self.mcp_calls - self.calls_denied, self.mcp_calls)
+
+    @property
+    def compensation_rate(self) -> float | None:
+        """Runs fully undone / runs that failed with side effects (None: none needed undoing)."""
+        return rate(self.compensated, self.compensation_needed)
 
     @property
     def schema_pass_rate(self) -> float | None:
@@ -127,6 +140,7 @@ class TaskRun:
         out["total_tokens"] = self.input_tokens + self.output_tokens
         out["valid_call_rate"] = self.valid_call_rate
         out["schema_pass_rate"] = self.schema_pass_rate
+        out["compensation_rate"] = self.compensation_rate
         return out
 
 

@@ -133,6 +133,14 @@ def tokens(
     discovery tools (programs run in the sandbox). Every model request is counted as an API
     bills it: system text, all tool definitions and the whole conversation, re-sent each turn
     (tiktoken cl100k_base, offline). A task whose answer fails its check is reported as failed.
+    Next to each mode's success rate: its compensation success rate (of the runs that failed
+    after side effects, those whose effects [compensation] undid; n/a when none needed it).
+
+    A skills task (bundled: skill_reuse) runs a job and three variations of it, and a third
+    way too: code mode with a saved skill. Its first job proposes the skill, the bench approves
+    it in the ledger (as the person reviewing it), the variations import it, and the report
+    compares tokens and success with and without the skill (scripted agents only; a --model
+    run leaves it out and says so).
 
     \b
     Writes to --out: results.json, report.md, tokens_per_task.png, tokens_vs_catalog.png,
@@ -176,9 +184,12 @@ def tokens(
     if as_json:
         print_json(results)
         return
-    from codemode.bench import terminal_table
+    from codemode.bench import skills_table, terminal_table
 
     stdout.print(terminal_table(results))
+    skills = skills_table(results)
+    if skills is not None:
+        stdout.print(skills)
     missing = "" if results.get("charts") else " (no charts: install the 'bench' extra for matplotlib)"
     stdout.print(f"wrote {out}/results.json, {out}/report.md{missing}", highlight=False)
     _failed_note(results)
