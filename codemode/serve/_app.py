@@ -39,6 +39,7 @@ from codemode.engine import (
     run_summary,
     server_index_line,
 )
+from codemode.errors import PlanRefusedError
 from codemode.serve._consent import (
     CLIENT,
     Asker,
@@ -254,24 +255,24 @@ class CodemodeServer:
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
             with self._runs.counted():
-                if with_plan is not None:
-                    refused = await approve_by_asking(
-                        self.engine, channel, code, with_plan, who.principal, who.tenant
+                refused = await self._plan_refused(channel, who, code, with_plan)
+                if refused is not None:
+                    return refused
+                try:
+                    result = await self.engine.run(
+                        code,
+                        principal=who.principal,
+                        tenant=who.tenant,
+                        session_id=session_id,
+                        approver=self._approver(channel),
+                        elicitor=ClientElicitor(channel),
+                        sampler=ClientSampler(channel),
+                        **self._progress(ctx),
+                        traceparent=traceparent_of(ctx),
+                        **options,
                     )
-                    if refused is not None:
-                        return _error(refused)
-                result = await self.engine.run(
-                    code,
-                    principal=who.principal,
-                    tenant=who.tenant,
-                    session_id=session_id,
-                    approver=self._approver(channel),
-                    elicitor=ClientElicitor(channel),
-                    sampler=ClientSampler(channel),
-                    **self._progress(ctx),
-                    traceparent=traceparent_of(ctx),
-                    **options,
-                )
+                except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
+                    return _error(str(exc))
                 offers = await self._offer_skills(channel, result)
             return _call_result(result, offers)
 
@@ -425,15 +426,11 @@ class CodemodeServer:
         options: RunOptions,
     ) -> None:
         with pending.scope, self._runs.counted():
-            plan_id = options["plan_id"]
-            if plan_id is not None:
-                refused = await approve_by_asking(
-                    self.engine, pending, code, plan_id, who.principal, who.tenant
-                )
-                if refused is not None:
-                    await pending.events_in.send(_error(refused))
-                    return
             try:
+                refused = await self._plan_refused(pending, who, code, options["plan_id"])
+                if refused is not None:
+                    await pending.events_in.send(refused)
+                    return
                 result = await self.engine.run(
                     code,
                     principal=who.principal,
@@ -446,6 +443,9 @@ class CodemodeServer:
                     traceparent=traceparent,
                     **options,
                 )
+            except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
+                await pending.events_in.send(_error(str(exc)))
+                return
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
                 result = RunResult(
@@ -457,6 +457,16 @@ class CodemodeServer:
                 )
             offers = await self._offer_skills(pending, result)
             await pending.events_in.send(_call_result(result, offers))
+
+    async def _plan_refused(
+        self, asker: Asker, who: Identity, code: str, plan_id: str | None
+    ) -> mcp_types.CallToolResult | None:
+        """With ``plan_id`` naming a plan that lacks only its approval: ask for it (see
+        :mod:`._plan_approval`). The refusal to return when it was not approved, else None."""
+        if plan_id is None:
+            return None
+        refused = await approve_by_asking(self.engine, asker, code, plan_id, who.principal, who.tenant)
+        return None if refused is None else _error(refused)
 
     async def _offer_skills(self, asker: Asker, result: RunResult) -> list[SkillOffer]:
         """Offer the run's skill proposals to the client's user (see :mod:`._skill_approval`). A
