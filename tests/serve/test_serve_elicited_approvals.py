@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,6 @@ def customer_name(customer_id: str) -> str:
     return str(get_customer(customer_id=customer_id)["name"])
 '''
 
-ElicitFn = Callable[[Any, mcp_types.ElicitRequestParams], Awaitable[mcp_types.ElicitResult]]
-
 
 class Person:
     """The person at the client: answers every question the same way and keeps what was asked."""
@@ -53,13 +51,13 @@ class Person:
         self.action, self.approve = action, approve
         self.asked: list[str] = []
 
-    async def __call__(self, _ctx: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+    async def __call__(self, context: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
         self.asked.append(params.message)
         content = {"approve": self.approve} if self.action == "accept" else None
         return mcp_types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
 
 
-def client(url: str, who: str, mode: str, person: ElicitFn | None) -> Client:
+def client(url: str, who: str, mode: str, person: Person | None) -> Client:
     headers = {"Authorization": f"Bearer {TOKENS[who]}"}
     transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
     if person is None:
