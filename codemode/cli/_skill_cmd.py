@@ -271,14 +271,20 @@ def approve_skill(
     name: str,
 ) -> None:
     """Approve NAME's proposal, or re-approve a stale skill against the tools as they are now."""
-    from codemode.skills import may_approve_own
+    from codemode.skills import StaleProposalError, may_approve_own
 
     with _skills(config_path, tenant) as (config, skills):
         picked = _pick(skills, name, version)
         state = skills.states().get(name)
         if picked.status == "proposed":
             allow_self = may_approve_own(config.policy, by)
-            done = skills.approve_proposal(name, picked.version, by=by, allow_self=allow_self, note=note)
+            try:
+                done = skills.approve_proposal(name, picked.version, by=by, allow_self=allow_self, note=note)
+            except StaleProposalError as exc:
+                fail(
+                    str(exc),
+                    hint=f"codemode skill diff {name}; then: codemode skill add {name} FILE --update",
+                )
         elif picked.status == "approved" and state is not None and state.stale:
             why = note or f"re-approved v{picked.version} after its dependencies changed"
             done = skills.save(

@@ -44,6 +44,11 @@ def _taken(tree: VirtualTree, pins: dict[str, str]) -> frozenset[str]:
     return frozenset(names)
 
 
+class StaleProposalError(SkillError):
+    """A proposal whose imports changed since it was proposed: what was reviewed is not what would
+    run, so it is not approved (a person compares them and adds it anew)."""
+
+
 def may_approve_own(policy: PolicyConfig, principal: str) -> bool:
     """Whether ``principal`` may approve a skill it proposed from inside a run: only when the
     policy says so (``[policy.principals.<name>] approve_own_skills = true``)."""
@@ -128,9 +133,8 @@ class TenantSkills:
             raise SkillError(f"no skill {name!r} version {version} in tenant {self.tenant!r}")
         _, _, pin = self.check(name, picked.source)
         if pin != picked.pin:
-            raise SkillError(
+            raise StaleProposalError(
                 f"skill {name} v{version} imports tools or skills that changed since it was proposed; "
-                f"it is not approved: see 'codemode skill diff {name}', then "
-                f"'codemode skill add {name} FILE --update'"
+                "it is not approved"
             )
         return self.book.approve(self.tenant, name, version, by=by, allow_self=allow_self, note=note)
