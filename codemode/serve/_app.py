@@ -234,7 +234,11 @@ class CodemodeServer:
                 Field(description="Optional. A dry run: only reads are sent; returns the plan of the rest."),
             ] = False,
             with_plan: Annotated[
-                str | None, Field(description="Optional. Run under this approved plan id.")
+                str | None,
+                Field(
+                    description="Optional. Run under this plan id; a plan not yet approved is shown to "
+                    "the person at the client, who approves it first."
+                ),
             ] = None,
             verify: Annotated[
                 str | None,
