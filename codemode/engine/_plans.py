@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from codemode._text import escape_invisible
 from codemode.broker import ApprovedPlan, PlannedCall, PlannedRead, Planner, summarize_arguments
 from codemode.engine._run_result import RunResult
 from codemode.errors import PlanRefusedError
@@ -89,7 +90,7 @@ class Plan:
             f"plan {self.plan_id} for {self.principal}@{self.tenant}: {len(self.calls)} planned calls",
             f"code sha256:{self.code_digest}",
             "--- the program ---",
-            self.code.rstrip("\n"),
+            escape_invisible(self.code.rstrip("\n")),  # a person judges it: nothing may hide in it
             "--- planned calls ---",
         ]
         for call in self.calls:

@@ -26,6 +26,7 @@ from typing import Literal
 import anyio
 import mcp_types
 
+from codemode._text import escape_invisible
 from codemode.engine import CodeMode, RunResult
 from codemode.ledger import LedgerStateError, SkillVersion, StoreLedger
 from codemode.serve._consent import Asker, ask_approval, yes_no_schema
@@ -55,10 +56,10 @@ def skill_approval_params(version: SkillVersion) -> mcp_types.ElicitRequestFormP
     message = (
         f"codemode asks for approval of a skill your run proposed: {version.name} v{version.version} "
         f"(tenant {version.tenant}).\n"
-        f"Description: {version.description or '(none)'}\n"
+        f"Description: {escape_invisible(version.description) or '(none)'}\n"
         f"Pin: {version.pin} (source {version.digest})\n"
         f"Imports:\n{imports or '  nothing but the standard library'}\n"
-        f"--- source ---\n{version.source.rstrip()}\n--- end of source ---\n"
+        f"--- source ---\n{escape_invisible(version.source.rstrip())}\n--- end of source ---\n"
         f"Approved, every later run of this tenant that may use skills can import it "
         f"(from skills.{version.name} import ...); its calls still pass every gate as the caller's."
     )

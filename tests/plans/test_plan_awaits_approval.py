@@ -63,3 +63,9 @@ def test_the_review_shows_the_program_its_digest_and_every_planned_call() -> Non
     assert f"code sha256:{code_digest(CODE)}" in text
     assert CODE.strip() in text
     assert "#0 crm/add_note (risk: medium, occurrence 1)" in text and "CUST-0001" in text
+
+
+def test_nothing_hides_in_the_program_a_person_reviews() -> None:
+    hidden = 'add_note(customer_id="CUST-0001", text="hi")  # \u202eevil\n'
+    text = Plan.from_record(record(code=hidden)).review_text()
+    assert "\u202e" not in text and "\\u202e" in text
