@@ -17,7 +17,7 @@ from codemode._text import escape_invisible
 from codemode.cli._common import fail, print_json, stderr
 from codemode.cli._plan_view import print_plan
 from codemode.config import Config
-from codemode.engine import Plan
+from codemode.engine import Plan, record_plan_approval
 from codemode.ledger import LedgerStateError, open_ledger
 
 
@@ -57,8 +57,8 @@ def approve_plan(
             if not click.confirm(f"approve all {len(plan.calls)} planned calls of {plan_id}?", default=False):
                 fail(f"plan {plan_id} was not approved")
         try:
-            approved = ledger.approve_plan(
-                plan_id, digest=plan.digest, approver="cli", expires_at=datetime.now(UTC) + ttl, note=note
+            approved = record_plan_approval(
+                ledger, plan, approver="cli", ttl=ttl, note=note, now=datetime.now(UTC)
             )
         except LedgerStateError as exc:
             fail(str(exc))

@@ -103,11 +103,6 @@ def _description(source: str, given: str | None) -> str:
     return doc.strip().splitlines()[0] if doc else ""
 
 
-def _allow_self(config: Config, by: str) -> bool:
-    rules = config.policy.principals.get(by)
-    return rules is not None and rules.approve_own_skills
-
-
 def _done(as_json: bool, version: SkillVersion, message: str) -> None:
     if as_json:
         print_json(version.model_dump(mode="json"))
@@ -276,20 +271,20 @@ def approve_skill(
     name: str,
 ) -> None:
     """Approve NAME's proposal, or re-approve a stale skill against the tools as they are now."""
+    from codemode.skills import StaleProposalError, may_approve_own
+
     with _skills(config_path, tenant) as (config, skills):
         picked = _pick(skills, name, version)
-        _, _, pin = skills.check(name, picked.source)
         state = skills.states().get(name)
         if picked.status == "proposed":
-            if pin != picked.pin:
+            allow_self = may_approve_own(config.policy, by)
+            try:
+                done = skills.approve_proposal(name, picked.version, by=by, allow_self=allow_self, note=note)
+            except StaleProposalError as exc:
                 fail(
-                    f"skill {name} v{picked.version} imports tools or skills that changed since it was "
-                    "proposed; it is not approved",
+                    str(exc),
                     hint=f"codemode skill diff {name}; then: codemode skill add {name} FILE --update",
                 )
-            done = skills.book.approve(
-                skills.tenant, name, picked.version, by=by, allow_self=_allow_self(config, by), note=note
-            )
         elif picked.status == "approved" and state is not None and state.stale:
             why = note or f"re-approved v{picked.version} after its dependencies changed"
             done = skills.save(

@@ -25,6 +25,8 @@ _EXPORTS = {
     "LIST_DESCRIPTION": "codemode.engine._tools",
     "LedgerApprovals": "codemode.engine._adapters",
     "Plan": "codemode.engine._plans",
+    "awaits_approval": "codemode.engine._plans",
+    "record_plan_approval": "codemode.engine._plans",
     "ProgressCallback": "codemode.engine._progress",
     "READ_DESCRIPTION": "codemode.engine._tools",
     "RUN_CODE_DESCRIPTION": "codemode.engine._tools",
@@ -62,6 +64,8 @@ if TYPE_CHECKING:
     from codemode.engine._down import ServerDown as ServerDown
     from codemode.engine._engine import CodeMode as CodeMode
     from codemode.engine._plans import Plan as Plan
+    from codemode.engine._plans import awaits_approval as awaits_approval
+    from codemode.engine._plans import record_plan_approval as record_plan_approval
     from codemode.engine._progress import ProgressCallback as ProgressCallback
     from codemode.engine._run_result import RunErrorInfo as RunErrorInfo
     from codemode.engine._run_result import RunResult as RunResult

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from codemode._text import escape_invisible
 from codemode.broker import ApprovedPlan, PlannedCall, PlannedRead, Planner, summarize_arguments
 from codemode.engine._run_result import RunResult
 from codemode.errors import PlanRefusedError
@@ -79,6 +80,27 @@ class Plan:
             f"`codemode approve --plan {self.plan_id}`; then run the same code with "
             f"with_plan={self.plan_id!r}."
         )
+        return "\n".join(lines)
+
+    def review_text(self) -> str:
+        """The plan as a person approves it: the program, its digest, and each planned call with
+        its tool, risk and arguments (secrets hidden). What an approval of it binds is
+        :attr:`digest`: exactly what this text shows."""
+        lines = [
+            f"plan {self.plan_id} for {self.principal}@{self.tenant}: {len(self.calls)} planned calls",
+            f"code sha256:{self.code_digest}",
+            "--- the program ---",
+            escape_invisible(self.code.rstrip("\n")),  # a person judges it: nothing may hide in it
+            "--- planned calls ---",
+        ]
+        for call in self.calls:
+            arguments = summarize_arguments(dict(call.arguments), limit=200)
+            lines.append(
+                f"#{call.index} {call.label} (risk: {call.risk}, "
+                f"occurrence {call.occurrence + 1}) {arguments}"
+            )
+        if not self.calls:
+            lines.append("(none: the program makes no call with side effects)")
         return "\n".join(lines)
 
     @property
@@ -152,6 +174,31 @@ def new_plan(code: str, planner: Planner, result: RunResult, now: datetime, ttl_
         created_at=now,
         expires_at=now + timedelta(seconds=ttl_s),
         result=result,
+    )
+
+
+def record_plan_approval(
+    ledger: Ledger, plan: Plan, *, approver: str, ttl: timedelta, note: str | None, now: datetime
+) -> PlanRecord:
+    """Approve ``plan`` as a person saw it: bound to its :attr:`Plan.digest` (the code's digest and
+    each planned call's tool, argument digest and occurrence), until ``now + ttl`` (never past the
+    plan's own expiry). The one way a plan is approved, on the terminal and under ``serve``;
+    raises :class:`~codemode.ledger.LedgerStateError` when the ledger refuses it."""
+    return ledger.approve_plan(
+        plan.plan_id, digest=plan.digest, approver=approver, expires_at=now + ttl, note=note
+    )
+
+
+def awaits_approval(record: PlanRecord, code: str, who: tuple[str, str], now: datetime) -> bool:
+    """Whether ``record`` lacks only its approval to serve a run of ``code`` by ``who`` (principal,
+    tenant): unapproved, not revoked, not expired, made for them and for this very code. Any other
+    plan is refused by :func:`approved_plan` with its reason, whatever anyone answers."""
+    return (
+        record.approved_at is None
+        and record.revoked_at is None
+        and record.expires_at > now
+        and (record.principal, record.tenant) == who
+        and record.code_digest == code_digest(code)
     )
 
 

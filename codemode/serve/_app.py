@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, cast
 
@@ -39,6 +39,7 @@ from codemode.engine import (
     run_summary,
     server_index_line,
 )
+from codemode.errors import PlanRefusedError
 from codemode.serve._consent import (
     CLIENT,
     Asker,
@@ -55,6 +56,8 @@ from codemode.serve._consent import (
     deliver,
 )
 from codemode.serve._drain import InFlight
+from codemode.serve._plan_approval import approve_by_asking
+from codemode.serve._skill_approval import SkillOffer, offer_proposals
 from codemode.serve._workspace_resources import WorkspaceMCPServer, resource_links
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
@@ -106,11 +109,17 @@ class TokenMap:
         return found
 
 
-def _call_result(result: RunResult) -> mcp_types.CallToolResult:
+def _call_result(result: RunResult, skills: Sequence[SkillOffer] = ()) -> mcp_types.CallToolResult:
+    """The run's result for the client; ``skills``: what became of the skills it proposed (codemode's
+    own words, after the program's framed output)."""
     links = resource_links(result.workspace_written, result.session_id)
+    notes = [mcp_types.TextContent(type="text", text=offer.text()) for offer in skills]
+    summary = run_summary(result)
+    if skills:
+        summary["skills"] = [offer.as_json() for offer in skills]
     return mcp_types.CallToolResult(
-        content=[mcp_types.TextContent(type="text", text=result.model_text()), *links],
-        structured_content=run_summary(result),
+        content=[mcp_types.TextContent(type="text", text=result.model_text()), *notes, *links],
+        structured_content=summary,
         is_error=result.status != "ok",
     )
 
@@ -225,7 +234,11 @@ class CodemodeServer:
                 Field(description="Optional. A dry run: only reads are sent; returns the plan of the rest."),
             ] = False,
             with_plan: Annotated[
-                str | None, Field(description="Optional. Run under this approved plan id.")
+                str | None,
+                Field(
+                    description="Optional. Run under this plan id; a plan not yet approved is shown to "
+                    "the person at the client, who approves it first."
+                ),
             ] = None,
             verify: Annotated[
                 str | None,
@@ -237,7 +250,7 @@ class CodemodeServer:
             except PermissionError as exc:
                 return _error(str(exc))
             if plan:
-                return await self._plan(who, code, with_plan, verify, traceparent_of(ctx))
+                return await self._plan(who, code, with_plan, verify, traceparent_of(ctx), can_elicit(ctx))
             options: RunOptions = {"plan_id": with_plan, "verify": verify}
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await self._run_modern(ctx, who, code, session_id, options)
@@ -246,19 +259,26 @@ class CodemodeServer:
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
             with self._runs.counted():
-                result = await self.engine.run(
-                    code,
-                    principal=who.principal,
-                    tenant=who.tenant,
-                    session_id=session_id,
-                    approver=self._approver(channel),
-                    elicitor=ClientElicitor(channel),
-                    sampler=ClientSampler(channel),
-                    **self._progress(ctx),
-                    traceparent=traceparent_of(ctx),
-                    **options,
-                )
-            return _call_result(result)
+                refused = await self._plan_refused(channel, who, code, with_plan)
+                if refused is not None:
+                    return refused
+                try:
+                    result = await self.engine.run(
+                        code,
+                        principal=who.principal,
+                        tenant=who.tenant,
+                        session_id=session_id,
+                        approver=self._approver(channel),
+                        elicitor=ClientElicitor(channel),
+                        sampler=ClientSampler(channel),
+                        **self._progress(ctx),
+                        traceparent=traceparent_of(ctx),
+                        **options,
+                    )
+                except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
+                    return _error(str(exc))
+                offers = await self._offer_skills(channel, result)
+            return _call_result(result, offers)
 
         async def search_tools(
             query: str,
@@ -285,10 +305,17 @@ class CodemodeServer:
         return mcp
 
     async def _plan(
-        self, who: Identity, code: str, with_plan: str | None, verify: str | None, traceparent: str | None
+        self,
+        who: Identity,
+        code: str,
+        with_plan: str | None,
+        verify: str | None,
+        traceparent: str | None,
+        client_asks: bool,
     ) -> mcp_types.CallToolResult:
         """A dry run: nothing asks anyone (its writes are planned, not sent), so both protocol eras
-        answer at once with the plan, which a person approves on the host or the console."""
+        answer at once with the plan. A person approves it on the host, or (``client_asks``: the
+        client can elicit) at the client when the same code runs with ``with_plan``."""
         if with_plan is not None or verify is not None:
             return _error("plan=true makes a plan: give with_plan or verify to a run, not to a dry run")
         if self.draining:
@@ -298,8 +325,14 @@ class CodemodeServer:
                 code, principal=who.principal, tenant=who.tenant, traceparent=traceparent
             )
         run = None if made.result is None else made.result.to_json()
+        text = made.as_text()
+        if client_asks and made.calls:
+            text += (
+                f"\nOr run the same code with with_plan={made.plan_id!r} now: the person at this client "
+                "is shown the plan and asked to approve it first."
+            )
         return mcp_types.CallToolResult(
-            content=[mcp_types.TextContent(type="text", text=made.as_text())],
+            content=[mcp_types.TextContent(type="text", text=text)],
             structured_content={"plan": made.as_json(), "run": run},
             is_error=made.result is not None and made.result.status != "ok",
         )
@@ -398,6 +431,10 @@ class CodemodeServer:
     ) -> None:
         with pending.scope, self._runs.counted():
             try:
+                refused = await self._plan_refused(pending, who, code, options["plan_id"])
+                if refused is not None:
+                    await pending.events_in.send(refused)
+                    return
                 result = await self.engine.run(
                     code,
                     principal=who.principal,
@@ -410,6 +447,9 @@ class CodemodeServer:
                     traceparent=traceparent,
                     **options,
                 )
+            except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
+                await pending.events_in.send(_error(str(exc)))
+                return
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
                 result = RunResult(
@@ -419,7 +459,27 @@ class CodemodeServer:
                     tenant=who.tenant or "",
                     stderr=f"internal error: {exc!r}",
                 )
-            await pending.events_in.send(result)
+            offers = await self._offer_skills(pending, result)
+            await pending.events_in.send(_call_result(result, offers))
+
+    async def _plan_refused(
+        self, asker: Asker, who: Identity, code: str, plan_id: str | None
+    ) -> mcp_types.CallToolResult | None:
+        """With ``plan_id`` naming a plan that lacks only its approval: ask for it (see
+        :mod:`._plan_approval`). The refusal to return when it was not approved, else None."""
+        if plan_id is None:
+            return None
+        refused = await approve_by_asking(self.engine, asker, code, plan_id, who.principal, who.tenant)
+        return None if refused is None else _error(refused)
+
+    async def _offer_skills(self, asker: Asker, result: RunResult) -> list[SkillOffer]:
+        """Offer the run's skill proposals to the client's user (see :mod:`._skill_approval`). A
+        failure here leaves them proposed; it never costs the run's own result."""
+        try:
+            return await offer_proposals(self.engine, asker, result)
+        except Exception:
+            log.exception("offering the run's skill proposals for approval failed")
+            return []
 
     async def _next_event(
         self, ctx: Context, pending: PendingRun
@@ -431,9 +491,9 @@ class CodemodeServer:
             self.pending.forget(pending.token)
             pending.scope.cancel()
             raise
-        if isinstance(event, RunResult):
+        if isinstance(event, mcp_types.CallToolResult):
             self.pending.forget(pending.token)
-            return _call_result(event)
+            return event
         return asked(pending, event)
 
 

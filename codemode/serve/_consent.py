@@ -45,15 +45,20 @@ from codemode.broker import (
     SamplingAnswer,
     SamplingRequest,
 )
-from codemode.engine import RunResult
 
 log = logging.getLogger("codemode.serve")
 
-APPROVAL_SCHEMA: dict[str, object] = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Approve", "description": "Allow this one call?"}},
-    "required": ["approve"],
-}
+
+def yes_no_schema(question: str) -> dict[str, object]:
+    """The form of an approval: one boolean, ``approve``, asked as ``question``."""
+    return {
+        "type": "object",
+        "properties": {"approve": {"type": "boolean", "title": "Approve", "description": question}},
+        "required": ["approve"],
+    }
+
+
+APPROVAL_SCHEMA = yes_no_schema("Allow this one call?")
 
 
 def approval_message(request: ApprovalRequest) -> str:
@@ -233,17 +238,27 @@ class ClientApprover:
         self._asker = asker
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        asker = self._asker
-        if not asker.available:
-            reason = "the MCP client does not support elicitation"
-            return ApprovalAnswer(False, asker.name, reason, unreachable=True)
-        try:
-            result = await asker.ask(approval_params(request), max(1.0, request.expires_at - time.time()))
-        except TimeoutError:
-            return ApprovalAnswer(False, asker.name, "no answer before the approval expired")
-        except Exception as exc:  # the client failed to answer: fail closed
-            return ApprovalAnswer(False, asker.name, f"the client could not be asked ({exc})")
-        return answer_from(result, asker.name)
+        return await ask_approval(
+            self._asker, approval_params(request), max(1.0, request.expires_at - time.time())
+        )
+
+
+async def ask_approval(
+    asker: Asker, params: mcp_types.ElicitRequestFormParams, within_s: float
+) -> ApprovalAnswer:
+    """Put one approval (a form with ``approve``: see :func:`yes_no_schema`) to the client's user.
+    Anything but an accepted ``approve: true`` is a no: a client that cannot be asked
+    (``unreachable``), no answer within ``within_s``, or a client that failed to answer."""
+    if not asker.available:
+        reason = "the MCP client does not support elicitation"
+        return ApprovalAnswer(False, asker.name, reason, unreachable=True)
+    try:
+        result = await asker.ask(params, within_s)
+    except TimeoutError:
+        return ApprovalAnswer(False, asker.name, "no answer before the approval expired")
+    except Exception as exc:  # the client failed to answer: fail closed
+        return ApprovalAnswer(False, asker.name, f"the client could not be asked ({exc})")
+    return answer_from(result, asker.name)
 
 
 RELAY_WAIT_S = 600.0
@@ -308,13 +323,14 @@ class _Question:
 @dataclass
 class PendingRun:
     """A run that outlives the request that started it, waiting for the client's answers; its
-    questions ride the next input round of ``run_code`` (an :class:`Asker`)."""
+    questions ride the next input round of ``run_code`` (an :class:`Asker`), and its last event is
+    the ``run_code`` result."""
 
     token: str
     principal: str
     tenant: str
-    events_in: MemoryObjectSendStream[_Question | RunResult]
-    events_out: MemoryObjectReceiveStream[_Question | RunResult]
+    events_in: MemoryObjectSendStream[_Question | mcp_types.CallToolResult]
+    events_out: MemoryObjectReceiveStream[_Question | mcp_types.CallToolResult]
     available: bool = False
     """Whether the client that started the run declared elicitation."""
     sampling_available: bool = False
@@ -362,7 +378,7 @@ class PendingRuns:
     def create(
         self, principal: str, tenant: str, *, client_can_elicit: bool, client_can_sample: bool = False
     ) -> PendingRun:
-        send, receive = anyio.create_memory_object_stream[_Question | RunResult](8)
+        send, receive = anyio.create_memory_object_stream[_Question | mcp_types.CallToolResult](8)
         run = PendingRun(
             secrets.token_urlsafe(24),
             principal,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codemode.config import PolicyConfig
 from codemode.ledger import SkillBook, SkillVersion
 from codemode.skills._check import Known, SkillError, SkillShape, check_skill
 from codemode.skills._pin import skill_pin, source_digest, stale_reasons
@@ -41,6 +42,18 @@ def _taken(tree: VirtualTree, pins: dict[str, str]) -> frozenset[str]:
     names = {spec.server for spec in tree.tools()} | {spec.name for spec in tree.tools()}
     names |= {part for module in pins for part in module.split(".")[1:]}
     return frozenset(names)
+
+
+class StaleProposalError(SkillError):
+    """A proposal whose imports changed since it was proposed: what was reviewed is not what would
+    run, so it is not approved (a person compares them and adds it anew)."""
+
+
+def may_approve_own(policy: PolicyConfig, principal: str) -> bool:
+    """Whether ``principal`` may approve a skill it proposed from inside a run: only when the
+    policy says so (``[policy.principals.<name>] approve_own_skills = true``)."""
+    rules = policy.principals.get(principal)
+    return rules is not None and rules.approve_own_skills
 
 
 class TenantSkills:
@@ -107,3 +120,21 @@ class TenantSkills:
             approve=approve,
             note=note,
         )
+
+    def approve_proposal(
+        self, name: str, version: int, *, by: str, allow_self: bool, note: str | None = None
+    ) -> SkillVersion:
+        """Approve version ``version`` of ``name``, a proposal, as ``by``: the one way a proposal is
+        approved (``codemode skill approve``, and under ``serve`` an elicitation). Refused when
+        the tools or skills it imports changed since it was proposed (its pin now differs), and by
+        the ledger when ``by`` proposed it from a run and ``allow_self`` is false."""
+        picked = self.book.get(self.tenant, name, version)
+        if picked is None:
+            raise SkillError(f"no skill {name!r} version {version} in tenant {self.tenant!r}")
+        _, _, pin = self.check(name, picked.source)
+        if pin != picked.pin:
+            raise StaleProposalError(
+                f"skill {name} v{version} imports tools or skills that changed since it was proposed; "
+                "it is not approved"
+            )
+        return self.book.approve(self.tenant, name, version, by=by, allow_self=allow_self, note=note)
