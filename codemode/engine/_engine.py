@@ -311,6 +311,14 @@ class CodeMode:
     def tree(self) -> VirtualTree:
         return self.tree_for()
 
+    def approved_tree(self) -> VirtualTree:
+        """Every approved tool's stubs, whoever may see them: what saved skills and their pins are
+        judged against (as ``codemode skill`` judges them against codemode.lock)."""
+        self._require()
+        self._current_pins()  # may re-render the tree
+        assert self._tree is not None
+        return self._tree
+
     async def tree_with_skills(self, principal: str | None = None, tenant: str | None = None) -> VirtualTree:
         """:meth:`tree_for` plus ``skills/``: the tenant's current skills the principal may use."""
         try:
