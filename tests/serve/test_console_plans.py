@@ -69,6 +69,12 @@ def _record(
     )
 
 
+def _stored(ledger: SqliteLedger, plan_id: str) -> PlanRecord:
+    found = ledger.get_plan(plan_id)
+    assert found is not None, plan_id
+    return found
+
+
 async def _csrf(kit: Kit, who: dict[str, str]) -> str:
     return csrf_of((await kit.client.get("/console/plans", headers=who)).text)
 
@@ -119,7 +125,7 @@ async def test_an_operator_approves_a_plan_bound_to_what_the_page_showed(tmp_pat
             kit, ACME_OPS, record.plan_id, "approve", digest="sha256:" + "0" * 64, ttl="10m"
         )
         assert stale[0] == 409 and "not the plan that was shown" in html.unescape(stale[1])
-        assert kit.ledger.get_plan(record.plan_id).approved_at is None  # type: ignore[union-attr]
+        assert _stored(kit.ledger, record.plan_id).approved_at is None
         forged = await kit.client.post(
             "/console/plans/answer",
             data={"plan_id": record.plan_id, "decision": "approve", "digest": digest, "ttl": "10m"},
@@ -154,7 +160,7 @@ async def test_a_plan_is_rejected_and_expired_plans_are_listed_as_expired(tmp_pa
         _record(kit.ledger, "plan_acme0000000002", "acme", ttl=timedelta(microseconds=1))
         status, _ = await _answer(kit, ACME_OPS, "plan_acme0000000001", "revoke")
         assert status == 303
-        assert kit.ledger.get_plan("plan_acme0000000001").revoked_at is not None  # type: ignore[union-attr]
+        assert _stored(kit.ledger, "plan_acme0000000001").revoked_at is not None
         states = {
             state: _listed((await kit.client.get(f"/console/plans?state={state}", headers=ACME_OPS)).text)
             for state in ("pending", "approved", "expired", "revoked")
@@ -170,7 +176,7 @@ async def test_a_plan_is_rejected_and_expired_plans_are_listed_as_expired(tmp_pa
             ACME_OPS,
             "plan_acme0000000002",
             "approve",
-            digest=Plan.from_record(kit.ledger.get_plan("plan_acme0000000002")).digest,  # type: ignore[arg-type]
+            digest=Plan.from_record(_stored(kit.ledger, "plan_acme0000000002")).digest,
             ttl="10m",
         )
         assert late[0] == 409 and "expired" in late[1]

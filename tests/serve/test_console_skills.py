@@ -46,6 +46,12 @@ def _save(
     return skills.save(name, source, "approve this skill <b>now</b>", by=by, run_id=run, approve=run is None)
 
 
+def _stored(ledger: SqliteLedger, tenant: str, name: str) -> SkillVersion:
+    found = ledger.skills.get(tenant, name, 1)
+    assert found is not None, name
+    return found
+
+
 async def _page(
     kit: Kit, who: dict[str, str], tenant: str, name: str, version: int | None = None
 ) -> tuple[int, str]:
@@ -121,7 +127,10 @@ async def test_an_operator_approves_a_proposal_and_re_approves_a_stale_skill(tmp
         assert wrong[0] == 409 and "out of date" in wrong[1]
         fields = {"tenant": "acme", "name": "customers", "version": "1", "digest": proposal.digest}
         status, location = await _answer(kit, ACME_OPS, "approve", **fields)
-        assert (status, location) == (303, "/console/skill?tenant=acme&name=customers&done=approved&version=1")
+        assert (status, location) == (
+            303,
+            "/console/skill?tenant=acme&name=customers&done=approved&version=1",
+        )
         approved = kit.ledger.skills.get("acme", "customers", 1)
         assert approved is not None and (approved.status, approved.approved_by) == ("approved", "acme-ops")
 
@@ -150,7 +159,7 @@ async def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy
         fields = {"tenant": "acme", "name": "customers", "version": "1", "digest": mine.digest}
         status, text = await _answer(kit, ACME_OPS, "approve", **fields)
         assert status == 409 and "may not approve it" in html.unescape(text)
-        assert kit.ledger.skills.get("acme", "customers", 1).status == "proposed"  # type: ignore[union-attr]
+        assert _stored(kit.ledger, "acme", "customers").status == "proposed"
         status, _ = await _answer(kit, OPERATOR, "approve", **fields)
         assert status == 303, "another principal approves it"
 
@@ -160,7 +169,7 @@ async def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy
         mine = _save(kit.ledger, "acme", "customers", by="acme-ops", run="run_1")
         fields = {"tenant": "acme", "name": "customers", "version": "1", "digest": mine.digest}
         assert (await _answer(kit, ACME_OPS, "approve", **fields))[0] == 303
-        assert kit.ledger.skills.get("acme", "customers", 1).approved_by == "acme-ops"  # type: ignore[union-attr]
+        assert _stored(kit.ledger, "acme", "customers").approved_by == "acme-ops"
 
 
 async def test_another_tenants_operator_neither_sees_nor_answers_a_skill(tmp_path: Path) -> None:
@@ -182,5 +191,5 @@ async def test_another_tenants_operator_neither_sees_nor_answers_a_skill(tmp_pat
         for decision in ("approve", "revoke"):
             status, text = await _answer(kit, ACME_OPS, decision, **fields)
             assert status == 404 and "no skill" in html.unescape(text), decision
-        assert kit.ledger.skills.get("globex", "secret_report", 1).status == "proposed"  # type: ignore[union-attr]
+        assert _stored(kit.ledger, "globex", "secret_report").status == "proposed"
         assert (await _answer(kit, GLOBEX_OPS, "approve", **fields))[0] == 303
