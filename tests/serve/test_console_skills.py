@@ -94,6 +94,8 @@ async def test_the_skills_page_lists_each_skill_with_its_state_and_version(tmp_p
         kit.engine.tree = crm_tree("Look up one customer, now differently.")  # get_customer re-approved
         page = (await kit.client.get("/console/skills", headers=ACME_OPS)).text
         assert [state for _, _, state in _rows(page)] == ["stale", "stale", "revoked", "proposed"]
+        status, _ = await _answer(kit, ACME_OPS, "revoke", tenant="acme", name="proposal", version="1")
+        assert status == 303 and _stored(kit.ledger, "acme", "proposal").status == "revoked", "rejected"
 
 
 async def test_the_skill_page_shows_source_pins_and_what_changed_as_safe_text(tmp_path: Path) -> None:
