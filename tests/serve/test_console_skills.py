@@ -43,7 +43,9 @@ def _save(
 ) -> SkillVersion:
     """What `codemode skill add` (approved) or a run's proposal (``run``) stores."""
     skills = TenantSkills(ledger.skills, tenant, crm_tree())
-    return skills.save(name, source, "approve this skill <b>now</b>", by=by, run_id=run, approve=run is None)
+    return skills.save(
+        name, source, "approve this skill <b>now</b> \u202egnp.exe", by=by, run_id=run, approve=run is None
+    )
 
 
 def _stored(ledger: SqliteLedger, tenant: str, name: str) -> SkillVersion:
@@ -91,6 +93,7 @@ async def test_the_skills_page_lists_each_skill_with_its_state_and_version(tmp_p
             ("proposal", "1", "proposed"),
         ]
         assert "in run run_1" in page
+        assert "\u202e" not in page and "<b>now" not in page, "a description is shown as safe text"
         kit.engine.tree = crm_tree("Look up one customer, now differently.")  # get_customer re-approved
         page = (await kit.client.get("/console/skills", headers=ACME_OPS)).text
         assert [state for _, _, state in _rows(page)] == ["stale", "stale", "revoked", "proposed"]
