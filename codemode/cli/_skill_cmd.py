@@ -7,7 +7,6 @@ proposal and an ``import`` wait for ``skill approve``.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -271,27 +270,14 @@ def approve_skill(
     name: str,
 ) -> None:
     """Approve NAME's proposal, or re-approve a stale skill against the tools as they are now."""
-    from codemode.skills import StaleProposalError, may_approve_own
+    from codemode.skills import SkillError, approves_own_skills
 
     with _skills(config_path, tenant) as (config, skills):
         picked = _pick(skills, name, version)
-        state = skills.states().get(name)
-        if picked.status == "proposed":
-            allow_self = may_approve_own(config.policy, by)
-            try:
-                done = skills.approve_proposal(name, picked.version, by=by, allow_self=allow_self, note=note)
-            except StaleProposalError as exc:
-                fail(
-                    str(exc),
-                    hint=f"codemode skill diff {name}; then: codemode skill add {name} FILE --update",
-                )
-        elif picked.status == "approved" and state is not None and state.stale:
-            why = note or f"re-approved v{picked.version} after its dependencies changed"
-            done = skills.save(
-                name, picked.source, picked.description, by=by, approve=True, new_version=True, note=why
-            )
-        else:
-            fail(f"skill {name} v{picked.version} is {picked.status} and current: nothing to approve")
+        try:
+            done = skills.approve(picked, by=by, allow_self=approves_own_skills(config.policy, by), note=note)
+        except SkillError as exc:
+            fail(str(exc))
     _done(as_json, done, f"approved skill {name} v{done.version}")
 
 
@@ -383,16 +369,8 @@ def diff(
         picked = _pick(skills, name, version)
         older = [v for v in _versions(skills, name) if v.version < picked.version]
         base = _pick(skills, name, against) if against is not None else (older[-1] if older else None)
-        now = dict(skills.tool_pins) | {f"skills.{n}": v.pin for n, v in skills.usable().items()}
-    deps = [(module, pin, now.get(module)) for module, pin in picked.deps.items() if now.get(module) != pin]
-    lines = list(
-        difflib.unified_diff(
-            (base.source if base else "").splitlines(keepends=True),
-            picked.source.splitlines(keepends=True),
-            fromfile=f"skills/{name}.py@{base.version}" if base else "/dev/null",
-            tofile=f"skills/{name}.py@{picked.version}",
-        )
-    )
+        found = skills.diff(picked, base)
+    deps = found.changed_dependencies
     if as_json:
         print_json(
             {
@@ -400,7 +378,7 @@ def diff(
                 "version": picked.version,
                 "against": base.version if base else None,
                 "changed_dependencies": [{"module": m, "pinned": p, "now": n} for m, p, n in deps],
-                "source_diff": "".join(lines),
+                "source_diff": found.source_diff,
             }
         )
         return
@@ -408,7 +386,7 @@ def diff(
         click.echo(f"{module}: pinned {pinned[:19]}, now {current[:19] if current else 'gone'}")
     if not deps:
         click.echo(f"the dependencies of {name} v{picked.version} are as pinned")
-    click.echo("".join(lines) or "the source is the same")
+    click.echo(found.source_diff or "the source is the same")
 
 
 @skill.command("export")

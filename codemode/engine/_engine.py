@@ -251,8 +251,7 @@ class CodeMode:
         return host.statuses()
 
     def servers_down(self) -> list[ServerDown]:
-        """The configured servers that cannot be used now (they did not start, or were lost and
-        are being reconnected), each with why; the engine warns of them as it starts."""
+        """The configured servers that cannot be used now (down or reconnecting), each with why."""
         return servers_down(self.statuses())
 
     async def update_roots(self, server: str, roots: Sequence[str]) -> RootsUpdate:
@@ -298,17 +297,19 @@ class CodeMode:
 
     def tree_for(self, principal: str | None = None) -> VirtualTree:
         """The stub tree as ``principal`` may see it (default: the configured default principal)."""
-        self._require()
-        self._current_pins()  # may re-render the tree
-        assert self._tree is not None
         who = principal or self.config.policy.default_principal
-        return self._tree.restrict(
-            visible_to(self.config.policy, who), reads_visible_to(self.config.policy, who)
-        )
+        tree = self.approved_tree()
+        return tree.restrict(visible_to(self.config.policy, who), reads_visible_to(self.config.policy, who))
 
     @property
     def tree(self) -> VirtualTree:
         return self.tree_for()
+
+    def approved_tree(self) -> VirtualTree:
+        """Every approved tool's stubs, whoever may see them: what saved skills are judged against."""
+        self._require()  # not running: say so
+        self._current_pins()  # may re-render the tree
+        return self._require()[3]
 
     async def tree_with_skills(self, principal: str | None = None, tenant: str | None = None) -> VirtualTree:
         """:meth:`tree_for` plus ``skills/``: the tenant's current skills the principal may use."""
@@ -317,8 +318,7 @@ class CodeMode:
         except PolicyError:  # an unknown principal sees what tree_for shows it, and no skill
             return self.tree_for(principal)
         view = self.tree_for(who)
-        assert self._tree is not None
-        return await skill_view(view, self._tree, self._ledger, self.config.policy, who, where)
+        return await skill_view(view, self.approved_tree(), self._ledger, self.config.policy, who, where)
 
     def search(
         self, query: str, *, k: int = 5, detail: DetailLevel = "summary", principal: str | None = None

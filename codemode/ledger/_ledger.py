@@ -9,7 +9,7 @@ written against the store Protocol, so a second backend is a new store and nothi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -420,6 +420,10 @@ class StoreLedger:
     def get_plan(self, plan_id: str) -> PlanRecord | None:
         """The plan ``plan_id`` as it was recorded; None if no process recorded it."""
         return _plans.get_plan(self._ctx, plan_id)
+
+    def list_plans(self, *, tenants: Sequence[str] | None = None, limit: int = 100) -> list[PlanRecord]:
+        """The newest ``limit`` plans of ``tenants`` (None: every tenant), newest first."""
+        return _plans.list_plans(self._ctx, tenants=tenants, limit=limit)
 
     # ── skills (issue 41) ───────────────────────────────────────────────────────────────────
 

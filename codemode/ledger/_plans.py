@@ -153,6 +153,16 @@ def revoke_plan(ctx: LedgerContext, plan_id: str) -> PlanRecord:
     return _plan_record(new)
 
 
+def list_plans(ctx: LedgerContext, *, tenants: Sequence[str] | None, limit: int) -> list[PlanRecord]:
+    """The newest ``limit`` plans of ``tenants`` (None: every tenant), newest first."""
+    with ctx.read() as tx:
+        # A scan, as for skills: plans are made by people's dry runs, not by the million, and
+        # the store Protocol stays unchanged.
+        rows = [row for row in tx.rows("plans") if tenants is None or row["tenant"] in tenants]
+    rows.sort(key=lambda row: (str(row["created_at"]), str(row["plan_id"])), reverse=True)
+    return [_plan_record(row) for row in rows[:limit]]
+
+
 def get_plan(ctx: LedgerContext, plan_id: str) -> PlanRecord | None:
     with ctx.read() as tx:
         row = tx.row("plans", plan_id)

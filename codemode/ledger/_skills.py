@@ -218,6 +218,11 @@ class SkillBook:
         with self._ctx.read() as tx:
             return [_record(r) for r in _rows(tx, tenant, name)]
 
+    def tenants(self) -> list[str]:
+        """Every tenant with at least one skill version, sorted."""
+        with self._ctx.read() as tx:
+            return sorted({str(row["tenant"]) for row in tx.rows("skills")})
+
     def get(self, tenant: str, name: str, version: int) -> SkillVersion | None:
         with self._ctx.read() as tx:
             row = tx.row("skills", skill_id(tenant, name, version))

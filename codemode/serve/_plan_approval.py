@@ -50,8 +50,8 @@ def plan_approval_params(plan: Plan, ttl_s: float) -> mcp_types.ElicitRequestFor
 
 def how_to_approve(plan_id: str) -> str:
     return (
-        f"a person approves it on the host with `codemode approve --plan {plan_id}` (after reviewing "
-        f"it), then the same code runs with with_plan={plan_id!r}"
+        f"a person approves it on the host with `codemode approve --plan {plan_id}`, or in the console's "
+        f"plans page (after reviewing it), then the same code runs with with_plan={plan_id!r}"
     )
 
 

@@ -8,7 +8,7 @@ proposed it, and a principal approves its own proposal only where the policy say
 * the policy allows it: the client's user is asked, one proposal at a time, with the skill's
   name, description, source, and its pin (the digests of its source and of every tool and skill
   it imports). An accepted ``approve: true`` approves it through the same function as
-  ``codemode skill approve`` (:meth:`codemode.skills.TenantSkills.approve_proposal`), recorded in
+  ``codemode skill approve`` (:meth:`codemode.skills.TenantSkills.approve`), recorded in
   the ledger as approved by that principal, with a note naming the client that answered;
 * the policy forbids it: nobody is asked, and the result says the proposal waits for another
   person (``codemode skill approve NAME``).
@@ -30,7 +30,7 @@ from codemode._text import escape_invisible
 from codemode.engine import CodeMode, RunResult
 from codemode.ledger import LedgerStateError, SkillVersion, StoreLedger
 from codemode.serve._consent import Asker, ask_approval, yes_no_schema
-from codemode.skills import SkillError, TenantSkills, may_approve_own
+from codemode.skills import SkillError, TenantSkills, approves_own_skills
 
 SKILL_QUESTION = "Approve this skill, so that later runs can import it?"
 
@@ -70,7 +70,7 @@ def skill_approval_params(version: SkillVersion) -> mcp_types.ElicitRequestFormP
 
 
 def _later(name: str, tenant: str) -> str:
-    return f"a person approves it with `codemode skill approve {name} --tenant {tenant}`"
+    return f"a person approves it with `codemode skill approve {name} --tenant {tenant}` or in the console"
 
 
 async def offer_proposals(engine: CodeMode, asker: Asker, result: RunResult) -> list[SkillOffer]:
@@ -83,7 +83,7 @@ async def offer_proposals(engine: CodeMode, asker: Asker, result: RunResult) -> 
     proposed = [v for v in versions if v.proposed_in_run == result.run_id and v.status == "proposed"]
     if not proposed:
         return []
-    if not may_approve_own(engine.config.policy, principal):
+    if not approves_own_skills(engine.config.policy, principal):
         return [
             SkillOffer(
                 v.name,
@@ -110,7 +110,7 @@ async def _offer(
     note = f"approved through the MCP client's elicitation by {answer.approver}"
 
     def approve() -> SkillVersion:
-        return skills.approve_proposal(name, number, by=principal, allow_self=True, note=note)
+        return skills.approve(version, by=principal, allow_self=True, note=note)
 
     try:
         await anyio.to_thread.run_sync(approve)

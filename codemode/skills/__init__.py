@@ -13,11 +13,19 @@ Versions and their approvals are stored in the ledger (:class:`codemode.ledger.S
 from codemode.skills._check import Known, SkillError, SkillFunction, SkillShape, check_name, check_skill
 from codemode.skills._offer import may_use, offered_skills
 from codemode.skills._pin import skill_pin, source_digest, stale_reasons
-from codemode.skills._tenant import SkillState, StaleProposalError, TenantSkills, may_approve_own, tool_pins
+from codemode.skills._tenant import (
+    SkillDiff,
+    SkillState,
+    StaleProposalError,
+    TenantSkills,
+    approves_own_skills,
+    tool_pins,
+)
 from codemode.skills._transfer import SkillExport, export_text, read_export
 
 __all__ = [
     "Known",
+    "SkillDiff",
     "SkillError",
     "SkillExport",
     "SkillFunction",
@@ -25,10 +33,10 @@ __all__ = [
     "SkillState",
     "StaleProposalError",
     "TenantSkills",
+    "approves_own_skills",
     "check_name",
     "check_skill",
     "export_text",
-    "may_approve_own",
     "may_use",
     "offered_skills",
     "read_export",

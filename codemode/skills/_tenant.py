@@ -7,6 +7,7 @@ approved definition's hash and a skill that imports an unapproved tool is refuse
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from codemode.config import PolicyConfig
@@ -49,9 +50,18 @@ class StaleProposalError(SkillError):
     run, so it is not approved (a person compares them and adds it anew)."""
 
 
-def may_approve_own(policy: PolicyConfig, principal: str) -> bool:
-    """Whether ``principal`` may approve a skill it proposed from inside a run: only when the
-    policy says so (``[policy.principals.<name>] approve_own_skills = true``)."""
+@dataclass(frozen=True, slots=True)
+class SkillDiff:
+    """What changed for one version: its dependencies whose pin is not the one it was approved
+    with (module, pinned, now; now None when gone), and its source against an older version."""
+
+    changed_dependencies: tuple[tuple[str, str, str | None], ...]
+    source_diff: str
+
+
+def approves_own_skills(policy: PolicyConfig, principal: str) -> bool:
+    """Whether the policy lets ``principal`` approve a skill it proposed from a run
+    (``[policy.principals.X] approve_own_skills``)."""
     rules = policy.principals.get(principal)
     return rules is not None and rules.approve_own_skills
 
@@ -121,20 +131,45 @@ class TenantSkills:
             note=note,
         )
 
-    def approve_proposal(
-        self, name: str, version: int, *, by: str, allow_self: bool, note: str | None = None
+    def approve(
+        self, picked: SkillVersion, *, by: str, allow_self: bool, note: str | None = None
     ) -> SkillVersion:
-        """Approve version ``version`` of ``name``, a proposal, as ``by``: the one way a proposal is
-        approved (``codemode skill approve``, and under ``serve`` an elicitation). Refused when
-        the tools or skills it imports changed since it was proposed (its pin now differs), and by
-        the ledger when ``by`` proposed it from a run and ``allow_self`` is false."""
-        picked = self.book.get(self.tenant, name, version)
-        if picked is None:
-            raise SkillError(f"no skill {name!r} version {version} in tenant {self.tenant!r}")
+        """Approve ``picked`` if it is a proposal whose imports are as they were when proposed,
+        or re-approve it (as a new version) if it is the active version and stale. A run's
+        proposal is refused to the principal that made it unless ``allow_self``
+        (:func:`approves_own_skills`); anything else is refused with what to do."""
+        name = picked.name
         _, _, pin = self.check(name, picked.source)
-        if pin != picked.pin:
-            raise StaleProposalError(
-                f"skill {name} v{version} imports tools or skills that changed since it was proposed; "
-                "it is not approved"
+        if picked.status == "proposed":
+            if pin != picked.pin:
+                raise StaleProposalError(
+                    f"skill {name} v{picked.version} imports tools or skills that changed since it was "
+                    f"proposed; it is not approved. See what changed (codemode skill diff {name}), then "
+                    f"save it again (codemode skill add {name} FILE --update)"
+                )
+            return self.book.approve(
+                self.tenant, name, picked.version, by=by, allow_self=allow_self, note=note
             )
-        return self.book.approve(self.tenant, name, version, by=by, allow_self=allow_self, note=note)
+        state = self.states().get(name)
+        if picked.status == "approved" and state is not None and state.stale:
+            why = note or f"re-approved v{picked.version} after its dependencies changed"
+            return self.save(
+                name, picked.source, picked.description, by=by, approve=True, new_version=True, note=why
+            )
+        raise SkillError(f"skill {name} v{picked.version} is {picked.status} and current: nothing to approve")
+
+    def diff(self, picked: SkillVersion, base: SkillVersion | None) -> SkillDiff:
+        """Its dependencies' pins then and now, and its source against ``base`` (None: all new)."""
+        now = dict(self.tool_pins) | {f"skills.{n}": v.pin for n, v in self.usable().items()}
+        changed = tuple(
+            (module, pinned, now.get(module))
+            for module, pinned in picked.deps.items()
+            if now.get(module) != pinned
+        )
+        lines = difflib.unified_diff(
+            (base.source if base else "").splitlines(keepends=True),
+            picked.source.splitlines(keepends=True),
+            fromfile=f"skills/{picked.name}.py@{base.version}" if base else "/dev/null",
+            tofile=f"skills/{picked.name}.py@{picked.version}",
+        )
+        return SkillDiff(changed, "".join(lines))

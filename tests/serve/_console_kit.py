@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from codemode.broker import ApprovalRequest
-from codemode.config import config_from_mapping
+from codemode.config import Config, config_from_mapping
 from codemode.host import ConnectionState, ServerStatus
 from codemode.ledger import SqliteLedger, open_ledger
 from codemode.serve._app import Identity, TokenMap
@@ -20,23 +20,34 @@ from codemode.serve._run import transport_security
 from codemode.serve.console._app import Console
 from codemode.serve.console._auth import Sessions
 from codemode.serve.console._desk import ApprovalDesk
+from codemode.stubs import VirtualTree
+from tests.skills._deployment import crm_tree
 
 ORIGIN = "http://127.0.0.1:8765"
 OPERATOR_TOKEN = "ops-token-0123456789abcdef"
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 ACME_OPS_TOKEN = "acme-ops-token-0123456789abcdef"
+GLOBEX_OPS_TOKEN = "globex-ops-token-0123456789abcdef"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 """An operator of every tenant (``console_tenants = ["*"]``)."""
 ALICE = {"Authorization": f"Bearer {ALICE_TOKEN}"}
 ACME_OPS = {"Authorization": f"Bearer {ACME_OPS_TOKEN}"}
 """An operator of tenant acme only (principal ``acme-ops``)."""
+GLOBEX_OPS = {"Authorization": f"Bearer {GLOBEX_OPS_TOKEN}"}
+"""An operator of tenant globex only (principal ``globex-ops``)."""
 
 
 @dataclass
 class FakeEngine:
-    """What the console reads of a running engine: server states and pin drift."""
+    """What the console reads of a running engine: server states, pin drift, the approved tools'
+    tree (crm's get_customer and add_note, as the skill tests approve them) and the policy."""
 
     drifted: list[str] = field(default_factory=lambda: ["crm/add_note (changed)"])
+    config: Config = field(default_factory=lambda: config_from_mapping({}))
+    tree: VirtualTree = field(default_factory=crm_tree)
+
+    def approved_tree(self) -> VirtualTree:
+        return self.tree
 
     def statuses(self) -> list[ServerStatus]:
         return [
@@ -63,25 +74,30 @@ class Kit:
     console: Console
     desk: ApprovalDesk
     ledger: SqliteLedger
+    engine: FakeEngine
 
 
 @asynccontextmanager
-async def console_kit(tmp_path: Path) -> AsyncGenerator[Kit]:
+async def console_kit(tmp_path: Path, engine: FakeEngine | None = None) -> AsyncGenerator[Kit]:
     ledger = open_ledger(tmp_path / "codemode.db")
     tokens = TokenMap(
         {
             OPERATOR_TOKEN: Identity("ops", "acme", frozenset({"operator"}), console_tenants=None),
             ACME_OPS_TOKEN: Identity("acme-ops", "acme", frozenset({"operator"}), frozenset({"acme"})),
+            GLOBEX_OPS_TOKEN: Identity(
+                "globex-ops", "globex", frozenset({"operator"}), frozenset({"globex"})
+            ),
             ALICE_TOKEN: Identity("alice", "acme"),
         }
     )
     desk = ApprovalDesk()
     security = transport_security(config_from_mapping({}), "127.0.0.1", 8765)
-    console = Console(ledger, FakeEngine(), desk, Sessions(tokens), security, ledger.location)
+    engine = engine or FakeEngine()
+    console = Console(ledger, engine, desk, Sessions(tokens), security, ledger.location)
     transport = httpx.ASGITransport(app=console.app())
     try:
         async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
-            yield Kit(client, console, desk, ledger)
+            yield Kit(client, console, desk, ledger, engine)
     finally:
         ledger.close()
 

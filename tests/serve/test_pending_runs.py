@@ -14,7 +14,6 @@ import anyio
 import mcp_types
 import pytest
 
-from codemode import RunResult
 from codemode.serve._consent import PendingRun, PendingRuns, asked, deliver
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +32,7 @@ def question(text: str) -> mcp_types.ElicitRequestParams:
 async def next_question(run: PendingRun) -> mcp_types.InputRequiredResult:
     """What ``run_code`` returns to the client while the run asks (see ``_next_event``)."""
     event = await run.events_out.receive()
-    assert not isinstance(event, RunResult), "the run asks before it ends"
+    assert not isinstance(event, mcp_types.CallToolResult), "the run asks before it ends"
     return asked(run, event)
 
 

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import anyio
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from codemode.ledger import Ledger
+from codemode.ledger import StoreLedger
 from codemode.serve.console._auth import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -35,8 +35,17 @@ from codemode.serve.console._auth import (
 from codemode.serve.console._data import EngineView, FilterError, RunFilter, list_runs, run_detail, servers
 from codemode.serve.console._data import verify as verify_ledger
 from codemode.serve.console._desk import ApprovalDesk, DeskError
+from codemode.serve.console._plans import (
+    APPROVAL_TTLS,
+    PLAN_STATES,
+    approve_plan,
+    list_plans,
+    plan_detail,
+    revoke_plan,
+)
 from codemode.serve.console._render import SECURITY_HEADERS, page, static
 from codemode.serve.console._scope import TenantScope
+from codemode.serve.console._skills import approve_skill, list_skills, revoke_skill, skill_page
 
 PREFIX = "/console"
 POLL_INTERVAL_MS = 1500
@@ -49,7 +58,7 @@ Handler = Callable[[Request, Session], Awaitable[Response]]
 class Console:
     """Everything a console request needs; :meth:`app` is the ASGI application to mount."""
 
-    ledger: Ledger
+    ledger: StoreLedger
     engine: EngineView
     desk: ApprovalDesk
     sessions: Sessions
@@ -69,6 +78,12 @@ class Console:
             Route(f"{p}/servers", self._guard(self.servers)),
             Route(f"{p}/verify", self._guard(self.verify)),
             Route(f"{p}/approvals", self._guard(self.approve, post=True), methods=["POST"]),
+            Route(f"{p}/plans", self._guard(self.plans)),
+            Route(p + "/plans/{plan_id}", self._guard(self.plan)),
+            Route(f"{p}/plans/answer", self._guard(self.answer_plan, post=True), methods=["POST"]),
+            Route(f"{p}/skills", self._guard(self.skills)),
+            Route(f"{p}/skill", self._guard(self.skill)),
+            Route(f"{p}/skills/answer", self._guard(self.answer_skill, post=True), methods=["POST"]),
             Route(f"{p}/logout", self._guard(self.logout, post=True), methods=["POST"]),
             Route(f"{p}/login", self._login, methods=["GET", "POST"]),
             Route(p + "/static/{name}", self._static),
@@ -190,7 +205,92 @@ class Console:
         report = await anyio.to_thread.run_sync(verify_ledger, self.ledger)
         return page("verify.html", {**self._base(session), "report": report, "location": self.location})
 
+    async def plans(self, request: Request, session: Session) -> Response:
+        state = request.query_params.get("state", "")
+        if state and state not in PLAN_STATES:
+            raise AuthError(400, f"state: {state!r} is not one of {', '.join(PLAN_STATES)}.")
+        found = await anyio.to_thread.run_sync(list_plans, self.ledger, session.scope, state)
+        context = {"plans": found, "state": state, "states": PLAN_STATES}
+        return page("plans.html", {**self._base(session), **context})
+
+    async def plan(self, request: Request, session: Session) -> Response:
+        plan_id = request.path_params["plan_id"]
+        view = await anyio.to_thread.run_sync(plan_detail, self.ledger, plan_id, session.scope)
+        if view is None:
+            # Another tenant's plan gets this very answer: the page must not tell that it exists.
+            raise AuthError(404, f"the ledger has no plan {plan_id!r}: pick a plan from the list.")
+        context = {"view": view, "ttls": list(APPROVAL_TTLS), "done": _done(request)}
+        return page("plan.html", {**self._base(session), **context})
+
+    async def skills(self, request: Request, session: Session) -> Response:
+        tree = self.engine.approved_tree()
+        found = await anyio.to_thread.run_sync(list_skills, self.ledger.skills, tree, session.scope)
+        return page("skills.html", {**self._base(session), "found": found})
+
+    async def skill(self, request: Request, session: Session) -> Response:
+        query = request.query_params
+        tenant, name = query.get("tenant", ""), query.get("name", "")
+        version = _version(query.get("version", ""))
+        tree = self.engine.approved_tree()
+        shown = await anyio.to_thread.run_sync(
+            partial(skill_page, self.ledger.skills, tree, session.scope, tenant, name, version)
+        )
+        return page("skill.html", {**self._base(session), "shown": shown, "done": _done(request)})
+
     # -- changes -----------------------------------------------------------------------------
+
+    async def answer_plan(self, request: Request, session: Session) -> Response:
+        form = await request.form()
+        plan_id, digest, decision, ttl = (
+            str(form.get(k) or "") for k in ("plan_id", "digest", "decision", "ttl")
+        )
+        if not plan_id or decision not in ("approve", "revoke"):
+            raise AuthError(400, "a plan's answer needs plan_id and decision=approve|revoke.")
+        scope = session.scope
+        if decision == "approve":
+            if not digest or ttl not in APPROVAL_TTLS:
+                raise AuthError(
+                    400, f"an approval needs the plan's digest and ttl={'|'.join(APPROVAL_TTLS)}."
+                )
+            approve = partial(approve_plan, ttl=APPROVAL_TTLS[ttl], operator=session.operator, scope=scope)
+            await anyio.to_thread.run_sync(approve, self.ledger, plan_id, digest)
+        else:
+            await anyio.to_thread.run_sync(partial(revoke_plan, self.ledger, plan_id, scope=scope))
+        done = "approved" if decision == "approve" else "revoked"
+        return _see_other(f"{self.prefix}/plans/{quote(plan_id, safe='')}?{urlencode({'done': done})}")
+
+    async def answer_skill(self, request: Request, session: Session) -> Response:
+        form = await request.form()
+        tenant, name, digest, decision = (
+            str(form.get(k) or "") for k in ("tenant", "name", "digest", "decision")
+        )
+        version = _version(str(form.get("version") or ""))
+        if not tenant or not name or decision not in ("approve", "revoke"):
+            raise AuthError(400, "a skill's answer needs tenant, name and decision=approve|revoke.")
+        books = self.ledger.skills
+        if decision == "approve":
+            if version is None or not digest:
+                raise AuthError(400, "an approval needs the version and its source digest from the page.")
+            tree, policy = self.engine.approved_tree(), self.engine.config.policy
+            approve = partial(
+                approve_skill,
+                tenant=tenant,
+                name=name,
+                version=version,
+                digest=digest,
+                operator=session.operator,
+            )
+            done = await anyio.to_thread.run_sync(approve, books, tree, policy, session.scope)
+            version = done.version
+        else:
+            revoke = partial(
+                revoke_skill, tenant=tenant, name=name, version=version, operator=session.operator
+            )
+            await anyio.to_thread.run_sync(revoke, books, session.scope)
+        query = {"tenant": tenant, "name": name, "done": "approved" if decision == "approve" else "revoked"}
+        if version is not None:
+            query["version"] = str(version)
+        return _see_other(f"{self.prefix}/skill?{urlencode(query)}")
 
     async def approve(self, request: Request, session: Session) -> Response:
         form = await request.form()
@@ -239,6 +339,25 @@ class Console:
 
     async def _static(self, request: Request) -> Response:
         return static(request.path_params["name"])
+
+
+def _see_other(target: str) -> Response:
+    return RedirectResponse(target, 303, headers=SECURITY_HEADERS)
+
+
+def _done(request: Request) -> str:
+    # Only the two fixed words: a notice never repeats text a link could carry.
+    done = request.query_params.get("done", "")
+    return done if done in ("approved", "revoked") else ""
+
+
+def _version(text: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        raise AuthError(400, f"version: {text!r} is not a version number; pick one from the skill's page.")
+    return int(text)
 
 
 def _require_every_tenant(scope: TenantScope, operator: str, what: str) -> None:

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from codemode.config import Config
 from codemode.host import ServerStatus
 from codemode.ledger import Ledger, RunEvidence, RunFacet, RunRecord, VerifyReport, run_evidence
 from codemode.serve.console._scope import TenantScope
+from codemode.stubs import VirtualTree
 
 MAX_SHOWN = 500
 KNOWN_STATUSES = ("running", "ok", "error", "interrupted")
@@ -29,9 +31,14 @@ class FilterError(ValueError):
 class EngineView(Protocol):
     """The part of :class:`~codemode.CodeMode` the console reads."""
 
+    @property
+    def config(self) -> Config: ...
+
     def statuses(self) -> list[ServerStatus]: ...
 
     def drift(self) -> list[str]: ...
+
+    def approved_tree(self) -> VirtualTree: ...
 
 
 def _moment(name: str, text: str) -> datetime | None:

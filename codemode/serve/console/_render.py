@@ -11,6 +11,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse, Response
 
+from codemode._text import escape_invisible
+
 # The page runs only its own script and styles, cannot be framed (clickjacking an Approve
 # button), posts only to itself, and is never cached (it shows live approvals and tokens).
 SECURITY_HEADERS = {
@@ -57,6 +59,9 @@ def environment() -> Environment:
     )
     env.filters["when"] = _when
     env.filters["epoch_when"] = _epoch_when
+    # Text a program, a server or a proposer chose, shown in a line of its own: invisible and
+    # reordering characters escaped (autoescape already takes care of markup).
+    env.filters["visible"] = escape_invisible
     return env
 
 

@@ -1,8 +1,9 @@
 """Which tenants an operator sees in the console (``[serve.tokens.<name>] console_tenants``).
 
 Every read and every answer of the console goes through a :class:`TenantScope`: runs, their
-calls and evidence, the filter's pickers and the pending approvals of other tenants are not
-shown, and a run or ticket of another tenant is answered exactly like one that does not exist.
+calls and evidence, the filter's pickers, the pending approvals, plans and skills of other
+tenants are not shown, and a run, ticket, plan or skill of another tenant is answered exactly
+like one that does not exist.
 """
 
 from __future__ import annotations

@@ -118,3 +118,19 @@ def test_an_expired_plan_cannot_be_approved(ledger: StoreLedger) -> None:
     ledger.record_plan(expired)
     with pytest.raises(LedgerStateError, match="expired"):
         ledger.approve_plan(expired.plan_id, digest=_digest(expired), approver="cli", expires_at=NOW)
+
+
+def test_plans_are_listed_newest_first_by_tenant(connect: OpenClient, make_ledger: MakeLedger) -> None:
+    first, second = make_ledger(connect()), make_ledger(connect())
+    for n, tenant in enumerate(("acme", "globex", "acme")):
+        made = NOW + timedelta(minutes=n)
+        first.record_plan(
+            dataclasses.replace(
+                _plan(f"plan_{n}"), tenant=tenant, created_at=made, expires_at=made + timedelta(hours=1)
+            )
+        )
+    assert [p.plan_id for p in second.list_plans()] == ["plan_2", "plan_1", "plan_0"]
+    assert [p.plan_id for p in second.list_plans(tenants=("acme",))] == ["plan_2", "plan_0"]
+    assert [p.plan_id for p in second.list_plans(tenants=("acme",), limit=1)] == ["plan_2"]
+    assert second.list_plans(tenants=()) == [], "no tenant: no plan"
+    assert second.list_plans(tenants=("globex",)) == [second.get_plan("plan_1")]

@@ -106,3 +106,13 @@ def test_a_version_content_never_changes_through_an_event(ledger: StoreLedger) -
     fields = {"status": "approved", "approved_by": "c", "approved_at": "t", "source": "x"}
     with pytest.raises(ReduceError, match="must not change"):
         reduce("skill_approved", version.skill_id, fields, row)
+
+
+def test_the_tenants_with_skills_are_listed(ledger: StoreLedger) -> None:
+    assert ledger.skills.tenants() == []
+    _propose(ledger)
+    _propose(ledger, "other")
+    ledger.skills.propose(
+        "globex", "greet", description="d", source=SOURCE, digest="d", pin="p", deps={}, proposed_by="carol"
+    )
+    assert ledger.skills.tenants() == ["acme", "globex"]
