@@ -83,6 +83,7 @@ from codemode.ledger._models import (
 )
 from codemode.ledger._open import open_ledger
 from codemode.ledger._plans import PlanRecord, plan_digest
+from codemode.ledger._quotas import MONEY_UNIT, QuotaBook, QuotaRefusal, SlotLimit, WindowLimit
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
 from codemode.ledger._skills import SkillBook, SkillVersion
@@ -104,6 +105,7 @@ from codemode.ledger.stores import (
 __all__ = [
     "CALL_EVENTS",
     "CALL_STATES",
+    "MONEY_UNIT",
     "CALL_TRANSITIONS",
     "DEFAULT_LEASE_S",
     "DEFAULT_MAX_RESULT_BYTES",
@@ -136,6 +138,8 @@ __all__ = [
     "PlanRecord",
     "ReadBack",
     "ReadBackVerdict",
+    "QuotaBook",
+    "QuotaRefusal",
     "ReadRecord",
     "RecoveryReport",
     "Replay",
@@ -149,6 +153,7 @@ __all__ = [
     "SessionBinding",
     "SkillBook",
     "SkillVersion",
+    "SlotLimit",
     "SqliteLedger",
     "SqliteStore",
     "StoreError",
@@ -157,6 +162,7 @@ __all__ = [
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",
+    "WindowLimit",
     "approval_digest",
     "arguments_digest",
     "classify_failure",

@@ -36,6 +36,7 @@ from codemode.ledger._models import (
 )
 from codemode.ledger._plans import PlanRecord
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
@@ -426,6 +427,13 @@ class StoreLedger:
     def skills(self) -> SkillBook:
         """The tenants' saved skills and their versions (see :mod:`codemode.ledger._skills`)."""
         return SkillBook(self._ctx)
+
+    # ── quotas (issue 42) ───────────────────────────────────────────────────────────────────
+
+    @property
+    def quotas(self) -> QuotaBook:
+        """Quota counters and run slots (see :mod:`codemode.ledger._quotas`)."""
+        return QuotaBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 
