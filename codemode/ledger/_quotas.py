@@ -16,6 +16,7 @@ of the ``quota`` gate. The counters are not events: they are not in the hash cha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -83,7 +84,8 @@ class QuotaRefusal:
     def message(self) -> str:
         return (
             f"quota exceeded: {self.holder} {self.name!r} has used {self.used:g} of its "
-            f"{self.quota} = {self.limit:g}; retry after {self.retry_after_s:.0f} s ({self.retry_at})"
+            f"{self.quota} = {self.limit:g}; retry after {math.ceil(self.retry_after_s)} s (at {self.retry_at}), "
+            "or raise the limit in [policy.quotas]"
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor, Sampler
 from codemode.calls import CallProgress, ProgressListener
 from codemode.config import OPERATOR
+from codemode.errors import QuotaExceededError
 from codemode.engine import (
     LIST_DESCRIPTION,
     READ_DESCRIPTION,
@@ -55,6 +56,7 @@ from codemode.serve._consent import (
     deliver,
 )
 from codemode.serve._drain import InFlight
+from codemode.serve._quota import quota_refused
 from codemode.serve._workspace_resources import WorkspaceMCPServer, resource_links
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
 
@@ -152,6 +154,8 @@ class CodemodeServer:
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
         self._runs = InFlight()
+        self._refused: dict[str, QuotaExceededError] = {}
+        """Background runs refused by a quota, by their pending token, until answered."""
         self.draining = False
         """Set by :meth:`drain`: new runs are turned away, with a word to retry elsewhere."""
         self.mcp = self._build()
@@ -246,18 +250,21 @@ class CodemodeServer:
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
             with self._runs.counted():
-                result = await self.engine.run(
-                    code,
-                    principal=who.principal,
-                    tenant=who.tenant,
-                    session_id=session_id,
-                    approver=self._approver(channel),
-                    elicitor=ClientElicitor(channel),
-                    sampler=ClientSampler(channel),
-                    **self._progress(ctx),
-                    traceparent=traceparent_of(ctx),
-                    **options,
-                )
+                try:
+                    result = await self.engine.run(
+                        code,
+                        principal=who.principal,
+                        tenant=who.tenant,
+                        session_id=session_id,
+                        approver=self._approver(channel),
+                        elicitor=ClientElicitor(channel),
+                        sampler=ClientSampler(channel),
+                        **self._progress(ctx),
+                        traceparent=traceparent_of(ctx),
+                        **options,
+                    )
+                except QuotaExceededError as exc:
+                    return quota_refused(exc)
             return _call_result(result)
 
         async def search_tools(
@@ -410,6 +417,11 @@ class CodemodeServer:
                     traceparent=traceparent,
                     **options,
                 )
+            except QuotaExceededError as exc:  # refused before it started: answered as such
+                self._refused[pending.token] = exc
+                result = RunResult(
+                    status="error", run_id="-", principal=who.principal or "", tenant=who.tenant or ""
+                )
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
                 result = RunResult(
@@ -429,11 +441,13 @@ class CodemodeServer:
         except anyio.get_cancelled_exc_class():
             # The client cancelled the request: cancel the run it was waiting for.
             self.pending.forget(pending.token)
+            self._refused.pop(pending.token, None)
             pending.scope.cancel()
             raise
         if isinstance(event, RunResult):
             self.pending.forget(pending.token)
-            return _call_result(event)
+            refused = self._refused.pop(pending.token, None)
+            return _call_result(event) if refused is None else quota_refused(refused)
         return asked(pending, event)
 
 
