@@ -35,7 +35,9 @@ class QuotaLimits(BaseModel):
     def over(self, default: QuotaLimits) -> QuotaLimits:
         """These limits, with ``default``'s for every field this table does not set."""
         inherited = {name: getattr(default, name) for name in default.model_fields_set}
-        return QuotaLimits.model_validate({**inherited, **{n: getattr(self, n) for n in self.model_fields_set}})
+        return QuotaLimits.model_validate(
+            {**inherited, **{n: getattr(self, n) for n in self.model_fields_set}}
+        )
 
     @property
     def empty(self) -> bool:

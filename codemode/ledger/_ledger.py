@@ -35,8 +35,8 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._plans import PlanRecord
-from codemode.ledger._reads import ReadRecord
 from codemode.ledger._quotas import QuotaBook
+from codemode.ledger._reads import ReadRecord
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store

@@ -84,8 +84,8 @@ class QuotaRefusal:
     def message(self) -> str:
         return (
             f"quota exceeded: {self.holder} {self.name!r} has used {self.used:g} of its "
-            f"{self.quota} = {self.limit:g}; retry after {math.ceil(self.retry_after_s)} s (at {self.retry_at}), "
-            "or raise the limit in [policy.quotas]"
+            f"{self.quota} = {self.limit:g}; retry after {math.ceil(self.retry_after_s)} s "
+            f"(at {self.retry_at}), or raise the limit in [policy.quotas]"
         )
 
     def as_dict(self) -> dict[str, Any]:

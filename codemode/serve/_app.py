@@ -27,7 +27,6 @@ from codemode._version import codemode_version
 from codemode.broker import Approver, Elicitor, Sampler
 from codemode.calls import CallProgress, ProgressListener
 from codemode.config import OPERATOR
-from codemode.errors import QuotaExceededError
 from codemode.engine import (
     LIST_DESCRIPTION,
     READ_DESCRIPTION,
@@ -40,6 +39,7 @@ from codemode.engine import (
     run_summary,
     server_index_line,
 )
+from codemode.errors import QuotaExceededError
 from codemode.serve._consent import (
     CLIENT,
     Asker,

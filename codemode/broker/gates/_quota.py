@@ -87,7 +87,9 @@ class RunQuotas:
         if refusal is not None:
             _counted("run", refusal)
             raise QuotaExceededError(
-                f"run refused: {refusal.message}", quota=refusal.as_dict(), retry_after_s=refusal.retry_after_s
+                f"run refused: {refusal.message}",
+                quota=refusal.as_dict(),
+                retry_after_s=refusal.retry_after_s,
             )
 
     def steps(self, binding: RunBinding, code_digest: str) -> dict[str, Callable[[], None]]:

@@ -50,7 +50,13 @@ from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
 from codemode.ledger.stores._commit_signal import CommitSignal
-from codemode.ledger.stores._postgres_ddl import QUOTA_TABLES, DDL, added_columns, added_quota_tables, added_tables
+from codemode.ledger.stores._postgres_ddl import (
+    DDL,
+    QUOTA_TABLES,
+    added_columns,
+    added_quota_tables,
+    added_tables,
+)
 from codemode.ledger.stores._postgres_tx import Connection, PostgresTransaction
 from codemode.ledger.stores._protocol import StoreError, Synchronous
 

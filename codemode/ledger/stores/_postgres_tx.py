@@ -262,7 +262,8 @@ class PostgresTransaction:
 
     def quota_usage(self, keys: Sequence[str]) -> dict[str, tuple[str, int]]:
         rows = self.fetch(
-            sql.SQL("SELECT key, window_start, used FROM quota_usage WHERE key = ANY(%s::text[])"), (list(keys),)
+            sql.SQL("SELECT key, window_start, used FROM quota_usage WHERE key = ANY(%s::text[])"),
+            (list(keys),),
         )
         return {str(r["key"]): (str(r["window_start"]), int(cast(int, r["used"]))) for r in rows}
 
@@ -288,7 +289,8 @@ class PostgresTransaction:
         self.fetch(
             sql.SQL(
                 "INSERT INTO quota_slots (run_id, principal, tenant, owner, expires_at) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+                "VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
             ),
             [slot[c] for c in QUOTA_SLOT_COLUMNS],
         )

@@ -36,10 +36,10 @@ from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
 from codemode.ledger.stores._commit_signal import CommitSignal
 from codemode.ledger.stores._protocol import (
+    QUOTA_SLOT_COLUMNS,
     RUN_FACETS,
     ApprovalQuery,
     CallQuery,
-    QUOTA_SLOT_COLUMNS,
     EventRow,
     RunFacet,
     RunQuery,
@@ -301,7 +301,8 @@ class SqliteTransaction:
         if not keys:
             return {}
         marks = ", ".join("?" for _ in keys)
-        rows = self._all(f"SELECT key, window_start, used FROM quota_usage WHERE key IN ({marks})", list(keys))  # noqa: S608
+        query = f"SELECT key, window_start, used FROM quota_usage WHERE key IN ({marks})"  # noqa: S608
+        rows = self._all(query, list(keys))
         return {str(r["key"]): (str(r["window_start"]), int(cast(int, r["used"]))) for r in rows}
 
     def set_quota_usage(self, key: str, window_start: str, used: int) -> None:

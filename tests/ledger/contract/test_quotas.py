@@ -25,7 +25,9 @@ def _begin(
     windows: list[WindowLimit] | None = None,
     slots: list[SlotLimit] | None = None,
 ) -> QuotaRefusal | None:
-    return ledger.quotas.begin_run(binding, "sha256:code", windows=windows or [], slots=slots or [], slot_ttl_s=60)
+    return ledger.quotas.begin_run(
+        binding, "sha256:code", windows=windows or [], slots=slots or [], slot_ttl_s=60
+    )
 
 
 def test_runs_per_minute_refuse_the_next_run_until_the_minute_rolls_over(
@@ -65,7 +67,11 @@ def test_hourly_and_daily_windows_and_a_tenant_counted_across_its_principals(
     bob = [WindowLimit("tenant", "acme", "tool_calls", "day", 4)]
     assert ledger.quotas.take_call(_binding(1, "bob"), bob, money=0) is None
     daily = ledger.quotas.take_call(_binding(2, "bob"), bob, money=0)
-    assert daily is not None and (daily.holder, daily.name, daily.quota) == ("tenant", "acme", "tool_calls_per_day")
+    assert daily is not None and (daily.holder, daily.name, daily.quota) == (
+        "tenant",
+        "acme",
+        "tool_calls_per_day",
+    )
     assert daily.retry_at.startswith("2026-03-03T00:00:00")
     clock.advance(3600)  # the next hour, the same day: alice's hour is new, the tenant's day is not
     refused = ledger.quotas.take_call(_binding(1), limits, money=0)
@@ -74,7 +80,9 @@ def test_hourly_and_daily_windows_and_a_tenant_counted_across_its_principals(
     assert ledger.quotas.take_call(_binding(1), limits, money=0) is None
 
 
-def test_money_is_counted_exactly_and_a_peek_counts_nothing(make_ledger: MakeLedger, clock: FakeClock) -> None:
+def test_money_is_counted_exactly_and_a_peek_counts_nothing(
+    make_ledger: MakeLedger, clock: FakeClock
+) -> None:
     clock.now = START
     ledger = make_ledger()
     money = [WindowLimit("principal", "alice", "money", "day", 1_000_000)]  # 1.0 in millionths
@@ -99,7 +107,9 @@ def test_two_replicas_on_one_store_share_the_counts(
     assert refused is not None and refused.used == 2, "each replica sees the other's runs"
     one = [SlotLimit("principal", "carol", 1)]
     assert _begin(first, _binding(1, "carol"), slots=one) is None
-    assert _begin(second, _binding(2, "carol"), slots=one) is not None, "the slot is held on the other replica"
+    assert _begin(second, _binding(2, "carol"), slots=one) is not None, (
+        "the slot is held on the other replica"
+    )
     first.quotas.release_run("run-carol-1")
     assert _begin(second, _binding(3, "carol"), slots=one) is None
 
