@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.markup import escape
@@ -125,6 +125,16 @@ def _checked_limits(config: Config, wall_time: float | None, memory: int | None)
             hint="raise [sandbox] memory_mb in codemode.toml to allow more",
             code=EXIT_USAGE,
         )
+
+
+def _quota_refusal(exc: BaseException) -> QuotaExceededError | None:
+    """The quota refusal ``exc`` is (the engine's task groups may wrap it), or None."""
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = cast("BaseExceptionGroup[BaseException]", exc).split(QuotaExceededError)
+        if matched is None or rest is not None:
+            return None
+        return _quota_refusal(matched.exceptions[0])
+    return exc if isinstance(exc, QuotaExceededError) else None
 
 
 async def _run(
@@ -338,11 +348,14 @@ def run(
             verify,
             compensate,
         )
-    except QuotaExceededError as exc:  # refused before it started: not a usage error
+    except (QuotaExceededError, BaseExceptionGroup) as exc:  # refused before it started: exit 1
+        refused = _quota_refusal(exc)
+        if refused is None:
+            raise
         if as_json:
-            print_json({"status": "refused", "error": "quota_exceeded", **exc.quota})
+            print_json({"status": "refused", "error": "quota_exceeded", **refused.quota})
         else:
-            stderr.print(f"[bold red]refused:[/] {escape(str(exc))}", markup=True, highlight=False)
+            stderr.print(f"[bold red]refused:[/] {escape(str(refused))}", markup=True, highlight=False)
         sys.exit(1)
     if isinstance(result, Plan):
         if as_json:
