@@ -1,8 +1,8 @@
 """The broker: every call from the sandbox passes the gates, the ledger and the result filter.
 
 Per call, in order: map PII placeholders back to values → principal → tool identity →
-arguments → resource scope → budget (check) → consent (asking a person if needed) → budget
-(commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight call per
+arguments → resource scope → budget (check) → quota (check) → consent (asking a person if
+needed) → quota and budget (commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight call per
 key) → the MCP call (under the run's concurrency cap) → record the outcome → result filter →
 back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`); the
 broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
@@ -290,8 +290,7 @@ class Broker:
             if isinstance(consent, Deny):
                 return await self._deny(call, consent, facts)
             facts = consent.facts
-        # The shared quota before the run's budget: a budget refusal then over-counts the quota by
-        # one call, never under-counts it.
+        # The shared quota first: a budget refusal then over-counts it by a call, never under.
         taken = None if self.quota is None else await self.quota.commit(call, facts)
         taken = taken or self.budget.commit(call, facts)
         if taken is not None:

@@ -154,3 +154,19 @@ async def test_without_quotas_nothing_is_counted() -> None:
     assert broker.run_quotas is None and broker.quota is None
     for _ in range(5):
         await one_run(broker)
+
+
+async def test_a_checking_run_inside_a_run_and_a_compensation_take_no_run_quota() -> None:
+    clock = FakeClock(START)
+    tools = crm()
+    broker = quota_broker({"default": {"concurrent_runs": 1, "runs_per_hour": 1}}, tools, clock)
+    async with broker.run(binding_of(), "sha256:code") as scope:
+        check = binding_of().model_copy(update={"read_only": True})
+        await one_run(broker, check)  # a verify program checking this run's result
+        scope.finish("ok", RunOutput())
+    undo = binding_of().model_copy(update={"compensates": "run_x/0"})
+    async with broker.run(undo, "sha256:undo") as scope:
+        assert isinstance(await call(broker, tools, undo), ToolResult)
+        scope.finish("ok", RunOutput())
+    with pytest.raises(QuotaExceededError, match="runs_per_hour = 1"):
+        await one_run(broker)

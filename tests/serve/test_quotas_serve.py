@@ -40,9 +40,12 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
 ) -> None:
     workspace = quota_workspace
     with serving_http(workspace, "--metrics") as url:
-        async with Client(http(url)) as client:
+        async with Client(http(url)) as client:  # 2026-07-28: the run is a background task
+            assert client.protocol_version == "2026-07-28"
             first = await client.call_tool("run_code", {"code": "1 + 1"})
             second = await client.call_tool("run_code", {"code": "1 + 1"})
+        async with Client(http(url), mode="legacy") as client:  # 2025-11-25: run in the request
+            legacy = await client.call_tool("run_code", {"code": "1 + 1"})
         async with Client(http(url, TOKENS["bob"])) as client:
             bobs = await client.call_tool("run_code", {"code": "2 + 2"})
         async with httpx.AsyncClient() as web:
@@ -57,6 +60,10 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
     assert (refusal["holder"], refusal["name"]) == ("principal", "alice")
     assert 0 < refusal["retry_after_s"] <= 86_400 and refusal["retry_at"].endswith("Z")
     assert "runs_per_day = 1" in text_of(second) and "retry after" in text_of(second)
+    assert legacy.is_error and legacy.structured_content is not None
+    assert {k: v for k, v in legacy.structured_content.items() if k != "retry_after_s"} == {
+        k: v for k, v in refusal.items() if k != "retry_after_s"
+    }, "both eras answer the same refusal"
     assert not bobs.is_error, "another principal of the tenant has its own count"
     counted = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -64,12 +71,12 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
         for sample in family.samples
     }
     key = ("codemode_quota_refusals_total", (("quota", "runs_per_day"), ("what", "run")))
-    assert counted[key] == 1
+    assert counted[key] == 2
     ledger = open_ledger(workspace.with_name("codemode.db"), create=False)
     try:
         runs = ledger.list_runs(principal="alice")
     finally:
         ledger.close()
-    assert sorted(run.status for run in runs) == ["ok", "refused"]
+    assert sorted(run.status for run in runs) == ["ok", "refused", "refused"]
     refused = next(run for run in runs if run.status == "refused")
     assert refused.summary is not None and refused.summary["refused"]["quota"] == "runs_per_day"

@@ -93,7 +93,13 @@ class RunQuotas:
             )
 
     def steps(self, binding: RunBinding, code_digest: str) -> dict[str, Callable[[], None]]:
-        """The ``begin`` and ``end`` of a :class:`RunScope` that take and free the run's quotas."""
+        """The ``begin`` and ``end`` of a :class:`RunScope` that take and free the run's quotas.
+
+        A checking run (read-only: a ``verify`` program, run inside the run it checks) and a
+        compensation (undoing a call) are parts of a run that was counted: they are not runs of
+        their own here, or ``concurrent_runs = 1`` would refuse every ``run --verify``."""
+        if binding.read_only or binding.compensates is not None:
+            return {}
         return {"begin": partial(self.begin_run, binding, code_digest), "end": partial(self.end_run, binding)}
 
     def end_run(self, binding: RunBinding) -> None:
@@ -123,8 +129,8 @@ class QuotaGate:
         return Deny(self.name, refusal) if refusal else None
 
     async def _take(self, call: Call, facts: Facts, *, peek: bool) -> str | None:
-        if call.kind != "tool":
-            return None  # resources and prompts are not tool calls
+        if call.kind != "tool" or call.binding.compensates is not None:
+            return None  # resources and prompts are not tool calls; undoing is never held back
         windows = _windows(self.quotas, call.binding, ("tool_calls", "money"))
         # A counted call is the run's sign of life: its concurrent-run slot lives on from now.
         slot_ttl_s = self.quotas.run_slot_ttl_s if _slots(self.quotas, call.binding) else None
