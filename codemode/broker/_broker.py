@@ -1,11 +1,11 @@
 """The broker: every call from the sandbox passes the gates, the ledger and the result filter.
 
-Per call, in order: map PII placeholders back to values → principal → tool identity →
-arguments → resource scope → budget (check) → quota (check) → consent (asking a person if
-needed) → quota and budget (commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight call per
-key) → the MCP call (under the run's concurrency cap) → record the outcome → result filter →
-back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`); the
-broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
+Per call, in order: PII placeholders mapped back → principal → tool identity → arguments →
+resource scope → budget (check) → quota (check) → consent (asking a person if needed) → quota
+and budget (commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight
+call per key) → the MCP call (under the run's concurrency cap) → record the outcome → result
+filter → back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`);
+the broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
 
 The broker knows nothing about Docker; the sandbox knows nothing about MCP. A denial is a
 value (``CallDenied``) that the runtime raises as a typed exception inside the program; the run
