@@ -84,6 +84,12 @@ class Metrics:
             ["cap"],
             registry=registry,
         )
+        self.quota_refusals = Counter(
+            "codemode_quota_refusals",
+            "Runs and tool calls refused by a quota of [policy.quotas], by what and which quota",
+            ["what", "quota"],
+            registry=registry,
+        )
         self.warm_pool_ready = Gauge(
             "codemode_warm_pool_ready", "Warm sandboxes ready to take a run", registry=registry
         )

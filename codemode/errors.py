@@ -10,6 +10,8 @@ where, and what to do next.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AuthError",
     "AuthRequiredError",
@@ -23,6 +25,7 @@ __all__ = [
     "OutcomeUnknownError",
     "PlanRefusedError",
     "PolicyError",
+    "QuotaExceededError",
     "SandboxError",
     "SandboxUnavailableError",
     "ServerConnectionError",
@@ -119,6 +122,17 @@ class PolicyError(CodemodeError):
 class PlanRefusedError(PolicyError):
     """A run asked to follow a plan that cannot be used: unknown, not approved, expired, revoked,
     for another principal or tenant, or for other code. The message says which."""
+
+
+class QuotaExceededError(PolicyError):
+    """A principal or tenant has used up a quota of ``[policy.quotas]``: the run was refused
+    before it started (nothing ran). ``quota`` says which quota, its limit and what was used;
+    ``retry_after_s`` is when to try again (the window's end, or a guess for a free run slot)."""
+
+    def __init__(self, message: str, *, quota: dict[str, Any], retry_after_s: float) -> None:
+        self.quota = quota
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 class LedgerError(CodemodeError):

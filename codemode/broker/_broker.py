@@ -1,11 +1,11 @@
 """The broker: every call from the sandbox passes the gates, the ledger and the result filter.
 
-Per call, in order: map PII placeholders back to values → principal → tool identity →
-arguments → resource scope → budget (check) → consent (asking a person if needed) → budget
-(commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight call per
-key) → the MCP call (under the run's concurrency cap) → record the outcome → result filter →
-back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`); the
-broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
+Per call, in order: PII placeholders mapped back → principal → tool identity → arguments →
+resource scope → budget (check) → quota (check) → consent (asking a person if needed) → quota
+and budget (commit) → side effects (reserve in the ledger: idempotency, conflict, one in-flight
+call per key) → the MCP call (under the run's concurrency cap) → record the outcome → result
+filter → back to the program. Gates return decisions carrying facts (:mod:`codemode.broker._facts`);
+the broker folds them, so the order is written once, in :meth:`Broker.call_tool`.
 
 The broker knows nothing about Docker; the sandbox knows nothing about MCP. A denial is a
 value (``CallDenied``) that the runtime raises as a typed exception inside the program; the run
@@ -46,7 +46,9 @@ from codemode.broker.gates import (
     CatalogView,
     ConsentGate,
     PrincipalGate,
+    QuotaGate,
     ReadOnlyRunGate,
+    RunQuotas,
     ScopeGate,
     ServerGate,
     ToolGate,
@@ -141,6 +143,12 @@ class Broker:
         self._pinned = pinned = ToolGate(policy, catalog, pins)
         self.approvals = ApprovalFlow(policy, approvals, approver, recheck=PinRecheck(pinned), clock=clock)
         self.budget = BudgetGate(policy)
+        self._ledger_lane = anyio.CapacityLimiter(1)
+        """The ledger serialises its operations anyway (one connection, one lock): queue them here,
+        in async code, instead of parking a worker thread per concurrent call on that lock."""
+        quotas = policy.quotas.configured  # runs are counted where they start, calls by a gate
+        self.run_quotas = RunQuotas(policy.quotas, ledger.quotas) if quotas else None
+        self.quota = QuotaGate(policy.quotas, ledger.quotas, self._ledger_lane) if quotas else None
         principal = PrincipalGate(policy)
         # Identity and what is being asked first; then cost, so that nobody is asked to approve a
         # call the budget would refuse anyway; consent last. The budget is taken only after consent.
@@ -151,14 +159,12 @@ class Broker:
             ArgumentGate(policy),
             ScopeGate(),
             self.budget,
+            *([] if self.quota is None else [self.quota]),
         )
         self._read_gates: tuple[Gate, ...] = (principal, ServerGate(policy), self.budget)
         self._planned_gates = tuple(g for g in self._tool_gates if not isinstance(g, ArgumentGate))
         """A dry run's gates for a call holding a planned result, which no schema can check yet."""
         self._runs: dict[str, RunState] = {}
-        self._ledger_lane = anyio.CapacityLimiter(1)
-        """The ledger serialises its operations anyway (one connection, one lock): queue them here,
-        in async code, instead of parking a worker thread per concurrent call on that lock."""
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -182,6 +188,7 @@ class Broker:
             open_run=partial(self.open_run, binding, **options),
             close_run=self.close_run,
             record=record,
+            **({} if self.run_quotas is None else self.run_quotas.steps(binding, code_digest)),
         )
 
     def open_run(self, binding: RunBinding, **options: Unpack[RunOptions]) -> RunState:
@@ -283,7 +290,9 @@ class Broker:
             if isinstance(consent, Deny):
                 return await self._deny(call, consent, facts)
             facts = consent.facts
-        taken = self.budget.commit(call, facts)
+        # The shared quota first: a budget refusal then over-counts it by a call, never under.
+        taken = None if self.quota is None else await self.quota.commit(call, facts)
+        taken = taken or self.budget.commit(call, facts)
         if taken is not None:
             return await self._deny(call, taken, facts)
         outcome = await self._execute(call, facts)

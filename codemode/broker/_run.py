@@ -203,6 +203,8 @@ class RunScope:
         open_run: Callable[[], RunState],
         close_run: Callable[[str], RunSummary],
         record: Mapping[str, Any] | None = None,
+        begin: Callable[[], object] | None = None,
+        end: Callable[[], None] | None = None,
     ) -> None:
         self.binding = binding
         self._code_digest = code_digest
@@ -210,6 +212,10 @@ class RunScope:
         self._results = results
         self._open_run = open_run
         self._close_run = close_run
+        self._begin = begin or partial(ledger.begin_run, binding, code_digest)
+        """Records the run's start (and takes its quotas: it may raise ``QuotaExceededError``)."""
+        self._end = end
+        """Frees what the run held (its concurrent-run slot) once its end is recorded."""
         self._record = dict(record or {})
         """Fields of the run's ledger record however it ends (why codemode itself made the run)."""
         self._entered = False
@@ -232,7 +238,8 @@ class RunScope:
         self._entered = True
         # Recorded before it is opened: no call of the run can reach a server before the ledger
         # knows the run (a crash then leaves a "running" run that recovery marks interrupted).
-        await anyio.to_thread.run_sync(partial(self._ledger.begin_run, self.binding, self._code_digest))
+        # A refusal by a quota raises here: the run never opens (the ledger records the refusal).
+        await anyio.to_thread.run_sync(self._begin)
         self._state = self._open_run()
         return self
 
@@ -280,7 +287,11 @@ class RunScope:
         record = {"calls": summary.calls, "denials": summary.denials, **self._record}
         finish = partial(self._ledger.finish_run, self.binding.run_id, status, record)
         with anyio.CancelScope(shield=True):  # a cancelled run is recorded as such, not left "running"
-            await anyio.to_thread.run_sync(finish)
+            try:
+                await anyio.to_thread.run_sync(finish)
+            finally:
+                if self._end is not None:  # its slot is freed even if the end could not be written
+                    await anyio.to_thread.run_sync(self._end)
         if unfinished:
             raise RuntimeError(
                 f"run {self.binding.run_id} was left without finish(): it is recorded as interrupted; "

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.markup import escape
@@ -39,6 +39,7 @@ from codemode.cli._plan_view import plan_json, print_plan
 from codemode.cli._signals import run_until_signalled
 from codemode.config import BackendChoice, Config
 from codemode.engine import CodeMode, Plan, RunResult, section_boundary, section_marker
+from codemode.errors import QuotaExceededError
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -124,6 +125,16 @@ def _checked_limits(config: Config, wall_time: float | None, memory: int | None)
             hint="raise [sandbox] memory_mb in codemode.toml to allow more",
             code=EXIT_USAGE,
         )
+
+
+def _quota_refusal(exc: BaseException) -> QuotaExceededError | None:
+    """The quota refusal ``exc`` is (the engine's task groups may wrap it), or None."""
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = cast("BaseExceptionGroup[BaseException]", exc).split(QuotaExceededError)
+        if matched is None or rest is not None:
+            return None
+        return _quota_refusal(matched.exceptions[0])
+    return exc if isinstance(exc, QuotaExceededError) else None
 
 
 async def _run(
@@ -303,8 +314,10 @@ def run(
     asking; any other call asks as usual (or is denied under --no-input), and the summary counts it.
 
     \b
-    Exit status: 0 when the program succeeded (and its --verify check passed), 1 when it failed
-    or is unverified, 2 for usage errors.
+    Exit status: 0 when the program succeeded (and its --verify check passed), 1 when it failed,
+    is unverified or was refused by a quota of [policy.quotas] (it says which, and when to retry;
+    --json: {"status": "refused", "error": "quota_exceeded", "quota", "limit", "retry_after_s", …}),
+    2 for usage errors.
     --json prints {"status", "result", "stdout", "stderr", "error", "run_id", "calls", "duration_ms", …}.
     """
     if plan and with_plan is not None:
@@ -317,23 +330,33 @@ def run(
     approver: Approver | None = TerminalApprover(pause=spinner.paused) if asking else None
     elicitor: Elicitor | None = TerminalElicitor(pause=spinner.paused) if asking else None
     show_warnings()  # a server that did not start is said before the program runs
-    result = run_until_signalled(
-        _run,
-        code,
-        config_path,
-        backend,
-        principal,
-        tenant,
-        approver,
-        elicitor,
-        spinner,
-        wall_time,
-        memory,
-        plan,
-        with_plan,
-        verify,
-        compensate,
-    )
+    try:
+        result = run_until_signalled(
+            _run,
+            code,
+            config_path,
+            backend,
+            principal,
+            tenant,
+            approver,
+            elicitor,
+            spinner,
+            wall_time,
+            memory,
+            plan,
+            with_plan,
+            verify,
+            compensate,
+        )
+    except (QuotaExceededError, BaseExceptionGroup) as exc:  # refused before it started: exit 1
+        refused = _quota_refusal(exc)
+        if refused is None:
+            raise
+        if as_json:
+            print_json({"status": "refused", "error": "quota_exceeded", **refused.quota})
+        else:
+            stderr.print(f"[bold red]refused:[/] {escape(str(refused))}", markup=True, highlight=False)
+        sys.exit(1)
     if isinstance(result, Plan):
         if as_json:
             print_json(plan_json(result))

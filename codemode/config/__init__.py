@@ -24,6 +24,7 @@ from codemode.config._policy import (
     Risk,
     ScopeRule,
 )
+from codemode.config._quotas import QuotaLimits, QuotaPolicy
 from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
@@ -48,6 +49,8 @@ __all__ = [
     "PinsConfig",
     "PolicyConfig",
     "PrincipalPolicy",
+    "QuotaLimits",
+    "QuotaPolicy",
     "ResultPolicy",
     "Risk",
     "SandboxConfig",

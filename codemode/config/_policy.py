@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from codemode.config._quotas import QuotaPolicy
 from codemode.errors import PolicyError
 
 Risk = Literal["low", "medium", "high"]
@@ -196,6 +197,9 @@ class PolicyConfig(_Section):
     consent: ConsentPolicy = Field(default_factory=ConsentPolicy)
     budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
     results: ResultPolicy = Field(default_factory=ResultPolicy)
+    quotas: QuotaPolicy = Field(default_factory=QuotaPolicy)
+    """Runs, tool calls and money per minute/hour/day and concurrent runs, per principal and
+    tenant, counted in the ledger's database (see :mod:`codemode.config._quotas`)."""
     compensate: Literal["off", "on_failure"] = "off"
     """``on_failure``: a run that fails after side effects has them undone by the calls of
     ``[compensation]`` (as ``codemode run --compensate`` does)."""

@@ -85,6 +85,7 @@ from codemode.ledger._models import (
 )
 from codemode.ledger._open import open_ledger
 from codemode.ledger._plans import PlanRecord, plan_digest
+from codemode.ledger._quotas import MONEY_UNIT, QuotaBook, QuotaRefusal, SlotLimit, WindowLimit
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
 from codemode.ledger._skills import SkillBook, SkillVersion
@@ -113,6 +114,7 @@ __all__ = [
     "IN_FLIGHT",
     "KEY_FREEING",
     "KEY_HOLDING",
+    "MONEY_UNIT",
     "REPLAYABLE",
     "ApprovalConsumed",
     "ApprovalQuery",
@@ -137,6 +139,8 @@ __all__ = [
     "LedgerStateError",
     "LedgerStore",
     "PlanRecord",
+    "QuotaBook",
+    "QuotaRefusal",
     "ReadBack",
     "ReadBackVerdict",
     "ReadRecord",
@@ -152,6 +156,7 @@ __all__ = [
     "SessionBinding",
     "SkillBook",
     "SkillVersion",
+    "SlotLimit",
     "SqliteLedger",
     "SqliteStore",
     "StoreError",
@@ -160,6 +165,7 @@ __all__ = [
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",
+    "WindowLimit",
     "WorkspaceBook",
     "WorkspaceRecord",
     "approval_digest",

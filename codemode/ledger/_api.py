@@ -28,6 +28,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._plans import PlanRecord
+from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger.stores import RunFacet
 
@@ -136,6 +137,10 @@ class Ledger(Protocol):
         self, plan_id: str, *, digest: str, approver: str, expires_at: datetime, note: str | None = None
     ) -> PlanRecord: ...
     def revoke_plan(self, plan_id: str) -> PlanRecord: ...
+
+    # quotas (issue 42)
+    @property
+    def quotas(self) -> QuotaBook: ...
 
     # queries, integrity
     def get_call(self, call_id: str) -> CallRecord | None: ...

@@ -35,6 +35,7 @@ from codemode.ledger._models import (
     VerifyReport,
 )
 from codemode.ledger._plans import PlanRecord
+from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
@@ -437,6 +438,13 @@ class StoreLedger:
         """Workspaces' owners, live versions, sizes and last uses; their files stay in a directory
         (see :mod:`codemode.ledger._workspaces`)."""
         return WorkspaceBook(self._ctx)
+
+    # ── quotas (issue 42) ───────────────────────────────────────────────────────────────────
+
+    @property
+    def quotas(self) -> QuotaBook:
+        """Quota counters and run slots (see :mod:`codemode.ledger._quotas`)."""
+        return QuotaBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

@@ -39,7 +39,7 @@ from codemode.engine import (
     run_summary,
     server_index_line,
 )
-from codemode.errors import PlanRefusedError
+from codemode.errors import PlanRefusedError, QuotaExceededError
 from codemode.serve._consent import (
     CLIENT,
     Asker,
@@ -57,6 +57,7 @@ from codemode.serve._consent import (
 )
 from codemode.serve._drain import InFlight
 from codemode.serve._plan_approval import approve_by_asking
+from codemode.serve._quota import quota_refused
 from codemode.serve._skill_approval import SkillOffer, offer_proposals
 from codemode.serve._workspace_resources import WorkspaceMCPServer, resource_links
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover
@@ -161,6 +162,7 @@ class CodemodeServer:
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
         self._runs = InFlight()
+        """Background runs refused by a quota, by their pending token, until answered."""
         self.draining = False
         """Set by :meth:`drain`: new runs are turned away, with a word to retry elsewhere."""
         self.mcp = self._build()
@@ -277,6 +279,8 @@ class CodemodeServer:
                     )
                 except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
                     return _error(str(exc))
+                except QuotaExceededError as exc:
+                    return quota_refused(exc)
                 offers = await self._offer_skills(channel, result)
             return _call_result(result, offers)
 
@@ -449,6 +453,9 @@ class CodemodeServer:
                 )
             except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
                 await pending.events_in.send(_error(str(exc)))
+                return
+            except QuotaExceededError as exc:  # refused before it started: answered as such
+                await pending.events_in.send(quota_refused(exc))
                 return
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")

@@ -50,7 +50,13 @@ from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
 from codemode.ledger.stores._commit_signal import CommitSignal
-from codemode.ledger.stores._postgres_ddl import DDL, added_columns, added_tables
+from codemode.ledger.stores._postgres_ddl import (
+    DDL,
+    QUOTA_TABLES,
+    added_columns,
+    added_quota_tables,
+    added_tables,
+)
 from codemode.ledger.stores._postgres_tx import Connection, PostgresTransaction
 from codemode.ledger.stores._protocol import StoreError, Synchronous
 
@@ -339,6 +345,20 @@ class PostgresStore:
         }
         for statement in added_tables(present):
             tx.fetch(statement)
+        # -- quotas (issue 42) --
+        quota_present = {
+            str(r["tablename"])
+            for r in tx.fetch(
+                sql.SQL(
+                    "SELECT tablename FROM pg_tables "
+                    "WHERE schemaname = current_schema() AND tablename = ANY(%s)"
+                ),
+                (list(QUOTA_TABLES),),
+            )
+        }
+        for statement in added_quota_tables(quota_present):
+            tx.fetch(statement)
+        # -- end of quotas --
 
     def _add_columns(self, tx: PostgresTransaction) -> None:
         for table in ADDED_COLUMNS:

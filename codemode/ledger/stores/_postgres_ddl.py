@@ -70,6 +70,35 @@ _COLUMN_INDEXES: dict[str, Statement] = {
 }
 """The index of an added column, created with the column (in a new ledger and an older one)."""
 
+# -- quotas (issue 42) --------------------------------------------------------------------------
+# Counters and run slots of [policy.quotas]: outside the hash chain, so verify ignores them.
+QUOTA_TABLES: dict[str, tuple[Statement, ...]] = {
+    "quota_usage": (
+        sql.SQL(
+            'CREATE TABLE quota_usage (key TEXT COLLATE "C" PRIMARY KEY, '
+            'window_start TEXT COLLATE "C" NOT NULL, used BIGINT NOT NULL)'
+        ),
+    ),
+    "quota_slots": (
+        sql.SQL(
+            'CREATE TABLE quota_slots (run_id TEXT COLLATE "C" PRIMARY KEY, principal TEXT COLLATE "C" '
+            'NOT NULL, tenant TEXT COLLATE "C" NOT NULL, owner TEXT NOT NULL, expires_at TEXT COLLATE "C" '
+            "NOT NULL)"
+        ),
+        _index("quota_slots_principal", "quota_slots", ("principal",)),
+        _index("quota_slots_tenant", "quota_slots", ("tenant",)),
+    ),
+}
+"""Each quota table with its indexes: created with a new ledger, and in place in an older one."""
+
+
+def added_quota_tables(present: set[str]) -> list[Statement]:
+    """The statements creating the quota tables not in ``present``."""
+    return [statement for table, ddl in QUOTA_TABLES.items() if table not in present for statement in ddl]
+
+
+# -- end of quotas ------------------------------------------------------------------------------
+
 DDL: tuple[Statement, ...] = (
     sql.SQL('CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL)'),
     # seq is assigned by the writer (head + 1), never by a sequence: a gap then means a deleted
@@ -122,6 +151,7 @@ DDL: tuple[Statement, ...] = (
     ).format(_HOLDING),
     _index("runs_started", "runs", ("started_at",)),
     *_COLUMN_INDEXES.values(),
+    *added_quota_tables(set()),
 )
 
 

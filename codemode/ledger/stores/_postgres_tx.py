@@ -6,7 +6,7 @@ bound values; every psycopg error becomes a :class:`StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import psycopg
@@ -18,6 +18,7 @@ from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger.stores._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
 from codemode.ledger.stores._protocol import (
+    QUOTA_SLOT_COLUMNS,
     RUN_FACETS,
     ApprovalQuery,
     CallQuery,
@@ -256,6 +257,49 @@ class PostgresTransaction:
             statement,
             (query.tenant, query.principal, query.server, query.tool, query.args_digest, query.usable_at),
         )
+
+    # -- quotas (issue 42) ----------------------------------------------------------------------
+
+    def quota_usage(self, keys: Sequence[str]) -> dict[str, tuple[str, int]]:
+        rows = self.fetch(
+            sql.SQL("SELECT key, window_start, used FROM quota_usage WHERE key = ANY(%s::text[])"),
+            (list(keys),),
+        )
+        return {str(r["key"]): (str(r["window_start"]), int(cast(int, r["used"]))) for r in rows}
+
+    def set_quota_usage(self, key: str, window_start: str, used: int) -> None:
+        self.fetch(
+            sql.SQL(
+                "INSERT INTO quota_usage (key, window_start, used) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET window_start = EXCLUDED.window_start, used = EXCLUDED.used"
+            ),
+            (key, window_start, used),
+        )
+
+    def quota_slots(self, principal: str, tenant: str) -> list[Row]:
+        return self.fetch(
+            sql.SQL(
+                "SELECT run_id, principal, tenant, owner, expires_at FROM quota_slots "
+                "WHERE principal = %s OR tenant = %s"
+            ),
+            (principal, tenant),
+        )
+
+    def hold_quota_slot(self, slot: Mapping[str, str]) -> None:
+        self.fetch(
+            sql.SQL(
+                "INSERT INTO quota_slots (run_id, principal, tenant, owner, expires_at) "
+                "VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+            ),
+            [slot[c] for c in QUOTA_SLOT_COLUMNS],
+        )
+
+    def drop_quota_slots(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            self.fetch(sql.SQL("DELETE FROM quota_slots WHERE run_id = ANY(%s::text[])"), (list(run_ids),))
+
+    # -- end of quotas ----------------------------------------------------------------------------
 
     def integrity_problems(self) -> list[str]:
         # PostgreSQL checks its own pages; what can go missing here is a guard rail (an index

@@ -26,7 +26,7 @@ What a store must guarantee:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -107,6 +107,9 @@ Synchronous = Literal["full", "normal"]
 """How a store's commits reach stable storage: every one flushed (``full``), or a crash of the
 machine (SQLite) or the server (PostgreSQL) may lose the last few (``normal``); see
 :func:`codemode.ledger.open_ledger`."""
+
+QUOTA_SLOT_COLUMNS = ("run_id", "principal", "tenant", "owner", "expires_at")
+"""A concurrent-run slot of ``[policy.quotas]`` (quotas, issue 42), as a store keeps it."""
 
 RunFacet = Literal["principal", "tenant", "status"]
 RUN_FACETS: tuple[RunFacet, ...] = ("principal", "tenant", "status")
@@ -198,6 +201,30 @@ class StoreTransaction(Protocol):
         ...
 
     def approvals(self, query: ApprovalQuery) -> list[Row]: ...
+
+    # ── quotas (issue 42): counters and run slots, kept outside the hash chain ──
+    def quota_usage(self, keys: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """``key -> (window_start, used)`` for those of ``keys`` that have a counter."""
+        ...
+
+    def set_quota_usage(self, key: str, window_start: str, used: int) -> None:
+        """Create the counter ``key``, or overwrite it."""
+        ...
+
+    def quota_slots(self, principal: str, tenant: str) -> list[Row]:
+        """Every run slot held by ``principal`` or in ``tenant`` (:data:`QUOTA_SLOT_COLUMNS`),
+        expired or not: the caller decides which are live."""
+        ...
+
+    def hold_quota_slot(self, slot: Mapping[str, str]) -> None:
+        """Add a run slot (:data:`QUOTA_SLOT_COLUMNS`), or move an existing one's ``expires_at``."""
+        ...
+
+    def drop_quota_slots(self, run_ids: Sequence[str]) -> None:
+        """Remove these runs' slots (those that exist)."""
+        ...
+
+    # ── end of quotas ──
 
     def integrity_problems(self) -> list[str]:
         """What the store's own consistency check finds (empty: nothing)."""

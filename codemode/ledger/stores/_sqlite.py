@@ -26,9 +26,9 @@ import sqlite3
 import stat
 import threading
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from codemode.errors import LedgerError
 from codemode.ledger._chain import genesis_hash
@@ -36,6 +36,7 @@ from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
 from codemode.ledger.stores._commit_signal import CommitSignal
 from codemode.ledger.stores._protocol import (
+    QUOTA_SLOT_COLUMNS,
     RUN_FACETS,
     ApprovalQuery,
     CallQuery,
@@ -45,7 +46,7 @@ from codemode.ledger.stores._protocol import (
     StoreError,
     Synchronous,
 )
-from codemode.ledger.stores._sqlite_ddl import DDL, added_columns, added_tables
+from codemode.ledger.stores._sqlite_ddl import DDL, QUOTA_DDL, added_columns, added_tables
 from codemode.ledger.stores._sqlite_gate import WriterGate
 
 MEMORY = ":memory:"
@@ -294,6 +295,44 @@ class SqliteTransaction:
             (query.tenant, query.principal, query.server, query.tool, query.args_digest, query.usable_at),
         )
 
+    # -- quotas (issue 42) ----------------------------------------------------------------------
+
+    def quota_usage(self, keys: Sequence[str]) -> dict[str, tuple[str, int]]:
+        if not keys:
+            return {}
+        marks = ", ".join("?" for _ in keys)
+        query = f"SELECT key, window_start, used FROM quota_usage WHERE key IN ({marks})"  # noqa: S608
+        rows = self._all(query, list(keys))
+        return {str(r["key"]): (str(r["window_start"]), int(cast(int, r["used"]))) for r in rows}
+
+    def set_quota_usage(self, key: str, window_start: str, used: int) -> None:
+        self.execute(
+            "INSERT INTO quota_usage (key, window_start, used) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, used = excluded.used",
+            (key, window_start, used),
+        )
+
+    def quota_slots(self, principal: str, tenant: str) -> list[Row]:
+        return self._all(
+            "SELECT run_id, principal, tenant, owner, expires_at FROM quota_slots "
+            "WHERE principal = ? OR tenant = ?",
+            (principal, tenant),
+        )
+
+    def hold_quota_slot(self, slot: Mapping[str, str]) -> None:
+        self.execute(
+            "INSERT INTO quota_slots (run_id, principal, tenant, owner, expires_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET expires_at = excluded.expires_at",
+            [slot[c] for c in QUOTA_SLOT_COLUMNS],
+        )
+
+    def drop_quota_slots(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            marks = ", ".join("?" for _ in run_ids)
+            self.execute(f"DELETE FROM quota_slots WHERE run_id IN ({marks})", list(run_ids))  # noqa: S608
+
+    # -- end of quotas ----------------------------------------------------------------------------
+
     def integrity_problems(self) -> list[str]:
         quick = [str(r[0]) for r in self.execute("PRAGMA quick_check").fetchall()]
         return [] if quick == ["ok"] else ["SQLite integrity check: " + "; ".join(quick[:5])]
@@ -464,6 +503,8 @@ class SqliteStore:
                     for statement in added_columns(table, present):
                         tx.execute(statement)
                 for statement in added_tables():
+                    tx.execute(statement)
+                for statement in QUOTA_DDL:  # quotas (issue 42)
                     tx.execute(statement)
 
     def close(self) -> None:

@@ -21,6 +21,20 @@ _COLUMN_INDEXES: dict[str, str] = {
 }
 """The index of an added column, created with the column (in a new ledger and an older one)."""
 
+# -- quotas (issue 42) --------------------------------------------------------------------------
+# Counters and run slots of [policy.quotas]: kept outside the hash chain (they change on every
+# run and call, and say nothing a run's or call's own record does not), so verify ignores them.
+QUOTA_DDL: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS quota_usage (key TEXT PRIMARY KEY, window_start TEXT NOT NULL, "
+    "used INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS quota_slots (run_id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
+    "tenant TEXT NOT NULL, owner TEXT NOT NULL, expires_at TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS quota_slots_principal ON quota_slots (principal)",
+    "CREATE INDEX IF NOT EXISTS quota_slots_tenant ON quota_slots (tenant)",
+)
+"""Created with a new ledger and, in place, in an older one (every statement is IF NOT EXISTS)."""
+# -- end of quotas ------------------------------------------------------------------------------
+
 DDL: tuple[str, ...] = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # seq is assigned by the writer (head + 1), never by AUTOINCREMENT: a gap then means a
@@ -63,6 +77,7 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS calls_key ON calls (idem_key, attempt)",
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
     *_COLUMN_INDEXES.values(),
+    *QUOTA_DDL,
 )
 
 
