@@ -103,6 +103,7 @@ def _cli(config: Path, *args: str, stdin: str = "") -> subprocess.CompletedProce
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=180, check=False)
 
 
+@pytest.mark.integration
 def test_a_plan_approved_in_the_console_runs_with_the_plan_without_asking(
     console_url: str, console_workspace: Path
 ) -> None:
@@ -133,6 +134,7 @@ def test_a_plan_approved_in_the_console_runs_with_the_plan_without_asking(
     assert sorted(sent) == [("add_note", "succeeded"), ("get_customer", "succeeded")]
 
 
+@pytest.mark.integration
 def test_an_operator_revokes_a_skill_on_a_running_server(
     console_url: str, console_workspace: Path, tmp_path: Path
 ) -> None:
