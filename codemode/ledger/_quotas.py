@@ -26,6 +26,7 @@ from codemode.calls import RunBinding
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._events import emit
 from codemode.ledger._owner import owner_alive
+from codemode.ledger._runs import started_fields
 from codemode.ledger._stored import stored_summary
 from codemode.ledger._time import later, to_text
 from codemode.ledger.stores import StoreTransaction
@@ -177,17 +178,7 @@ class QuotaBook:
             now = ctx.now()
             refusal, updates = _window_refusal(tx, windows, {"runs": 1}, now)
             refusal = refusal or _slot_refusal(ctx, tx, binding, slots, now)
-            fields = {
-                "run_id": binding.run_id,
-                "principal": binding.principal,
-                "tenant": binding.tenant,
-                "trace_id": binding.trace_id,
-                "session_id": binding.session_id,
-                "code_digest": code_digest,
-                "status": "running",
-                "owner": ctx.owner,
-                "started_at": to_text(now),
-            }
+            fields = started_fields(ctx, binding, code_digest, now)
             row = emit(ctx, tx, "run_started", binding.run_id, fields)
             if refusal is not None:
                 summary = stored_summary({"refused": {"gate": "quota", **refusal.as_dict()}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from codemode.calls import RunBinding
@@ -16,19 +17,26 @@ from codemode.ledger._time import to_text
 from codemode.ledger.stores import RunFacet, RunQuery
 
 
+def started_fields(
+    ctx: LedgerContext, binding: RunBinding, code_digest: str, now: datetime
+) -> dict[str, Any]:
+    """The ``run_started`` event's fields: who runs what, from when, owned by this ledger."""
+    return {
+        "run_id": binding.run_id,
+        "principal": binding.principal,
+        "tenant": binding.tenant,
+        "trace_id": binding.trace_id,
+        "session_id": binding.session_id,
+        "code_digest": code_digest,
+        "status": "running",
+        "owner": ctx.owner,
+        "started_at": to_text(now),
+    }
+
+
 def begin_run(ctx: LedgerContext, binding: RunBinding, code_digest: str) -> RunRecord:
     with ctx.write() as tx:
-        fields = {
-            "run_id": binding.run_id,
-            "principal": binding.principal,
-            "tenant": binding.tenant,
-            "trace_id": binding.trace_id,
-            "session_id": binding.session_id,
-            "code_digest": code_digest,
-            "status": "running",
-            "owner": ctx.owner,
-            "started_at": to_text(ctx.now()),
-        }
+        fields = started_fields(ctx, binding, code_digest, ctx.now())
         row = emit(ctx, tx, "run_started", binding.run_id, fields)
     return run_record(row)
 
