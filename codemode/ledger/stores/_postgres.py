@@ -340,25 +340,11 @@ class PostgresStore:
                     "SELECT tablename FROM pg_tables "
                     "WHERE schemaname = current_schema() AND tablename = ANY(%s)"
                 ),
-                (list(ADDED_TABLES),),
+                ([*ADDED_TABLES, *QUOTA_TABLES],),
             )
         }
-        for statement in added_tables(present):
+        for statement in [*added_tables(present), *added_quota_tables(present)]:
             tx.fetch(statement)
-        # -- quotas (issue 42) --
-        quota_present = {
-            str(r["tablename"])
-            for r in tx.fetch(
-                sql.SQL(
-                    "SELECT tablename FROM pg_tables "
-                    "WHERE schemaname = current_schema() AND tablename = ANY(%s)"
-                ),
-                (list(QUOTA_TABLES),),
-            )
-        }
-        for statement in added_quota_tables(quota_present):
-            tx.fetch(statement)
-        # -- end of quotas --
 
     def _add_columns(self, tx: PostgresTransaction) -> None:
         for table in ADDED_COLUMNS:
