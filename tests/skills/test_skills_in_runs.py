@@ -2,7 +2,8 @@
 importable and the ledger names it on each call it makes; its calls pass every gate as the
 caller's; a principal without crm, and another tenant, never see it; a run's proposal is
 unusable until a person (not its proposer) approves it, then imported in another session; a
-changed tool pin makes it stale and unusable."""
+changed tool pin makes it stale and unusable. Each test runs on a SQLite and on a PostgreSQL ledger
+(the ``ledger_toml`` fixture in conftest.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from codemode.cli._main import cli
 from codemode.config import Config, load_config
 from codemode.host import McpHost
 from codemode.ledger import CallRecord, StoreLedger, open_ledger
-from tests.skills._deployment import SKILL, skill_cli, skill_json
+from tests.skills._deployment import SKILL, LedgerToml, skill_cli, skill_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -99,14 +100,14 @@ class Deployment:
 
 
 @pytest.fixture
-async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
+async def deployment(tmp_path: Path, ledger_toml: LedgerToml) -> AsyncIterator[Deployment]:
     servers = "".join(
         f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(EXAMPLES / f'{name}_server.py'))}]\ntrusted = true\n\n"
         for name in ("crm", "docs")
     )
     path = tmp_path / "codemode.toml"
-    path.write_text(servers + POLICY, encoding="utf-8")
+    path.write_text(servers + POLICY + ledger_toml(), encoding="utf-8")
     config = load_config(path)
     async with McpHost(config) as host:
         lock = load_lock(config.lock_path)
