@@ -53,7 +53,9 @@ def test_codemode_tree_lists_and_prints_the_tenants_skills(
 ) -> None:
     config = make_deployment(tmp_path, '[policy.principals.local]\ntenants = ["default", "acme"]\n')
     tree = ["tree", "--config", str(config)]
-    assert "skills/" not in CliRunner().invoke(cli, tree).output, "no ledger yet: no skills"
+    before = CliRunner().invoke(cli, tree)
+    assert before.exit_code == 0 and "servers/" in before.output, before.output
+    assert "skills/" not in before.output, "no ledger yet: no skills"
     skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)), "--tenant", "acme")
     root = CliRunner().invoke(cli, [*tree, "--json", "--tenant", "acme"])
     assert {
