@@ -22,6 +22,7 @@ __all__ = [
     "LedgerError",
     "MissingSecretError",
     "NameCollisionError",
+    "NoLedgerError",
     "OutcomeUnknownError",
     "PlanRefusedError",
     "PolicyError",
@@ -137,6 +138,11 @@ class QuotaExceededError(PolicyError):
 
 class LedgerError(CodemodeError):
     """The operation ledger cannot be opened, written or verified."""
+
+
+class NoLedgerError(LedgerError):
+    """No ledger exists where one was opened without ``create`` (a SQLite file, or a database
+    without the ledger's tables): nothing was ever recorded there."""
 
 
 class ServerUnavailableError(ServerConnectionError):

@@ -109,14 +109,17 @@ def with_skills(
     """The ``view`` of the ``approved`` tree with ``skills/``: the saved skills a run of
     ``principal`` in ``tenant`` is offered, as the engine offers them; None when the tenant has no
     approved skill (nor a ledger yet: nothing was ever saved), before ``approved`` is rendered."""
+    from codemode.errors import NoLedgerError
     from codemode.ledger import open_ledger
     from codemode.skills import offered_skills
 
     who, where = config.policy.identity(principal, tenant)
     location = config.ledger_location()
-    if isinstance(location, Path) and not location.exists():
+    try:
+        ledger = open_ledger(location, create=False, recover=False)
+    except NoLedgerError:  # no file, or a database no run has written to yet
         return None
-    with open_ledger(location, create=False, recover=False) as ledger:
+    with ledger:
         rules = config.policy.principal(who)
         if rules is None or where not in rules.tenants or not ledger.skills.active(where):
             return None  # as offered_skills decides, without rendering the tree for it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from codemode.catalog import (
     tool_hash,
 )
 from codemode.cli._main import cli
+from codemode.config import load_config
+from codemode.ledger import SqliteLedger, open_ledger
 from codemode.stubs import VirtualTree, render_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,6 +86,20 @@ def deployment(root: Path, extra: str = "") -> Path:
     )
     approve_tools(root)
     return config
+
+
+LedgerToml = Callable[[], str]
+"""``ledger_toml()`` (the fixture in tests/skills/conftest.py): a ``[ledger]`` section naming a
+new, empty ledger of the test's backend ("" for SQLite: the default file beside the config)."""
+
+MakeDeployment = Callable[..., Path]
+"""``make_deployment(root, extra="")`` (the fixture in tests/skills/conftest.py): :func:`deployment`
+on the test's ledger backend, SQLite or PostgreSQL; a new ledger for each call."""
+
+
+def deployment_ledger(config: Path) -> SqliteLedger:
+    """The ledger ``config`` names (a SQLite file or a PostgreSQL database), opened."""
+    return open_ledger(load_config(config).ledger_location())
 
 
 def skill_cli(config: Path, *args: str) -> Result:

@@ -10,8 +10,14 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
-from codemode.ledger import open_ledger
-from tests.skills._deployment import SKILL, approve_tools, deployment, skill_cli, skill_json
+from tests.skills._deployment import (
+    SKILL,
+    MakeDeployment,
+    approve_tools,
+    deployment_ledger,
+    skill_cli,
+    skill_json,
+)
 
 
 def _file(root: Path, text: str, name: str = "company.py") -> Path:
@@ -20,8 +26,8 @@ def _file(root: Path, text: str, name: str = "company.py") -> Path:
     return path
 
 
-def test_add_list_show_and_tenants_apart(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+def test_add_list_show_and_tenants_apart(tmp_path: Path, make_deployment: MakeDeployment) -> None:
+    config = make_deployment(tmp_path)
     added = skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)), "--tenant", "acme")
     assert (added["version"], added["status"], added["approved_by"]) == (1, "approved", "cli")
     assert added["description"] == "Customer helpers."
@@ -42,10 +48,14 @@ def test_add_list_show_and_tenants_apart(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no skill 'customers' in tenant 'globex'" in missing.output
 
 
-def test_codemode_tree_lists_and_prints_the_tenants_skills(tmp_path: Path) -> None:
-    config = deployment(tmp_path, '[policy.principals.local]\ntenants = ["default", "acme"]\n')
+def test_codemode_tree_lists_and_prints_the_tenants_skills(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
+    config = make_deployment(tmp_path, '[policy.principals.local]\ntenants = ["default", "acme"]\n')
     tree = ["tree", "--config", str(config)]
-    assert "skills/" not in CliRunner().invoke(cli, tree).output, "no ledger yet: no skills"
+    before = CliRunner().invoke(cli, tree)
+    assert before.exit_code == 0 and "servers/" in before.output, before.output
+    assert "skills/" not in before.output, "no ledger yet: no skills"
     skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)), "--tenant", "acme")
     root = CliRunner().invoke(cli, [*tree, "--json", "--tenant", "acme"])
     assert {
@@ -61,8 +71,10 @@ def test_codemode_tree_lists_and_prints_the_tenants_skills(tmp_path: Path) -> No
     assert other.exit_code == 1 and "no such file" in other.output
 
 
-def test_a_bad_skill_is_refused_with_the_line_and_nothing_is_saved(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+def test_a_bad_skill_is_refused_with_the_line_and_nothing_is_saved(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
+    config = make_deployment(tmp_path)
     bad = _file(tmp_path, SKILL.replace("from servers.crm import get_customer", "import requests"))
     refused = skill_cli(config, "add", "customers", str(bad))
     assert refused.exit_code == 2
@@ -75,8 +87,10 @@ def test_a_bad_skill_is_refused_with_the_line_and_nothing_is_saved(tmp_path: Pat
     assert [r["version"] for r in skill_json(config, "list")] == [1]
 
 
-def test_a_changed_tool_makes_the_skill_stale_until_reapproved(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+def test_a_changed_tool_makes_the_skill_stale_until_reapproved(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
+    config = make_deployment(tmp_path)
     skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)))
     approve_tools(tmp_path, description="Look up one customer, now with their plan.")
     [row] = skill_json(config, "list")
@@ -94,8 +108,8 @@ def test_a_changed_tool_makes_the_skill_stale_until_reapproved(tmp_path: Path) -
     assert nothing.exit_code == 1 and "nothing to approve" in nothing.output
 
 
-def test_revoke_and_rollback(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+def test_revoke_and_rollback(tmp_path: Path, make_deployment: MakeDeployment) -> None:
+    config = make_deployment(tmp_path)
     skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)))
     second = SKILL.replace('"company"', '"name"')
     skill_json(config, "add", "customers", str(_file(tmp_path, second, "v2.py")), "--update")
@@ -113,11 +127,13 @@ def test_revoke_and_rollback(tmp_path: Path) -> None:
     assert nothing.exit_code == 1 and "no version 9 to roll back to" in nothing.output
 
 
-def test_export_then_import_elsewhere_and_a_tampered_export_is_refused(tmp_path: Path) -> None:
+def test_export_then_import_elsewhere_and_a_tampered_export_is_refused(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
     there.mkdir()
-    source_config, target_config = deployment(here), deployment(there)
+    source_config, target_config = make_deployment(here), make_deployment(there)
     skill_json(source_config, "add", "customers", str(_file(here, SKILL)))
     exported = here / "customers.json"
     assert skill_cli(source_config, "export", "customers", "-o", str(exported)).exit_code == 0
@@ -135,11 +151,13 @@ def test_export_then_import_elsewhere_and_a_tampered_export_is_refused(tmp_path:
     assert skill_json(target_config, "list")[0]["active"] is True
 
 
-def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy_says_so(tmp_path: Path) -> None:
-    config = deployment(tmp_path, "[policy.principals.trusted]\napprove_own_skills = true\n")
+def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy_says_so(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
+    config = make_deployment(tmp_path, "[policy.principals.trusted]\napprove_own_skills = true\n")
     # What a run's proposal stores, as `skill add` computes it for this deployment.
     pinned = skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)), "--tenant", "elsewhere")
-    with open_ledger(tmp_path / "codemode.db") as ledger:
+    with deployment_ledger(config) as ledger:
         for by in ("bot", "trusted"):
             ledger.skills.propose(
                 "default",
@@ -156,7 +174,7 @@ def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy_says_
     assert refused.exit_code == 2 and "may not approve it" in refused.output
     assert skill_json(config, "approve", "from_trusted", "--by", "trusted")["status"] == "approved"
     assert skill_json(config, "approve", "from_bot", "--by", "carol")["approved_by"] == "carol"
-    with open_ledger(tmp_path / "codemode.db") as ledger:
+    with deployment_ledger(config) as ledger:
         ledger.skills.propose(
             "default",
             "stale_one",
@@ -172,8 +190,8 @@ def test_a_runs_proposal_is_not_approved_by_its_proposer_unless_the_policy_says_
     assert changed.exit_code == 1 and "changed since it was proposed" in changed.output
 
 
-def test_the_ledger_verifies_after_skill_commands(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+def test_the_ledger_verifies_after_skill_commands(tmp_path: Path, make_deployment: MakeDeployment) -> None:
+    config = make_deployment(tmp_path)
     skill_json(config, "add", "customers", str(_file(tmp_path, SKILL)))
     skill_json(config, "revoke", "customers")
     verified = CliRunner().invoke(cli, ["ledger", "verify", "--config", str(config)])

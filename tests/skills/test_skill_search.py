@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from codemode.cli._main import cli
-from tests.skills._deployment import SKILL, approve_tools, deployment, skill_cli, skill_json
+from tests.skills._deployment import SKILL, MakeDeployment, approve_tools, skill_cli, skill_json
 
 POLICY = """
 [policy.principals.local]
@@ -58,9 +58,9 @@ def _file(root: Path, name: str, text: str) -> str:
 
 
 def test_an_approved_skill_is_found_for_its_tenant_only_and_changes_no_one_elses_scores(
-    tmp_path: Path,
+    tmp_path: Path, make_deployment: MakeDeployment
 ) -> None:
-    config = deployment(tmp_path, POLICY)
+    config = make_deployment(tmp_path, POLICY)
     eve_before = search(config, QUERY, "--principal", "eve")
     local_before = search(config, QUERY)
     skill_json(config, "add", "customers", _file(tmp_path, "customers", SKILL), "--tenant", "acme")
@@ -89,8 +89,10 @@ def test_an_approved_skill_is_found_for_its_tenant_only_and_changes_no_one_elses
     assert read.exit_code == 1 and "no such file" in read.output
 
 
-def test_a_proposed_skill_is_not_found_and_a_revoked_one_is_gone_at_once(tmp_path: Path) -> None:
-    config = deployment(tmp_path, POLICY)
+def test_a_proposed_skill_is_not_found_and_a_revoked_one_is_gone_at_once(
+    tmp_path: Path, make_deployment: MakeDeployment
+) -> None:
+    config = make_deployment(tmp_path, POLICY)
     # Proposed in acme (imported from an export, as a run's proposal would be): not approved.
     skill_json(config, "add", "billing", _file(tmp_path, "billing", INVOICES), "--tenant", "default")
     exported = tmp_path / "billing.json"
@@ -110,8 +112,8 @@ def test_a_proposed_skill_is_not_found_and_a_revoked_one_is_gone_at_once(tmp_pat
     assert after == search(config, QUERY, "--principal", "eve"), "again the search of tools alone"
 
 
-def test_a_stale_skill_is_not_found_until_reapproved(tmp_path: Path) -> None:
-    config = deployment(tmp_path, POLICY)
+def test_a_stale_skill_is_not_found_until_reapproved(tmp_path: Path, make_deployment: MakeDeployment) -> None:
+    config = make_deployment(tmp_path, POLICY)
     skill_json(config, "add", "customers", _file(tmp_path, "customers", SKILL))
     assert search(config, QUERY)[0]["module"] == "skills.customers"
     approve_tools(tmp_path, description="Look up one customer, now with their plan.")

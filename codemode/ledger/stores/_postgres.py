@@ -46,7 +46,7 @@ from psycopg import errors, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-from codemode.errors import LedgerError
+from codemode.errors import LedgerError, NoLedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
 from codemode.ledger.stores._commit_signal import CommitSignal
@@ -318,7 +318,7 @@ class PostgresStore:
                         "or was tampered with; keep the database for inspection and start a new ledger"
                     )
                 if not create:
-                    raise LedgerError(
+                    raise NoLedgerError(
                         f"no ledger in {self._location} (schema {self._schema}): it is created by the "
                         "first run that makes a call"
                     )

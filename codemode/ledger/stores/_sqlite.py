@@ -30,7 +30,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from codemode.errors import LedgerError
+from codemode.errors import LedgerError, NoLedgerError
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
@@ -374,7 +374,7 @@ class SqliteStore:
         if file is not None:
             if not file.exists():
                 if not create:
-                    raise LedgerError(
+                    raise NoLedgerError(
                         f"no ledger at {file}: it is created by the first run that makes a call"
                     )
                 try:
