@@ -16,6 +16,7 @@ from rich.table import Table
 
 from codemode._redaction import redact_secrets, redact_value
 from codemode.calls import CallFailed, CallPlanned, ToolError
+from codemode.cli._archive_cmd import archive
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -27,7 +28,6 @@ from codemode.cli._common import (
     stderr,
     stdout,
 )
-from codemode.cli._archive_cmd import archive
 from codemode.cli._compensate_cmd import compensate, failed_compensations
 from codemode.cli._evidence import show_evidence
 from codemode.engine import recorded_outcome

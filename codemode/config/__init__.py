@@ -25,11 +25,11 @@ from codemode.config._policy import (
     ScopeRule,
 )
 from codemode.config._quotas import QuotaLimits, QuotaPolicy
+from codemode.config._retention import LedgerRetention
 from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
 from codemode.config._starter import ServerEntry, demo_servers, no_servers_hint, starter_config
-from codemode.config._retention import LedgerRetention
 from codemode.config._workspace import WorkspaceConfig
 
 __all__ = [

@@ -180,9 +180,9 @@ def archive_ledger(
             f"refusing to archive: verify finds {len(report.problems)} problem(s), the first "
             f"{first.kind} at {first.where}: {first.detail}. Run 'codemode ledger verify'."
         )
-    before_text, now_text = to_text(before), to_text(now)
+    before_text, now_text, ledger_id = to_text(before), to_text(now), _ledger_id(ledger)
     with _directory_lock(directory):
-        resumed = None if dry_run else _finish_pending(ledger, directory, ledger_id=_ledger_id(ledger))
+        resumed = None if dry_run else _finish_pending(ledger, directory, ledger_id)
         with ledger.store.transaction(write=False) as tx:
             boundary = tx.archived()
             limit, why = _limit(tx, now_text)
@@ -192,7 +192,7 @@ def archive_ledger(
                 for _ in prefix:
                     pass
             else:
-                segment = write_segment(directory, _ledger_id(ledger), prefix, now_text)
+                segment = write_segment(directory, ledger_id, prefix, now_text)
         if segment is not None:
             try:
                 _commit(ledger, segment, boundary)

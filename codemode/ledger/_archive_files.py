@@ -107,12 +107,9 @@ def write_segment(
             line = _event_line(event)
             handle.write(line)
             digest.update(line.encode("utf-8"))
+            seen[1:] = [event] if seen else []
             if not seen:
                 seen.append(event)
-            elif len(seen) == 1:
-                seen.append(event)
-            else:
-                seen[1] = event
             count += 1
 
     pending = directory / _PENDING

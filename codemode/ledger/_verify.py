@@ -229,7 +229,8 @@ def _check_boundary(boundary: tuple[int, str] | None, archived: tuple[int, str],
         problems.add(
             "archive_mismatch",
             "archive",
-            f"the archive ends at event {archived[0]}, the database says events 1..{boundary[0]} were archived",
+            f"the archive ends at event {archived[0]}, "
+            f"the database says events 1..{boundary[0]} were archived",
         )
     elif archived[1] != boundary[1]:
         problems.add(

@@ -223,7 +223,8 @@ class SqliteTransaction:
         self.execute(APPEND_ONLY_DELETE)
         for key, value in (("archived_seq", str(through[0])), ("archived_hash", through[1])):
             self.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
 
