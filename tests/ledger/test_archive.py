@@ -82,7 +82,11 @@ def test_archived_events_leave_the_database_and_both_verifies_pass(
 
     plain = store.verify()
     assert plain.ok, plain.problems
-    assert (plain.archive_checked, plain.archived_seq, plain.rows_not_rechecked) == (False, result.last_seq, 2)
+    assert (plain.archive_checked, plain.archived_seq, plain.rows_not_rechecked) == (
+        False,
+        result.last_seq,
+        2,
+    )
 
     # The rows stay for queries; the ledger keeps writing, and the chain still links.
     old = store.get_run("old-1")
@@ -138,7 +142,9 @@ def test_a_tampered_segment_fails_even_with_its_digest_recomputed(
     assert all(kind != "archive_segment" for kind, _ in found)
 
 
-def test_open_work_is_not_archived_until_it_settles(store: SqliteLedger, clock: FakeClock, tmp_path: Path) -> None:
+def test_open_work_is_not_archived_until_it_settles(
+    store: SqliteLedger, clock: FakeClock, tmp_path: Path
+) -> None:
     folder = tmp_path / "archive"
     settled_run(store, "old-1", unknown=True)
     clock.advance(10 * DAY)
