@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from codemode.errors import LedgerError
-from codemode.ledger._archive_files import Segment, file_digest, list_segments, remove_segment, write_segment
+from codemode.ledger._archive_files import Segment, file_digest, list_segments, write_segment
 from codemode.ledger._ledger import StoreLedger
 from codemode.ledger._states import CALL_STATES, FINAL
 from codemode.ledger._time import to_text
@@ -142,8 +142,8 @@ def _commit(ledger: StoreLedger, segment: Segment, expected: tuple[int, str] | N
         boundary = tx.archived()
         if boundary != expected or tx.event_hash(segment.last_seq) != segment.last_hash:
             raise LedgerError(
-                f"the ledger changed while {segment.name} was written (another archive ran?): "
-                "nothing was deleted; run the archive again"
+                f"the ledger changed while {segment.name} was written (another archive of it ran?): "
+                "nothing was deleted; run the archive again, which finishes or reports that segment"
             )
         tx.drop_archived((segment.last_seq, segment.last_hash))
 
@@ -194,11 +194,9 @@ def archive_ledger(
             else:
                 segment = write_segment(directory, ledger_id, prefix, now_text)
         if segment is not None:
-            try:
-                _commit(ledger, segment, boundary)
-            except LedgerError:
-                remove_segment(segment)
-                raise
+            # On any failure the segment stays: if the commit did happen (a connection lost
+            # while committing), it is part of the archive; if not, the next run finishes it.
+            _commit(ledger, segment, boundary)
     start = 1 if boundary is None else boundary[0] + 1
     return ArchiveResult(
         directory=str(directory),

@@ -149,13 +149,6 @@ def write_segment(
     return segment
 
 
-def remove_segment(segment: Segment) -> None:
-    """Remove a segment's files (the manifest first, so no manifest outlives its events)."""
-    segment.manifest.unlink(missing_ok=True)
-    segment.path.unlink(missing_ok=True)
-    _fsync_directory(segment.path.parent)
-
-
 def _parse_manifest(path: Path) -> Segment:
     try:
         data: object = json.loads(path.read_text(encoding="utf-8"))

@@ -33,7 +33,11 @@ class ArchiveReader:
 
     def _chosen(self) -> list[Segment]:
         if not self.directory.is_dir():
-            self._problem(str(self.directory), "no such archive directory")
+            if self.through:
+                self._problem(
+                    str(self.directory),
+                    f"no such archive directory, and events 1..{self.through} are archived",
+                )
             return []
         segments, unreadable = list_segments(self.directory)
         for text in unreadable:

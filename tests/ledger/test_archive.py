@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import codemode.ledger._archive as archiving
 from codemode.calls import RunBinding, ToolResult
 from codemode.errors import LedgerError
 from codemode.ledger import Fresh, SqliteLedger, archive_ledger
@@ -131,8 +133,6 @@ def test_a_tampered_segment_fails_even_with_its_digest_recomputed(
     segment.write_text("".join(lines), encoding="utf-8")
     assert ("archive_segment", result.segment) in kinds(store, archive_dir=folder)
 
-    import hashlib
-
     manifest_file = folder / result.segment.replace(".jsonl", ".manifest.json")
     manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     manifest["sha256"] = hashlib.sha256(segment.read_bytes()).hexdigest()
@@ -169,8 +169,6 @@ def test_open_work_is_not_archived_until_it_settles(
 def test_a_crash_between_writing_and_deleting_is_finished_by_the_next_run(
     store: SqliteLedger, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import codemode.ledger._archive as archiving
-
     folder = tmp_path / "archive"
     cutoff = old_and_new(store, clock)
     events_before = len(store.events())
@@ -246,3 +244,48 @@ def test_sqlite_still_refuses_any_other_delete_of_events(
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("DELETE FROM events")
     conn.close()
+
+
+def test_verify_with_a_missing_archive_directory_fails_only_once_events_are_archived(
+    store: SqliteLedger, clock: FakeClock, tmp_path: Path
+) -> None:
+    cutoff = old_and_new(store, clock)
+    assert store.verify(archive=tmp_path / "nowhere").ok  # nothing archived yet: nothing missing
+    archive(store, clock, cutoff, tmp_path / "archive")
+    found = kinds(store, archive_dir=tmp_path / "nowhere")
+    assert ("archive_segment", str(tmp_path / "nowhere")) in found
+
+
+def test_a_leftover_segment_that_does_not_match_the_database_is_refused(
+    store: SqliteLedger, clock: FakeClock, tmp_path: Path
+) -> None:
+    folder = tmp_path / "archive"
+    cutoff = old_and_new(store, clock)
+    folder.mkdir()
+    stray = folder / "events-000000000001-000000000002.manifest.json"
+    stray.write_text(
+        json.dumps(
+            {
+                "format": "codemode-ledger-archive-v1",
+                "ledger_id": _ledger_id(store),
+                "first_seq": 1,
+                "last_seq": 2,
+                "prev_hash": "x",
+                "last_hash": "not-the-hash",
+                "events": 2,
+                "sha256": "0" * 64,
+                "created_at": "2026-01-01T00:00:00.000000Z",
+            }
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(LedgerError, match="do not match the database"):
+        archive(store, clock, cutoff, folder)
+    assert store.events()[0].seq == 1  # nothing was deleted
+
+
+def _ledger_id(store: SqliteLedger) -> str:
+    with store.store.transaction(write=False) as tx:
+        found = tx.ledger_id()
+    assert found is not None
+    return found

@@ -96,5 +96,5 @@ def test_retention_settings_are_checked_for_shape() -> None:
     assert config.ledger.retention.archive_after_days == 7
     with pytest.raises(ConfigError, match="archive_after_days"):
         config_from_mapping({"ledger": {"retention": {"archive_after_days": 0}}})
-    with pytest.raises(ConfigError, match="retention.keep"):
+    with pytest.raises(ConfigError, match=r"retention\.keep"):
         config_from_mapping({"ledger": {"retention": {"keep": True}}})

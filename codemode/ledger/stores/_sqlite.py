@@ -218,7 +218,7 @@ class SqliteTransaction:
 
     def drop_archived(self, through: tuple[int, str]) -> None:
         # DDL is transactional in SQLite: a failure or crash before COMMIT leaves the guard in place.
-        self.execute("DROP TRIGGER events_append_only_delete")
+        self.execute("DROP TRIGGER IF EXISTS events_append_only_delete")
         self.execute("DELETE FROM events WHERE seq <= ?", (through[0],))
         self.execute(APPEND_ONLY_DELETE)
         for key, value in (("archived_seq", str(through[0])), ("archived_hash", through[1])):
