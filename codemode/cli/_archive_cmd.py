@@ -76,6 +76,7 @@ def archive(
 
     \b
     codemode ledger archive --before 2026-01-01 --dry-run
+    codemode ledger archive       [ledger.retention] archive_after_days ago: run it daily from a timer
     codemode ledger verify --archive ledger-archive     check the archive and the database as one chain
     """
     config = load(config_path)
