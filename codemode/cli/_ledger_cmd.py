@@ -16,6 +16,7 @@ from rich.table import Table
 
 from codemode._redaction import redact_secrets, redact_value
 from codemode.calls import CallFailed, CallPlanned, ToolError
+from codemode.cli._archive_cmd import archive
 from codemode.cli._common import (
     EXIT_USAGE,
     config_option,
@@ -37,7 +38,6 @@ from codemode.ledger import (
     LedgerEvent,
     RunRecord,
     SqliteLedger,
-    VerifyReport,
     filter_summary,
     open_ledger,
     run_evidence,
@@ -142,6 +142,7 @@ def ledger() -> None:
     codemode ledger reconcile             calls whose outcome is unknown, and what to do
     codemode ledger reconcile ID --failed --evidence "no note in CRM at 10:02"
     codemode ledger compensate RUN        undo a failed run's side effects (--dry-run first)
+    codemode ledger archive --before DATE move old events to archive files (verify --archive DIR)
     """
 
 
@@ -342,10 +343,6 @@ def _parse_anchor(value: str | None) -> tuple[int, str] | None:
     return int(seq), digest
 
 
-def _report_json(location: str, report: VerifyReport) -> dict[str, Any]:
-    return {"ledger": location, **_dump(report)}
-
-
 @ledger.command()
 @config_option
 @json_option
@@ -355,29 +352,40 @@ def _report_json(location: str, report: VerifyReport) -> dict[str, Any]:
     help="A head printed by an earlier verify and kept outside this machine: fail if history up "
     "to it was rewritten (the one thing the chain alone cannot catch).",
 )
+@click.option(
+    "--archive",
+    "archive_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory of 'ledger archive': check its segments and the database as one chain.",
+)
 @handle_errors
-def verify(config_path: Path | None, as_json: bool, anchor: str | None) -> None:
+def verify(config_path: Path | None, as_json: bool, anchor: str | None, archive_path: Path | None) -> None:
     """Check that no record was edited, deleted or added.
 
     Recomputes the hash chain over every event, checks the head (a truncated log fails), and
     re-derives runs, calls and approvals from the events to compare them with the tables.
     Does not change the file. Exit status 1 on any problem, listing what and where.
 
+    After 'ledger archive', --archive DIR checks its segments and the database as one chain.
+
     Limit: someone with write access who rewrites the whole file consistently (events,
     hashes, head, tables) passes this check; keep a head elsewhere and pass it as --anchor.
     """
     parsed = _parse_anchor(anchor)
     with _open(config_path, recover=False) as store:
-        report = store.verify(anchor=parsed)
+        report = store.verify(anchor=parsed, archive=archive_path)
         location = store.location
     if as_json:
-        print_json(_report_json(location, report))
+        print_json({"ledger": location, **_dump(report)})
     elif report.ok:
         stdout.print(
             f"[green]ok[/]: {report.events} events, {report.rows_checked} rows consistent; "
             f"head {report.head_seq}:{report.head_hash}",
             highlight=False,
         )
+        if report.archived_seq and not report.archive_checked:
+            unchecked = f"events 1..{report.archived_seq} and {report.rows_not_rechecked} rows"
+            stdout.print(f"{unchecked} are archived, not re-checked: pass --archive DIR", highlight=False)
     else:
         stdout.print(
             f"[bold red]ledger {location} FAILED verification[/] ({len(report.problems)} problems)",
@@ -589,3 +597,4 @@ async def _read_back(
 
 
 ledger.add_command(compensate)  # in its own module: `ledger compensate` and what it shows
+ledger.add_command(archive)  # retention (issue 42): its own module

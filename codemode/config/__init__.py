@@ -25,6 +25,7 @@ from codemode.config._policy import (
     ScopeRule,
 )
 from codemode.config._quotas import QuotaLimits, QuotaPolicy
+from codemode.config._retention import LedgerRetention
 from codemode.config._search import SearchConfig, SemanticChoice
 from codemode.config._secrets import MissingSecretError, check_references, resolve_references
 from codemode.config._serve import EVERY_TENANT, OPERATOR, ServeConfig, TokenGrant
@@ -44,6 +45,7 @@ __all__ = [
     "HttpServerConfig",
     "IdentityProviderSettings",
     "LedgerConfig",
+    "LedgerRetention",
     "MissingSecretError",
     "OAuthSettings",
     "PinsConfig",

@@ -29,6 +29,7 @@ from codemode.config._batch import BatchConfig
 from codemode.config._compensation import Compensations
 from codemode.config._oauth import OAuthSettings
 from codemode.config._policy import PolicyConfig
+from codemode.config._retention import LedgerRetention
 from codemode.config._search import SearchConfig
 from codemode.config._secrets import check_references, resolve_references
 from codemode.config._serve import ServeConfig, identity_problems
@@ -253,6 +254,8 @@ class LedgerConfig(_Section):
     ``write_ahead``: only the first; the outcome's record is written after the program has its
     answer, batched with others, without an fsync. A crash then may leave an answered write
     ``unknown``, to reconcile; it is never sent twice."""
+    retention: LedgerRetention = Field(default_factory=LedgerRetention)
+    """When old events move to archive files (``codemode ledger archive``)."""
 
     @field_validator("url")
     @classmethod

@@ -43,6 +43,7 @@ picks the store from the path.
 """
 
 from codemode.ledger._api import Ledger
+from codemode.ledger._archive import ArchiveResult, archive_ledger
 from codemode.ledger._async import ReadBack, ReadBackVerdict, reserve_waiting, resolve_with_read_back
 from codemode.ledger._digest import approval_digest, arguments_digest, escape_part, scoped_key
 from codemode.ledger._errors import LeaseLostError, LedgerStateError
@@ -121,6 +122,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalRefused",
     "ApprovalUse",
+    "ArchiveResult",
     "CallEvidence",
     "CallIntent",
     "CallQuery",
@@ -169,6 +171,7 @@ __all__ = [
     "WorkspaceBook",
     "WorkspaceRecord",
     "approval_digest",
+    "archive_ledger",
     "arguments_digest",
     "classify_failure",
     "escape_part",

@@ -47,7 +47,8 @@ def emit(
     last = tx.appended
     if last is None:
         head = tx.head()
-        last = tx.last_event() or (0, ctx.genesis)
+        # With every event archived, the log continues from the archive boundary.
+        last = tx.last_event() or tx.archived() or (0, ctx.genesis)
         if head != last:
             # Writing now would re-seal a truncated or spliced log under a fresh head.
             raise LedgerError(

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from codemode.calls import RunBinding, ToolError, ToolResult
 from codemode.ledger import _approvals, _calls, _leases, _plans, _queries, _reservations, _runs, _sessions
 from codemode.ledger._api import Ledger
+from codemode.ledger._archive_read import ArchiveReader
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._deferred import DeferredCompletion, DeferredRecords, write_deferred
@@ -494,11 +496,20 @@ class StoreLedger:
 
     # ── integrity and recovery ──────────────────────────────────────────────────────────────
 
-    def verify(self, *, anchor: tuple[int, str] | None = None) -> VerifyReport:
-        """Re-check the whole chain and re-derive every table from the events; see :mod:`._verify`."""
+    def verify(self, *, anchor: tuple[int, str] | None = None, archive: Path | None = None) -> VerifyReport:
+        """Re-check the whole chain and re-derive every table from the events; see :mod:`._verify`.
+
+        ``archive``: the directory of the segments ``codemode ledger archive`` wrote, read before
+        the database so that the archived prefix is checked too (without it, it is not)."""
         self._settled()
         with self._store.transaction(write=False) as tx:
-            return verify_store(tx, anchor=anchor)
+            if archive is None:
+                return verify_store(tx, anchor=anchor)
+            boundary = tx.archived()
+            reader = ArchiveReader(archive, tx.ledger_id() or "", 0 if boundary is None else boundary[0])
+            report = verify_store(tx, anchor=anchor, archive=reader.events())
+        problems = (*reader.problems, *report.problems)
+        return report.model_copy(update={"ok": not problems, "problems": problems})
 
     def recover(self) -> RecoveryReport:
         """Settle what a vanished broker left behind (runs automatically on open).

@@ -344,6 +344,8 @@ ProblemKind = Literal[
     "row_extra",
     "head_mismatch",
     "anchor_mismatch",
+    "archive_mismatch",
+    "archive_segment",
     "database",
 ]
 
@@ -362,6 +364,12 @@ class VerifyReport(_Value):
     head_hash: str
     rows_checked: int
     problems: tuple[VerifyProblem, ...] = ()
+    archived_seq: int = 0
+    """Events ``1..archived_seq`` were moved to archive segments (0: none were)."""
+    archive_checked: bool = False
+    """Whether those segments were read and checked too (``verify --archive``)."""
+    rows_not_rechecked: int = 0
+    """Rows created by archived events, not re-derived because the archive was not given."""
 
 
 class RecoveryReport(_Value):

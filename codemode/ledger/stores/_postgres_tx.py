@@ -159,6 +159,30 @@ class PostgresTransaction:
         found = self._one(sql.SQL("SELECT hash FROM events WHERE seq = %s"), (seq,))
         return None if found is None else str(found["hash"])
 
+    def archived(self) -> tuple[int, str] | None:
+        rows = self.fetch(
+            sql.SQL("SELECT key, value FROM meta WHERE key IN ('archived_seq', 'archived_hash')")
+        )
+        found = {str(r["key"]): str(r["value"]) for r in rows}
+        if "archived_seq" not in found or "archived_hash" not in found:
+            return None
+        return int(found["archived_seq"]), found["archived_hash"]
+
+    def drop_archived(self, through: tuple[int, str]) -> None:
+        # Under the writers' lock and inside this transaction: the row trigger is off only for
+        # this one DELETE (ALTER TABLE is transactional, and locks the table until commit).
+        self.fetch(sql.SQL("ALTER TABLE events DISABLE TRIGGER events_append_only"))
+        self.fetch(sql.SQL("DELETE FROM events WHERE seq <= %s"), (through[0],))
+        self.fetch(sql.SQL("ALTER TABLE events ENABLE TRIGGER events_append_only"))
+        for key, value in (("archived_seq", str(through[0])), ("archived_hash", through[1])):
+            self.fetch(
+                sql.SQL(
+                    "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+                ),
+                (key, value),
+            )
+
     def row(self, table: Table, key: str) -> Row | None:
         return self._one(_SELECT_ROW[table], (key,))
 

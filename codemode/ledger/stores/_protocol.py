@@ -163,6 +163,17 @@ class StoreTransaction(Protocol):
         """The stored hash of event ``seq`` (to check an anchor)."""
         ...
 
+    # ── retention (issue 42): the prefix of the log moved to archive segments ──
+    def archived(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` of the last event moved out to an archive segment; None if none was."""
+        ...
+
+    def drop_archived(self, through: tuple[int, str]) -> None:
+        """Delete events ``1..through[0]`` (already written to a segment) and record ``through``
+        as the archive boundary, so the remaining log still links to it. The only delete of
+        events a store allows: its append-only guard stays in force for everything else."""
+        ...
+
     # ── the derived tables ──
     def row(self, table: Table, key: str) -> Row | None:
         """The row with this primary key, every column of

@@ -46,7 +46,13 @@ from codemode.ledger.stores._protocol import (
     StoreError,
     Synchronous,
 )
-from codemode.ledger.stores._sqlite_ddl import DDL, QUOTA_DDL, added_columns, added_tables
+from codemode.ledger.stores._sqlite_ddl import (
+    APPEND_ONLY_DELETE,
+    DDL,
+    QUOTA_DDL,
+    added_columns,
+    added_tables,
+)
 from codemode.ledger.stores._sqlite_gate import WriterGate
 
 MEMORY = ":memory:"
@@ -201,6 +207,26 @@ class SqliteTransaction:
     def event_hash(self, seq: int) -> str | None:
         found = self.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
         return None if found is None else str(found[0])
+
+    def archived(self) -> tuple[int, str] | None:
+        found = dict(
+            self.execute("SELECT key, value FROM meta WHERE key IN ('archived_seq', 'archived_hash')")
+        )
+        if "archived_seq" not in found or "archived_hash" not in found:
+            return None
+        return int(found["archived_seq"]), str(found["archived_hash"])
+
+    def drop_archived(self, through: tuple[int, str]) -> None:
+        # DDL is transactional in SQLite: a failure or crash before COMMIT leaves the guard in place.
+        self.execute("DROP TRIGGER IF EXISTS events_append_only_delete")
+        self.execute("DELETE FROM events WHERE seq <= ?", (through[0],))
+        self.execute(APPEND_ONLY_DELETE)
+        for key, value in (("archived_seq", str(through[0])), ("archived_hash", through[1])):
+            self.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     def row(self, table: Table, key: str) -> Row | None:
         return self._one(_SELECT_ROW[table], (key,))

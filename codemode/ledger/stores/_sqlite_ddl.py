@@ -35,6 +35,13 @@ QUOTA_DDL: tuple[str, ...] = (
 """Created with a new ledger and, in place, in an older one (every statement is IF NOT EXISTS)."""
 # -- end of quotas ------------------------------------------------------------------------------
 
+APPEND_ONLY_DELETE = (
+    "CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END"
+)
+"""The guard against deleting events; archiving (:meth:`SqliteTransaction.drop_archived`) drops
+and re-creates it inside its own transaction, so no other statement ever runs without it."""
+
 DDL: tuple[str, ...] = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # seq is assigned by the writer (head + 1), never by AUTOINCREMENT: a gap then means a
@@ -55,8 +62,7 @@ DDL: tuple[str, ...] = (
     # who can write the file can drop them. Tamper-evidence comes from the hash chain.
     "CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events "
     "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END",
-    "CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events "
-    "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END",
+    APPEND_ONLY_DELETE,
     _table_ddl("runs"),
     _table_ddl("calls"),
     _table_ddl("approvals"),

@@ -350,3 +350,23 @@ def test_a_closed_store_refuses_work(connect: OpenClient) -> None:
     store.close()  # idempotent
     with pytest.raises(StoreError), store.transaction(write=False):
         pass
+
+
+def test_drop_archived_deletes_a_prefix_records_the_boundary_and_keeps_the_guard(store: LedgerStore) -> None:
+    with store.transaction(write=True) as tx:
+        assert tx.archived() is None
+        for seq in (1, 2, 3):
+            tx.append(event(seq))
+    with store.transaction(write=True) as tx:
+        tx.drop_archived((2, "h2"))
+    with store.transaction(write=False) as tx:
+        assert tx.archived() == (2, "h2")
+        assert [e.seq for e in tx.events()] == [3]
+        assert tx.head() == (3, "h3") == tx.last_event()
+        assert tx.integrity_problems() == []  # the append-only guard is back in force
+    with store.transaction(write=True) as tx:  # the log goes on after the boundary
+        tx.append(event(4))
+        tx.drop_archived((3, "h3"))
+    with store.transaction(write=False) as tx:
+        assert tx.archived() == (3, "h3")
+        assert [e.seq for e in tx.events()] == [4]
