@@ -1,6 +1,7 @@
 """On the notes server: a ``[compensation]`` rule that cannot work is refused at run start with
 its key, before any write; a write whose own outcome is unknown is never undone blindly; and
-``ledger compensate --dry-run`` and ``ledger show`` say where a failed run stands."""
+``ledger compensate --dry-run``, ``ledger show`` and the run's summary say where a failed run
+stands."""
 
 from __future__ import annotations
 
@@ -122,3 +123,15 @@ async def test_ledger_show_says_compensation_failed(tmp_path: Path) -> None:
     run_id = str(json.loads(ran.stdout)["run_id"])
     shown = _cli("ledger", "show", run_id, "--config", config)
     assert "outcome: compensation failed" in shown.stdout, shown.stdout + shown.stderr
+
+
+async def test_the_run_summary_says_which_effects_remain(tmp_path: Path) -> None:
+    notes = await deploy_notes(tmp_path, compensation={})  # nothing declared undoes add_note
+    config = str(write_toml(notes, tmp_path / "codemode.toml"))
+    ran = _cli("run", "-", "--no-input", "--compensate", "--config", config, stdin=ADD_THREE_THEN_FAIL)
+    assert ran.returncode == 1
+    remaining = [line for line in ran.stderr.splitlines() if line.startswith("not compensable")]
+    assert len(remaining) == 3 and all("notes/add_note" in line for line in remaining), ran.stderr
+    assert 'no [compensation."notes/add_note"] is declared' in remaining[0]
+    assert "error · partial · run " in ran.stderr
+    assert len(notes.held()) == 3
