@@ -74,6 +74,7 @@ async def _run_item(
         inputs=item.data,
         session_id=session_id,
         fresh_namespace=True,
+        compensate=False,  # not [policy] compensate: an attempt a retry follows is not undone (see run_item)
     )
     if options.reverify and item.status == "unverified":
         return await _reverify(run, item, attempt, options)

@@ -59,7 +59,7 @@ from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, dry_run
 from codemode.engine._progress import ProgressCallback, report_progress
 from codemode.engine._run_result import RunResult, run_result
 from codemode.engine._sessions import expire_idle_sessions, session_for
-from codemode.engine._settle import checked, compensation_wanted, settled
+from codemode.engine._settle import checked, compensation_wanted, settled, undone_if_cancelled
 from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
 from codemode.engine._workspace import RunWorkspaces, workspace_quota
@@ -455,7 +455,7 @@ class CodeMode:
                 planner=planner,
                 approved_plan=plan,
             )
-            async with scope:
+            async with undone_if_cancelled(self, binding.run_id, compensate, approver), scope:
                 modules = ImportRecorder(await self.tree_with_skills(binding.principal, binding.tenant))
                 broker_cpu = BrokerCpu(broker)
                 outcome: RunOutcome | None = None

@@ -2,13 +2,17 @@
 
 The check runs inside the run's scope, so its verdict is in the run's ledger record (``ledger
 show`` tells an unverified run from a succeeded one). The compensation runs after the run's end
-is recorded: its calls are runs of their own (see :mod:`codemode.engine._compensate`).
+is recorded: its calls are runs of their own (see :mod:`codemode.engine._compensate`), also when
+the run was cancelled (:func:`undone_if_cancelled`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING
+
+import anyio
 
 from codemode.engine._compensate import Compensator, compensate_run, run_outcome
 from codemode.engine._run_result import RunResult
@@ -26,6 +30,23 @@ def compensation_wanted(engine: Compensator, compensate: bool | None) -> bool:
     if compensate and engine.compensation_rules():
         engine.check_compensations()
     return compensate
+
+
+@contextlib.asynccontextmanager
+async def undone_if_cancelled(
+    engine: Compensator, run_id: str, compensate: bool, approver: Approver | None
+) -> AsyncGenerator[None]:
+    """Around a run's scope: a run cancelled after side effects is undone too when it compensates
+    (its end is recorded first, as ``interrupted``), shielded so the cancellation cannot stop the
+    undoing halfway; then the cancellation goes on. A write in flight when it was cancelled is in
+    doubt: listed, never undone blindly."""
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        if compensate:
+            with anyio.CancelScope(shield=True):
+                await compensate_run(engine, run_id, approver=approver)
+        raise
 
 
 async def checked(

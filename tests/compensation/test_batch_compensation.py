@@ -72,3 +72,25 @@ async def test_every_compensation_succeeding_is_a_rate_of_100_percent(tmp_path: 
     undone = {r.key: r.compensation for r in results if r.status != "done"}
     assert undone == {str(n): "compensated" for n in range(0, ITEMS, 10)}
     assert len(notes.held()) == 180
+
+
+FAILS_ONCE = """
+from servers.notes import add_note, list_notes
+note = add_note(text="kept")["note_id"]
+if "attempted" not in [n["text"] for n in list_notes()["notes"]]:
+    add_note(text="attempted")  # what the next attempt reads: this one failed
+    raise RuntimeError("a transient failure")
+note
+"""
+
+
+async def test_an_item_that_fails_then_succeeds_on_retry_keeps_its_writes(tmp_path: Path) -> None:
+    # [policy] compensate = "on_failure" undoes an item that ends failed, not an attempt that a
+    # retry follows: the retry replays that attempt's writes from the ledger, it does not redo them.
+    notes = await deploy_notes(tmp_path, policy={"compensate": "on_failure"})
+    options = BatchOptions(key="id", compensate=True, concurrency=1)
+    async with CodeMode(notes.config) as engine:
+        [result] = [r async for r in engine.batch(FAILS_ONCE, [{"id": 1}], options)]
+    assert (result.status, result.attempts, result.compensation) == ("done", 2, None), result.error
+    assert sorted(notes.held().values()) == ["attempted", "kept"], "the item is done: its writes stay"
+    assert notes.deletes() == []

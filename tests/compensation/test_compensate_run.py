@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 
 from codemode.engine import CodeMode, compensate_run, recorded_outcome
@@ -114,3 +116,28 @@ async def test_a_run_stopped_by_its_budget_is_compensated_by_policy(tmp_path: Pa
     assert result.outcome == "compensated"
     assert result.compensation is not None and result.compensation.sent == 2
     assert notes.held() == {}
+
+
+async def test_a_cancelled_run_is_compensated(tmp_path: Path) -> None:
+    notes = await deploy_notes(tmp_path)
+    program = "import time\nfrom servers.notes import add_note\nadd_note(text='one')\ntime.sleep(600)\n"
+    async with notes.engine() as engine:
+        with anyio.CancelScope() as cancelled:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(engine.run, program, compensate=True))
+                # Cancelled once the write is done and recorded (not while it is in flight).
+                while not any(c.state == "succeeded" for c in notes.calls()):
+                    await anyio.sleep(0.05)
+                cancelled.cancel()
+        assert cancelled.cancelled_caught
+    assert notes.held() == {}, "the cancelled run's write was undone"
+    [write] = [c for c in notes.calls() if c.tool == "add_note"]
+    ledger = open_ledger(notes.config.ledger_path, create=False)
+    try:
+        [undo] = ledger.compensations_of([write.call_id])
+        assert (undo.tool, undo.state) == ("delete_note", "succeeded")
+        run = ledger.get_run(write.run_id)
+        assert run is not None and run.status == "interrupted"
+        assert recorded_outcome(ledger, run.run_id, run.status, None) == "compensated"
+    finally:
+        ledger.close()

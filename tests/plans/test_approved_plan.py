@@ -127,3 +127,50 @@ async def test_a_call_outside_the_plan_is_asked_for_and_counted(
     assert result.result == [0, 1, 2, 3]
     assert [r.arguments_summary for r in asked] == ['{"customer_id": "CUST-0004", "text": "note 3"}']
     assert f"1 calls outside the approved plan {again.plan_id}" in result.flags
+
+
+async def test_a_plan_for_another_tenant_is_refused_and_sends_nothing(
+    engine: CodeMode, ledger: StoreLedger, count_writes: CountWrites
+) -> None:
+    plan = await engine.plan(CREATE_THEN_LINK)
+    approve(ledger, plan)
+    other = f"{plan.tenant}-other"
+    with pytest.raises(
+        PlanRefusedError, match=f"made for {plan.principal}@{plan.tenant}, not {plan.principal}@{other}"
+    ):
+        await engine.run(CREATE_THEN_LINK, plan_id=plan.plan_id, tenant=other)
+    assert count_writes() == 0
+    assert (await engine.run(CREATE_THEN_LINK, plan_id=plan.plan_id)).status == "ok", "its own tenant runs it"
+
+
+REPEATING = """
+import codemode
+from servers.crm import add_note, list_writes
+sent = 0
+for _ in range(list_writes(tool="add_note")["total"] + 1):
+    try:
+        add_note(customer_id="CUST-0005", text="the same note")
+        sent += 1
+    except codemode.CallDenied:
+        pass
+sent
+"""
+
+
+async def test_a_planned_call_is_not_sent_twice_by_one_run(
+    engine: CodeMode, ledger: StoreLedger, count_writes: CountWrites
+) -> None:
+    plan = await engine.plan(REPEATING)
+    assert len(plan.calls) == 1
+    approve(ledger, plan)
+    outside = "from servers.crm import add_note\nadd_note(customer_id='CUST-0009', text='meanwhile')"
+    assert (await engine.run(outside, approver=CallbackApprover(_yes))).status == "ok"
+    # The program now repeats the planned call with the very same arguments: one approval, one send.
+    result = await engine.run(REPEATING, plan_id=plan.plan_id)
+    assert (result.status, result.result, result.denials) == ("ok", 1, 1), result.error
+    assert f"1 calls outside the approved plan {plan.plan_id}" in result.flags
+    assert count_writes() == 2
+
+
+async def _yes(request: ApprovalRequest) -> ApprovalAnswer:
+    return ApprovalAnswer(approved=True, approver="test")
