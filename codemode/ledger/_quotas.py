@@ -211,7 +211,14 @@ class QuotaBook:
                 return refusal
             for key, (start, used) in updates.items():
                 tx.set_quota_usage(key, start, used)
-            if slot_ttl_s is not None:
+            # Only a slot the run holds lives on: a call never makes one (a read-only check run
+            # takes none) nor brings back one that expired without the limit being checked.
+            stamp = to_text(now)
+            held = slot_ttl_s is not None and any(
+                str(slot["run_id"]) == binding.run_id and str(slot["expires_at"]) > stamp
+                for slot in tx.quota_slots(binding.principal, binding.tenant)
+            )
+            if held and slot_ttl_s is not None:
                 tx.hold_quota_slot(self._slot(binding, later(now, slot_ttl_s)))
         return None
 

@@ -170,3 +170,29 @@ async def test_a_checking_run_inside_a_run_and_a_compensation_take_no_run_quota(
         scope.finish("ok", RunOutput())
     with pytest.raises(QuotaExceededError, match="runs_per_hour = 1"):
         await one_run(broker)
+
+
+async def test_a_checking_runs_tool_call_takes_no_concurrent_run_slot() -> None:
+    clock = FakeClock(START)
+    tools = crm()
+    broker = quota_broker({"default": {"concurrent_runs": 1}}, tools, clock)
+    async with broker.run(binding_of(), "sha256:code") as scope:
+        check = binding_of().model_copy(update={"read_only": True})
+        async with broker.run(check, "sha256:check") as checking:
+            assert isinstance(await call(broker, tools, check), ToolResult)  # the check reads a tool
+            checking.finish("ok", RunOutput())
+        scope.finish("ok", RunOutput())
+    await one_run(broker)  # no slot was left behind by the check's call
+
+
+async def test_a_call_never_brings_back_an_expired_slot() -> None:
+    clock = FakeClock(START)
+    tools = crm()
+    broker = quota_broker({"default": {"concurrent_runs": 1}, "run_slot_ttl_s": 60}, tools, clock)
+    stale = binding_of()
+    async with broker.run(stale, "sha256:code") as scope:
+        clock.advance(120)  # its slot expired: another run may start
+        await one_run(broker)
+        assert isinstance(await call(broker, tools, stale), ToolResult)  # the stale run calls a tool
+        await one_run(broker)  # its call did not take the slot back
+        scope.finish("ok", RunOutput())

@@ -133,7 +133,8 @@ class QuotaGate:
             return None  # resources and prompts are not tool calls; undoing is never held back
         windows = _windows(self.quotas, call.binding, ("tool_calls", "money"))
         # A counted call is the run's sign of life: its concurrent-run slot lives on from now.
-        slot_ttl_s = self.quotas.run_slot_ttl_s if _slots(self.quotas, call.binding) else None
+        holds_slot = _slots(self.quotas, call.binding) and not call.binding.read_only
+        slot_ttl_s = self.quotas.run_slot_ttl_s if holds_slot else None
         if not windows and (peek or slot_ttl_s is None):
             return None
         take = partial(
