@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -49,6 +50,19 @@ __all__ = [
 _LOCKS = ".locks"
 _VERSION_PREFIX = "v-"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+log = logging.getLogger("codemode.workspace")
+
+_LEFTOVER_AGE_S = 3600.0
+"""A version folder that no entry names and is older than this is a killed commit's leftover."""
+
+
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.lstat().st_mtime > seconds
+    except OSError:
+        return False
 
 
 class WorkspaceError(CodemodeError):
@@ -134,7 +148,10 @@ class WorkspaceStore:
             return {}
         files = dict(_read_tree(self._live_folder(key, entry)))
         if touch:
-            self.index.used(key.digest, self._now())
+            try:
+                self.index.used(key.digest, self._now())
+            except CodemodeError as exc:  # a lost last use only makes the workspace look older
+                log.warning("workspace of %s: its last use was not recorded: %s", key.label(), exc)
         return files
 
     def listing(self, key: WorkspaceKey) -> dict[str, int]:
@@ -221,10 +238,15 @@ class WorkspaceStore:
                         at=self._now(),
                     )
             except BaseException:
-                shutil.rmtree(target, ignore_errors=True)
+                if not self._recorded(key, version):
+                    shutil.rmtree(target, ignore_errors=True)
                 raise
+            replaced = entry.version if entry is not None else None
+            # The version this one replaced, and leftovers of a commit killed long ago; never
+            # another replica's commit in progress.
             for stale in folder.iterdir():
-                if stale.name.startswith(_VERSION_PREFIX) and stale.name != version:
+                other = stale.name.startswith(_VERSION_PREFIX) and stale.name != version
+                if other and (stale.name == replaced or _older_than(stale, _LEFTOVER_AGE_S)):
                     shutil.rmtree(stale, ignore_errors=True)
 
     def remove(self, key: WorkspaceKey, name: str | None = None) -> bool:
@@ -296,6 +318,16 @@ class WorkspaceStore:
                 f"Nothing was changed; `codemode workspace rm --all {_who(key)}` forgets the workspace"
             )
         return folder
+
+    def _recorded(self, key: WorkspaceKey, version: str) -> bool:
+        """Whether the index names ``version`` live, after an error that may have come after the
+        index recorded it (a connection lost after COMMIT); when that cannot be told, say so, and
+        the folder is kept: a stray folder costs disk, a removed live one the workspace."""
+        try:
+            found = self.index.find(key.digest)
+        except CodemodeError:
+            return True
+        return found is not None and found.version == version
 
     def _entry(self, key: WorkspaceKey) -> WorkspaceEntry | None:
         entry = self.index.find(key.digest)
