@@ -5,7 +5,9 @@ A trusted server may also declare how a tool's call is undone, in the tool's ``_
 declaration is part of the pinned definition, so it is used only as a reviewer approved it,
 and only where the server is trusted (``trusted = true``): an untrusted server's declaration
 is a claim nobody checked, shown at ``codemode pin`` and never used. ``[compensation]`` in the
-configuration overrides a declaration for the same tool.
+configuration overrides a declaration for the same tool. A declaration that cannot work is left
+out with a warning (its tool is "not compensable"): a server's mistake never stops the
+configured rules from working.
 
 Configuration parsing checks only the shape of a rule; whether its tools exist, are approved,
 and whether its arguments fit them is known only once the servers are listed. This runs at the
@@ -15,6 +17,7 @@ so a rule that cannot work is refused before any side effect, with its key named
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -24,6 +27,8 @@ from pydantic import ValidationError
 from codemode.catalog import COMPENSATION_META_KEY, Pins, ServerCatalog, ToolSpec, ToolStatus
 from codemode.config import CompensationRule, Config
 from codemode.errors import ConfigError
+
+log = logging.getLogger("codemode.engine")
 
 
 def _properties(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -79,17 +84,18 @@ class Compensations:
 
     rules: dict[str, CompensationRule] = field(default_factory=lambda: {})
     """``server/tool`` -> how its calls are undone."""
-    where: dict[str, str] = field(default_factory=lambda: {})
-    """``server/tool`` -> the key a problem with its rule is reported under."""
-    problems: list[Problem] = field(default_factory=lambda: [])
-    """Declarations of trusted servers that are no rule at all."""
+    unusable: list[Problem] = field(default_factory=lambda: [])
+    """Declarations of trusted servers that cannot work, left out (their tools are not
+    compensable): a server's mistake must not stop the configured rules from working."""
 
 
 def compensations_of(config: Config, catalogs: Iterable[ServerCatalog], pins: Pins) -> Compensations:
     """The rules in use: ``[compensation]``, and the declarations of the approved tools of
-    trusted servers that it does not override."""
+    trusted servers that it does not override and that can work."""
+    catalogs = list(catalogs)
+    listed, approved = _listing(catalogs, pins)
     configured = config.compensation
-    found = Compensations()
+    found = Compensations(rules=dict(configured))
     for catalog in pins.usable(catalogs):
         server = config.servers.get(catalog.server)
         if server is None or not server.trusted:
@@ -99,15 +105,22 @@ def compensations_of(config: Config, catalogs: Iterable[ServerCatalog], pins: Pi
             if spec.compensation is None or label in configured:
                 continue
             try:
-                found.rules[label] = declared_rule(spec.server, spec.compensation)
+                rule = declared_rule(spec.server, spec.compensation)
             except ValueError as exc:
-                found.problems.append((declared_key(spec), str(exc)))
+                found.unusable.append((declared_key(spec), str(exc)))
+                continue
+            problems = rule_problems(label, rule, listed, approved, declared_key(spec))
+            if problems:
+                found.unusable.extend(problems)
             else:
-                found.where[label] = declared_key(spec)
-    for label, rule in configured.items():
-        found.rules[label] = rule
-        found.where[label] = f'compensation."{label}"'
+                found.rules[label] = rule
     return found
+
+
+def _listing(catalogs: list[ServerCatalog], pins: Pins) -> tuple[dict[str, ToolSpec], dict[str, bool]]:
+    """Every listed tool by ``server/tool``, and whether each is approved."""
+    listed = {f"{t.server}/{t.name}": t for catalog in catalogs for t in catalog.tools}
+    return listed, {name: pins.status(tool) is ToolStatus.APPROVED for name, tool in listed.items()}
 
 
 def rule_problems(
@@ -149,14 +162,16 @@ def rule_problems(
 
 
 def check_compensations(config: Config, catalogs: Iterable[ServerCatalog], pins: Pins) -> None:
-    """Refuse the compensation rules that cannot work (every problem, each with its key),
-    against the tools the servers list now and their pins."""
+    """Refuse the ``[compensation]`` rules that cannot work (every problem, each with its key),
+    against the tools the servers list now and their pins; say which declarations are left out."""
     catalogs = list(catalogs)
-    compensations = compensations_of(config, catalogs, pins)
-    listed = {f"{t.server}/{t.name}": t for catalog in catalogs for t in catalog.tools}
-    approved = {name: pins.status(tool) is ToolStatus.APPROVED for name, tool in listed.items()}
-    problems = list(compensations.problems)
-    for key, rule in sorted(compensations.rules.items()):
-        problems.extend(rule_problems(key, rule, listed, approved, compensations.where.get(key)))
+    listed, approved = _listing(catalogs, pins)
+    for where, why in compensations_of(config, catalogs, pins).unusable:
+        log.warning("a declared compensation is not used: %s: %s", where, why)
+    problems = [
+        problem
+        for key, rule in sorted(config.compensation.items())
+        for problem in rule_problems(key, rule, listed, approved)
+    ]
     if problems:
         raise ConfigError(config.source, problems)

@@ -162,7 +162,6 @@ class CodemodeServer:
         self.pending = PendingRuns()
         self._tg: TaskGroup | None = None
         self._runs = InFlight()
-        """Background runs refused by a quota, by their pending token, until answered."""
         self.draining = False
         """Set by :meth:`drain`: new runs are turned away, with a word to retry elsewhere."""
         self.mcp = self._build()
@@ -325,9 +324,12 @@ class CodemodeServer:
         if self.draining:
             return _error(DRAINING)
         with self._runs.counted():
-            made = await self.engine.plan(
-                code, principal=who.principal, tenant=who.tenant, traceparent=traceparent
-            )
+            try:
+                made = await self.engine.plan(
+                    code, principal=who.principal, tenant=who.tenant, traceparent=traceparent
+                )
+            except QuotaExceededError as exc:  # a dry run is a run: it counts, and is refused alike
+                return quota_refused(exc)
         run = None if made.result is None else made.result.to_json()
         text = made.as_text()
         if client_asks and made.calls:

@@ -32,10 +32,10 @@ UNDO = {"tool": "delete_note", "arguments": {"note_id": "result.note_id"}}
 NOTE_OUT = {"type": "object", "properties": {"note_id": {"type": "string"}}}
 
 
-def _listed(name: str = "add_note", meta: dict[str, Any] | None = None) -> ToolSpec:
+def _listed(name: str = "add_note", meta: dict[str, Any] | None = None, takes: str = "text") -> ToolSpec:
     tool = mcp_types.Tool(
         name=name,
-        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+        input_schema={"type": "object", "properties": {takes: {"type": "string"}}},
         output_schema=NOTE_OUT,
         _meta=meta,  # pyright: ignore[reportCallIssue]
     )
@@ -82,7 +82,7 @@ def _deployment(
         }
     )
     add = _listed(meta={COMPENSATION_META_KEY: declared})
-    delete = _listed("delete_note")
+    delete = _listed("delete_note", takes="note_id")
     catalogs = [ServerCatalog(server="notes", tools=(add, delete))]
     return config, catalogs, _pins(tmp_path, catalogs)
 
@@ -119,14 +119,25 @@ def test_a_declaration_nobody_approved_is_not_used(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_a_trusted_declaration_that_cannot_work_is_refused_with_its_key(
-    tmp_path: Path, declared: dict[str, Any], where: str, said: str
+def test_a_trusted_declaration_that_cannot_work_is_left_out_with_its_key_and_blocks_nothing(
+    tmp_path: Path, declared: dict[str, Any], where: str, said: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config, catalogs, pins = _deployment(tmp_path, trusted=True, declared=declared)
-    with pytest.raises(ConfigError) as caught:
-        check_compensations(config, catalogs, pins)
+    configured = {"notes/delete_note": {"tool": "notes/add_note", "arguments": {"text": "args.note_id"}}}
+    config, catalogs, pins = _deployment(tmp_path, trusted=True, declared=declared, configured=configured)
+    found = compensations_of(config, catalogs, pins)
+    assert set(found.rules) == {"notes/delete_note"}  # the configured rule stands; the declaration is out
     key = f'servers.notes tool add_note _meta."{COMPENSATION_META_KEY}"{where}'
-    assert any(k == key and said in why for k, why in caught.value.problems), caught.value.problems
+    assert any(k == key and said in why for k, why in found.unusable), found.unusable
+    with caplog.at_level("WARNING", logger="codemode.engine"):
+        check_compensations(config, catalogs, pins)  # refuses nothing
+    assert key in caplog.text
+
+
+def test_a_configured_rule_that_cannot_work_is_still_refused(tmp_path: Path) -> None:
+    configured = {"notes/add_note": {"tool": "notes/erase"}}
+    config, catalogs, pins = _deployment(tmp_path, trusted=True, declared=UNDO, configured=configured)
+    with pytest.raises(ConfigError, match=r'compensation\."notes/add_note"\.tool'):
+        check_compensations(config, catalogs, pins)
 
 
 def test_pin_review_says_whether_a_declaration_is_used() -> None:

@@ -46,6 +46,7 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
             second = await client.call_tool("run_code", {"code": "1 + 1"})
         async with Client(http(url), mode="legacy") as client:  # 2025-11-25: run in the request
             legacy = await client.call_tool("run_code", {"code": "1 + 1"})
+            planned = await client.call_tool("run_code", {"code": "1 + 1", "plan": True})  # a dry run
         async with Client(http(url, TOKENS["bob"])) as client:
             bobs = await client.call_tool("run_code", {"code": "2 + 2"})
         async with httpx.AsyncClient() as web:
@@ -64,6 +65,8 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
     assert {k: v for k, v in legacy.structured_content.items() if k != "retry_after_s"} == {
         k: v for k, v in refusal.items() if k != "retry_after_s"
     }, "both eras answer the same refusal"
+    assert planned.is_error and planned.structured_content is not None
+    assert planned.structured_content["error"] == "quota_exceeded", "a dry run is refused alike"
     assert not bobs.is_error, "another principal of the tenant has its own count"
     counted = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -71,12 +74,12 @@ async def test_a_run_over_quota_gets_a_structured_error_with_retry_after_and_is_
         for sample in family.samples
     }
     key = ("codemode_quota_refusals_total", (("quota", "runs_per_day"), ("what", "run")))
-    assert counted[key] == 2
+    assert counted[key] == 3
     ledger = open_ledger(workspace.with_name("codemode.db"), create=False)
     try:
         runs = ledger.list_runs(principal="alice")
     finally:
         ledger.close()
-    assert sorted(run.status for run in runs) == ["ok", "refused", "refused"]
+    assert sorted(run.status for run in runs) == ["ok", "refused", "refused", "refused"]
     refused = next(run for run in runs if run.status == "refused")
     assert refused.summary is not None and refused.summary["refused"]["quota"] == "runs_per_day"
