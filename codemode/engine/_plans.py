@@ -183,7 +183,8 @@ def record_plan_approval(
     """Approve ``plan`` as a person saw it: bound to its :attr:`Plan.digest` (the code's digest and
     each planned call's tool, argument digest and occurrence), until ``now + ttl`` (never past the
     plan's own expiry). How the terminal and ``serve`` approve a plan (the console calls
-    ``Ledger.approve_plan`` itself, with the digest its page showed); raises :class:`~codemode.ledger.LedgerStateError` when the ledger refuses it."""
+    ``Ledger.approve_plan`` itself, with the digest its page showed); raises
+    :class:`~codemode.ledger.LedgerStateError` when the ledger refuses it."""
     return ledger.approve_plan(
         plan.plan_id, digest=plan.digest, approver=approver, expires_at=now + ttl, note=note
     )
