@@ -11,6 +11,7 @@ from __future__ import annotations
 from codemode.bench._tasks import TaskError
 from codemode.engine import CodeMode
 from codemode.ledger import SkillBook, SkillVersion, StoreLedger
+from codemode.skills import SkillError, TenantSkills
 
 REVIEWER = "bench"
 """Who approves the proposal in the ledger (the run's principal proposed it: another one approves)."""
@@ -50,22 +51,26 @@ def approve_proposal(engine: CodeMode, ledger: object, skill: str) -> SkillVersi
     ]
     if not proposed:
         return None
-    return book.approve(
-        tenant,
-        skill,
-        proposed[-1].version,
-        by=REVIEWER,
-        note="codemode bench reviews its skills task's proposal, as a person would",
-    )
+    # The same approval a person gives (`codemode skill approve`): refused when its imports changed.
+    skills = TenantSkills(book, tenant, engine.approved_tree())
+    note = "codemode bench reviews its skills task's proposal, as a person would"
+    try:
+        return skills.approve(proposed[-1], by=REVIEWER, allow_self=False, note=note)
+    except SkillError:  # e.g. its tools changed since it was proposed: not approved, as for a person
+        return None
 
 
-def withdraw(engine: CodeMode, ledger: object, approved: SkillVersion) -> None:
-    """Revoke the version this mode approved (its ledger history stays)."""
+def withdraw(engine: CodeMode, ledger: object, skill: str) -> None:
+    """Revoke every live version of ``skill`` (its ledger history stays): :func:`require_free`
+    saw to it that none was live before this mode, so each is this mode's, approved or left
+    proposed by a job that failed, and the next trial starts as this one did."""
     book, tenant = _book(engine, ledger)
-    book.revoke(
-        tenant,
-        approved.name,
-        by=REVIEWER,
-        version=approved.version,
-        note="codemode bench: the skills task is done; its next trial proposes it again",
-    )
+    for version in book.versions(tenant, skill):
+        if version.status != "revoked":
+            book.revoke(
+                tenant,
+                skill,
+                by=REVIEWER,
+                version=version.version,
+                note="codemode bench: the skills task is done; its next trial proposes it again",
+            )

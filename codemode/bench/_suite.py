@@ -21,7 +21,6 @@ from codemode.catalog import Pins
 from codemode.config import BackendChoice, Config, load_config, starter_config
 from codemode.engine import CodeMode
 from codemode.host import ConnectionState, McpHost
-from codemode.ledger import SkillVersion
 
 MODES: tuple[Mode, ...] = ("direct", "codemode", "skills")
 """``skills`` runs only for a skills task (one with ``SKILL``)."""
@@ -173,7 +172,6 @@ async def _jobs(
     if skill is not None:
         require_free(engine, ledger, skill, task.name)
     runs: list[TaskRun] = []
-    approved: SkillVersion | None = None
     try:
         for index, job in enumerate(task.jobs):
             run = await run_task(
@@ -190,8 +188,8 @@ async def _jobs(
             run.refrained = task.refrained(run.tool_calls, run.mcp_calls)
             runs.append(run)
             if skill is not None and index == 0:
-                approved = await anyio.to_thread.run_sync(approve_proposal, engine, ledger, skill)
+                await anyio.to_thread.run_sync(approve_proposal, engine, ledger, skill)
     finally:
-        if approved is not None:
-            await anyio.to_thread.run_sync(withdraw, engine, ledger, approved)
+        if skill is not None:
+            await anyio.to_thread.run_sync(withdraw, engine, ledger, skill)
     return runs
