@@ -93,7 +93,16 @@ def compensations_of(config: Config, catalogs: Iterable[ServerCatalog], pins: Pi
     """The rules in use: ``[compensation]``, and the declarations of the approved tools of
     trusted servers that it does not override and that can work."""
     catalogs = list(catalogs)
-    listed, approved = _listing(catalogs, pins)
+    return _with_declared(config, catalogs, pins, *_listing(catalogs, pins))
+
+
+def _with_declared(
+    config: Config,
+    catalogs: list[ServerCatalog],
+    pins: Pins,
+    listed: Mapping[str, ToolSpec],
+    approved: Mapping[str, bool],
+) -> Compensations:
     configured = config.compensation
     found = Compensations(rules=dict(configured))
     for catalog in pins.usable(catalogs):
@@ -166,7 +175,7 @@ def check_compensations(config: Config, catalogs: Iterable[ServerCatalog], pins:
     against the tools the servers list now and their pins; say which declarations are left out."""
     catalogs = list(catalogs)
     listed, approved = _listing(catalogs, pins)
-    for where, why in compensations_of(config, catalogs, pins).unusable:
+    for where, why in _with_declared(config, catalogs, pins, listed, approved).unusable:
         log.warning("a declared compensation is not used: %s: %s", where, why)
     problems = [
         problem
