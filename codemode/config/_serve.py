@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -113,6 +114,13 @@ class ServeConfig(_Section):
     drain_s: float = Field(default=30.0, ge=0, le=3600)
     """On SIGTERM (or SIGHUP, Ctrl-C), the HTTP server stops taking runs and gives the runs in
     flight this long to finish before it cancels them (a second signal cancels them at once)."""
+    replica: str = Field(default="", max_length=200)
+    """This process's name among several ``serve`` replicas on one ledger, for the messages that
+    say where a sandbox session or a waiting run lives; default ``host:port``."""
+
+    @property
+    def replica_name(self) -> str:
+        return self.replica or f"{socket.gethostname()}:{self.port}"
 
 
 class _Caller(NamedTuple):
