@@ -52,12 +52,20 @@ def _key(config: Config, principal: str | None, tenant: str | None, session: str
 
 @contextmanager
 def _store(config_path: Path | None) -> Generator[tuple[Config, WorkspaceStore]]:
-    """The configuration and its workspace store, on the configured ledger (closed after)."""
+    """The configuration and its workspace store, on the configured ledger (closed after).
+
+    The ledger is opened as it is: never created (a listing must not leave a ledger behind) and
+    never recovered (settling other processes' calls is not a workspace command's business). With
+    no ledger yet, no workspace was ever recorded: an empty private one answers exactly that."""
+    from codemode.errors import NoLedgerError
     from codemode.ledger import open_ledger
     from codemode.workspace import open_store
 
     config = load(config_path)
-    ledger = open_ledger(config.ledger_location())
+    try:
+        ledger = open_ledger(config.ledger_location(), create=False, recover=False)
+    except NoLedgerError:
+        ledger = open_ledger(":memory:")
     try:
         yield config, open_store(config, ledger.workspaces)
     finally:

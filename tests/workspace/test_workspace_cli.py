@@ -150,3 +150,16 @@ def test_ls_says_which_files_are_missing_and_which_folders_the_ledger_does_not_l
     assert invoke(config_path, "rm", "--all").exit_code == 0
     assert (root.parent / "moved-away" / "notes.txt").read_bytes() == b"hello", "nothing else is lost"
     assert "acme/alice:" not in invoke(config_path, "ls", "--all").output
+
+
+def test_workspace_commands_never_create_a_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "codemode.toml"
+    path.write_text(CONFIG)
+    ledger = load_config(path).ledger_location()
+    listing = invoke(path, "ls", "--json")
+    assert listing.exit_code == 0, listing.output
+    assert json.loads(listing.output)["files"] == []
+    assert json.loads(invoke(path, "ls", "--all", "--json").output) == []
+    assert invoke(path, "get", "notes.txt").exit_code != 0
+    assert invoke(path, "prune").exit_code == 0
+    assert not Path(str(ledger)).exists()
