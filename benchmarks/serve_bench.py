@@ -60,9 +60,11 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 import httpx  # noqa: E402
+import mcp_types  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from codemode.config import SandboxConfig  # noqa: E402
 from codemode.errors import SandboxError, SandboxUnavailableError  # noqa: E402
@@ -102,6 +104,7 @@ class Tally:
     per_round: list[float] = field(default_factory=lambda: [])
     """Operations per second of each round."""
     protocols: set[str] = field(default_factory=lambda: set[str]())
+    first_error: str | None = None
     """The MCP protocol versions the client's sessions negotiated (serve rows)."""
 
     def add(self, latencies: list[float], seconds: float, client_cpu: float, serve_cpu: float | None) -> None:
@@ -134,6 +137,7 @@ class Row(TypedDict):
     ratio_to_docker_run: float | None
     targets: dict[str, Verdict] | None
     protocol_versions: list[str]
+    first_error: str | None
 
 
 def _row(name: str, backend: str | None, tally: Tally) -> Row:
@@ -153,6 +157,7 @@ def _row(name: str, backend: str | None, tally: Tally) -> Row:
         "ratio_to_docker_run": None,
         "targets": None,
         "protocol_versions": sorted(tally.protocols),
+        "first_error": tally.first_error,
     }
 
 
@@ -281,6 +286,11 @@ def _client(serve: Serve, protocol: str) -> Client:
     return Client(transport, mode=protocol)  # type: ignore[arg-type]  # checked by argparse
 
 
+def _text(result: mcp_types.CallToolResult) -> str:
+    text = " ".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
+    return " ".join(text.split())[:300]  # one line in the table
+
+
 def _own_cpu() -> float:
     times = psutil.Process().cpu_times()
     return times.user + times.system
@@ -308,9 +318,15 @@ async def serve_round(
             while left > 0:
                 left -= 1
                 started = time.perf_counter()
-                result = await client.call_tool("run_code", {"code": PROGRAM})
+                try:
+                    result = await client.call_tool("run_code", {"code": PROGRAM})
+                except MCPError as exc:  # counted, like a run that failed, and the load goes on
+                    tally.first_error = tally.first_error or f"run_code raised: {exc}"
+                    errors += 1
+                    continue
                 latencies.append((time.perf_counter() - started) * 1000)
                 if result.is_error:
+                    tally.first_error = tally.first_error or f"run_code answered an error: {_text(result)}"
                     errors += 1
 
         client_cpu, serve_cpu = _own_cpu(), serve.cpu_seconds()
@@ -340,6 +356,8 @@ async def docker_run_round(image: str, runs: int, concurrency: int, tally: Tally
             done = await anyio.run_process(argv, check=False)
             latencies.append((time.perf_counter() - started) * 1000)
             if done.returncode != 0:
+                text = " ".join(done.stderr.decode(errors="replace").split())[:300]
+                tally.first_error = tally.first_error or f"exit {done.returncode}: {text}"
                 errors += 1
 
     client_cpu = _children_cpu()
@@ -496,6 +514,8 @@ def print_table(report: dict[str, Any]) -> None:
             f"{_fmt(ratio, '.2f') + ('x' if ratio is not None else ''):>8}"
             + (f"  ({row['errors']} errors)" if row["errors"] else "")
         )
+        if row["first_error"]:
+            print(f"  first error: {row['first_error']}")
     judged = [row for row in report["rows"] if row["targets"] is not None]
     if judged:
         print("\nissue 42's targets:")

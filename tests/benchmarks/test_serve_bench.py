@@ -34,6 +34,7 @@ ROW_KEYS = {
     "ratio_to_docker_run",
     "targets",
     "protocol_versions",
+    "first_error",
 }
 
 
@@ -54,7 +55,7 @@ def test_json_holds_every_series_with_consistent_figures(run: tuple[dict[str, An
     rows = {row["backend"]: row for row in report["rows"]}
     for row in report["rows"]:
         assert set(row) == ROW_KEYS
-        assert row["n"] == 8 and row["errors"] == 0, row
+        assert row["n"] == 8 and row["errors"] == 0 and row["first_error"] is None, row
         assert len(row["per_round_per_s"]) == 2 and row["per_s"] > 0
         assert 0 < row["p50_ms"] <= row["p95_ms"]
     served = rows["process"]
