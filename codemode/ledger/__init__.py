@@ -14,6 +14,8 @@ It is the side-effects gate's memory (its execution record):
   digest, the principal and tenant, with an expiry, for any process to find.
 * **Workspaces' metadata** (owner, live version, size, last use) for every replica to list and
   prune alike; their files stay in a directory.
+* **Sandbox sessions** (``run_code``'s ``session_id``): which ``serve`` replica holds each open
+  one, claimed in one write, so a run naming a session another replica holds is refused by name.
 * **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
   them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
@@ -89,6 +91,12 @@ from codemode.ledger._plans import PlanRecord, plan_digest
 from codemode.ledger._quotas import MONEY_UNIT, QuotaBook, QuotaRefusal, SlotLimit, WindowLimit
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
+from codemode.ledger._sandbox_sessions import (
+    SandboxSessionBook,
+    SandboxSessionRecord,
+    SessionClaim,
+    sandbox_session_key,
+)
 from codemode.ledger._skills import SkillBook, SkillVersion
 from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
@@ -155,7 +163,10 @@ __all__ = [
     "RunFacet",
     "RunQuery",
     "RunRecord",
+    "SandboxSessionBook",
+    "SandboxSessionRecord",
     "SessionBinding",
+    "SessionClaim",
     "SkillBook",
     "SkillVersion",
     "SlotLimit",
@@ -181,6 +192,7 @@ __all__ = [
     "reserve_waiting",
     "resolve_with_read_back",
     "run_evidence",
+    "sandbox_session_key",
     "scoped_key",
     "single_call_evidence",
     "system_clock",

@@ -39,6 +39,7 @@ from codemode.ledger._models import (
 from codemode.ledger._plans import PlanRecord
 from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._sandbox_sessions import SandboxSessionBook
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
@@ -440,6 +441,12 @@ class StoreLedger:
         """Workspaces' owners, live versions, sizes and last uses; their files stay in a directory
         (see :mod:`codemode.ledger._workspaces`)."""
         return WorkspaceBook(self._ctx)
+
+    @property
+    def sandbox_sessions(self) -> SandboxSessionBook:
+        """Which ``serve`` replica holds each open sandbox session (see
+        :mod:`codemode.ledger._sandbox_sessions`)."""
+        return SandboxSessionBook(self._ctx)
 
     # ── quotas (issue 42) ───────────────────────────────────────────────────────────────────
 
