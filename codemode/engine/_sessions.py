@@ -162,7 +162,12 @@ async def session_for(
     try:
         return await _opened(sandboxes, serve, key, hold_pool_slot, replica)
     except BaseException:
-        if replica is not None:  # claimed but not opened: let another replica have it
+        # Claimed but not opened: let another replica have it, unless a run of ours opened it
+        # meanwhile (two first runs of one new id at once: the second one's open fails).
+        if (
+            replica is not None
+            and sandboxes.find_session(principal=principal, tenant=tenant, session_id=session_id) is None
+        ):
             with anyio.CancelScope(shield=True):
                 await replica.release(key)
         raise
@@ -206,8 +211,8 @@ class EngineSessions:
         hold_pool_slot: bool = False,
         run_s: float | None = None,
     ) -> Session:
-        """:func:`session_for` the binding's principal and tenant; ``run_s``: the run's wall time
-        (default the budget's), for which the claim must outlast the run."""
+        """:func:`session_for` the binding's principal and tenant; ``run_s``: the run's wall-time
+        limit (default ``[sandbox] wall_time_s``, as for the run), which the claim must outlast."""
         return await session_for(
             self.sandboxes,
             self.config.serve,
@@ -216,7 +221,7 @@ class EngineSessions:
             session_id=session_id,
             hold_pool_slot=hold_pool_slot,
             replica=self.replica,
-            run_s=self.config.policy.budget.wall_time_s if run_s is None else run_s,
+            run_s=self.config.sandbox.wall_time_s if run_s is None else run_s,
         )
 
     async def expire_idle(self) -> int:
