@@ -58,7 +58,7 @@ from codemode.engine._down import (
 from codemode.engine._plans import PLAN_TTL_S, Plan, approved_plan, dry_run
 from codemode.engine._progress import ProgressCallback, report_progress
 from codemode.engine._run_result import RunResult, run_result
-from codemode.engine._sessions import expire_idle_sessions, session_for
+from codemode.engine._sessions import EngineSessions, SessionReplica
 from codemode.engine._settle import checked, compensation_wanted, settled, undone_if_cancelled
 from codemode.engine._skills import ProposingHandler, skill_view
 from codemode.engine._tools import ToolFormat, ToolReply, definitions, dispatch
@@ -66,7 +66,7 @@ from codemode.engine._workspace import RunWorkspaces, workspace_quota
 from codemode.errors import PolicyError, SandboxError
 from codemode.host import McpHost, RootsUpdate, ServerStatus, TransportFactory
 from codemode.ledger import Clock, Ledger, open_ledger, system_clock
-from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager, Session
+from codemode.sandbox import BackendFactory, Program, RunOutcome, SandboxManager
 from codemode.stubs import DetailLevel, SearchResult, VirtualTree, render_tree
 from codemode.workspace import WorkspaceStore
 
@@ -128,6 +128,7 @@ class CodeMode:
         self._broker: Broker | None = None
         self._sandboxes: SandboxManager | None = None
         self._workspaces: RunWorkspaces | None = None
+        self._sessions: EngineSessions | None = None
         self._stack: contextlib.AsyncExitStack | None = None
 
     @classmethod
@@ -179,6 +180,10 @@ class CodeMode:
             self._sandboxes = await stack.enter_async_context(
                 SandboxManager(config.sandbox, state_dir=None, backend=self._sandbox_backend, workspace=quota)
             )
+            # Which replica holds each session, in the ledger; every one is released on the way out.
+            replica = SessionReplica.of(self._ledger, config.serve)
+            self._sessions = EngineSessions(self._sandboxes, config, replica)
+            stack.push_async_callback(self._sessions.close_all)
             if self._sandboxes.has_workspace:
                 self._workspaces = await RunWorkspaces.start(config, self._ledger)
         except BaseException:
@@ -463,6 +468,11 @@ class CodeMode:
                 # Outside the task group: a workspace that cannot load is a plain WorkspaceError.
                 workspaces = self._workspaces
                 files = None if workspaces is None else await workspaces.files_for(binding, session_id)
+                # So too a session another replica holds (in the shared ledger): SandboxError naming it.
+                sessions = self._require_sessions()
+                session = (
+                    None if session_id is None else await sessions.get(binding, session_id, run_s=wall_time_s)
+                )
                 async with anyio.create_task_group() as tg:
                     if progress is not None:
                         tg.start_soon(report_progress, progress, scope.state, progress_interval_s)
@@ -470,10 +480,7 @@ class CodeMode:
                     program = Program(
                         code, bindings=names, wall_time_s=wall_time_s, fresh=fresh_namespace, workspace=files
                     )
-                    if session_id is not None:
-                        run_in = (await self._session_for(binding, session_id)).run
-                    else:
-                        run_in = sandboxes.run
+                    run_in = sandboxes.run if session is None else session.run
                     handler = ProposingHandler(broker_cpu, self._ledger, self.tree_for)
                     outcome = await run_in(program, binding=binding, modules=modules, handler=handler)
                     if workspaces is not None and files is not None:
@@ -565,36 +572,20 @@ class CodeMode:
         busy for a long time, such as a batch worker's)."""
         binding = self._bind(principal, tenant, None)
         session_id = "ses_" + secrets.token_hex(8)
-        await self._session_for(binding, session_id, hold_pool_slot=hold_pool_slot)
+        await self._require_sessions().get(binding, session_id, hold_pool_slot=hold_pool_slot)
         return session_id
 
-    async def _session_for(
-        self, binding: RunBinding, session_id: str, *, hold_pool_slot: bool = False
-    ) -> Session:
-        """The session for (principal, tenant, id), opened on first use; idle and excess ones closed."""
-        _, _, sandboxes, _ = self._require()
-        return await session_for(
-            sandboxes,
-            self.config.serve,
-            principal=binding.principal,
-            tenant=binding.tenant,
-            session_id=session_id,
-            hold_pool_slot=hold_pool_slot,
-        )
+    def _require_sessions(self) -> EngineSessions:
+        self._require()
+        assert self._sessions is not None
+        return self._sessions
 
     async def expire_idle_sessions(self) -> int:
         """Close sessions unused for ``[serve] session_idle_s``; return how many were closed."""
-        if self._sandboxes is None:
-            return 0
-        return await expire_idle_sessions(self._sandboxes, self.config.serve.session_idle_s)
+        return 0 if self._sessions is None else await self._sessions.expire_idle()
 
     async def close_session(
         self, session_id: str, *, principal: str | None = None, tenant: str | None = None
     ) -> None:
-        _, _, sandboxes, _ = self._require()
-        binding = self._bind(principal, tenant, None)
-        found = sandboxes.find_session(
-            principal=binding.principal, tenant=binding.tenant, session_id=session_id
-        )
-        if found is not None:
-            await found.aclose()
+        """Close the session, releasing it in the ledger for any replica to open again."""
+        await self._require_sessions().close(self._bind(principal, tenant, None), session_id)

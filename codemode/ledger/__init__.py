@@ -17,6 +17,8 @@ It is the side-effects gate's memory (its execution record):
 * **Approval tickets**: calls of ``codemode serve`` runs waiting for an operator, for every
   replica's console to list and answer (first answer wins); the approval itself is recorded as
   any other.
+* **Sandbox sessions** (``run_code``'s ``session_id``): which ``serve`` replica holds each open
+  one, claimed in one write, so a run naming a session another replica holds is refused by name.
 * **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
   them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
@@ -92,6 +94,12 @@ from codemode.ledger._plans import PlanRecord, plan_digest
 from codemode.ledger._quotas import MONEY_UNIT, QuotaBook, QuotaRefusal, SlotLimit, WindowLimit
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._retry import RetryClass, classify_failure
+from codemode.ledger._sandbox_sessions import (
+    SandboxSessionBook,
+    SandboxSessionRecord,
+    SessionClaim,
+    sandbox_session_key,
+)
 from codemode.ledger._skills import SkillBook, SkillVersion
 from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
@@ -161,7 +169,10 @@ __all__ = [
     "RunFacet",
     "RunQuery",
     "RunRecord",
+    "SandboxSessionBook",
+    "SandboxSessionRecord",
     "SessionBinding",
+    "SessionClaim",
     "SkillBook",
     "SkillVersion",
     "SlotLimit",
@@ -189,6 +200,7 @@ __all__ = [
     "reserve_waiting",
     "resolve_with_read_back",
     "run_evidence",
+    "sandbox_session_key",
     "scoped_key",
     "single_call_evidence",
     "system_clock",

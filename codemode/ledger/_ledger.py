@@ -39,6 +39,7 @@ from codemode.ledger._models import (
 from codemode.ledger._plans import PlanRecord
 from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._reads import ReadRecord
+from codemode.ledger._sandbox_sessions import SandboxSessionBook
 from codemode.ledger._skills import SkillBook
 from codemode.ledger._tickets import ApprovalTicketBook
 from codemode.ledger._time import Clock, to_text
@@ -447,6 +448,12 @@ class StoreLedger:
         """Calls waiting for an operator's approval, shared by every serve replica on the ledger
         (see :mod:`codemode.ledger._tickets`)."""
         return ApprovalTicketBook(self._ctx)
+
+    @property
+    def sandbox_sessions(self) -> SandboxSessionBook:
+        """Which ``serve`` replica holds each open sandbox session (see
+        :mod:`codemode.ledger._sandbox_sessions`)."""
+        return SandboxSessionBook(self._ctx)
 
     # ── quotas (issue 42) ───────────────────────────────────────────────────────────────────
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from codemode.ledger._sandbox_session_states import SANDBOX_SESSION_EVENTS, sandbox_session_event_problem
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger._skill_states import SKILL_EVENTS, skill_event_problem
 from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
@@ -49,6 +50,11 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     **{
         kind: ("approval_tickets", "create" if source is None else "update")
         for kind, source in TICKET_EVENTS.items()
+    },
+    # Sandbox sessions' rows: their moves are in _sandbox_session_states.SANDBOX_SESSION_EVENTS.
+    **{
+        kind: ("sandbox_sessions", "create" if None in sources else "update")
+        for kind, sources in SANDBOX_SESSION_EVENTS.items()
     },
 }
 
@@ -165,6 +171,10 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
             raise ReduceError(why)
     elif table == "approval_tickets":
         why = ticket_event_problem(kind, current, fields, new)
+        if why is not None:
+            raise ReduceError(why)
+    elif table == "sandbox_sessions":
+        why = sandbox_session_event_problem(kind, current, fields, new)
         if why is not None:
             raise ReduceError(why)
     # mcp_sessions: "create" only, checked above (a second binding of a session is refused).

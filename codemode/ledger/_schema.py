@@ -1,6 +1,6 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
 derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``, ``plans``,
-``skills``, ``workspaces``, ``approval_tickets``).
+``skills``, ``workspaces``, ``approval_tickets``, ``sandbox_sessions``).
 
 Column lists are defined once here; each store's DDL (:mod:`.stores._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
@@ -18,7 +18,15 @@ from typing import Literal
 SCHEMA_VERSION = 1
 
 Table = Literal[
-    "runs", "calls", "approvals", "mcp_sessions", "plans", "skills", "workspaces", "approval_tickets"
+    "runs",
+    "calls",
+    "approvals",
+    "mcp_sessions",
+    "plans",
+    "skills",
+    "workspaces",
+    "approval_tickets",
+    "sandbox_sessions",
 ]
 
 # name -> SQL type and constraint. The first column is the primary key.
@@ -198,6 +206,23 @@ replica's console shows it; then how it left the desk (``state`` answered, withd
 ``closed_at``) and, when answered, the answer: ``approved`` (1 or 0), by which operator, on which
 replica. A ticket is not an approval: the run's approval flow records that in ``approvals``."""
 
+# -- sandbox sessions (issue 42; see codemode/ledger/_sandbox_sessions.py) -----------------------
+SANDBOX_SESSION_COLUMNS: dict[str, str] = {
+    "session_key": "TEXT PRIMARY KEY",
+    "tenant": "TEXT NOT NULL",
+    "principal": "TEXT NOT NULL",
+    "session_id": "TEXT NOT NULL",
+    "replica": "TEXT NOT NULL",
+    "owner": "TEXT NOT NULL",
+    "opened_at": "TEXT NOT NULL",
+    "last_used": "TEXT NOT NULL",
+    "lease_expires_at": "TEXT NOT NULL",
+    "closed_at": "TEXT",
+}
+"""Which ``serve`` replica holds each open sandbox session (``run_code``'s ``session_id``):
+``session_key`` is a digest of tenant, principal and session id; the row is released when the
+session closes (``closed_at``), its lease runs out or its holder's process is gone."""
+
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
     "calls": CALL_COLUMNS,
@@ -207,6 +232,7 @@ COLUMNS: dict[Table, dict[str, str]] = {
     "skills": SKILL_COLUMNS,
     "workspaces": WORKSPACE_COLUMNS,
     "approval_tickets": APPROVAL_TICKET_COLUMNS,
+    "sandbox_sessions": SANDBOX_SESSION_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
@@ -220,7 +246,14 @@ before held them, so re-deriving those rows gives NULL, which is what the added 
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
 """
 
-ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills", "workspaces", "approval_tickets")
+ADDED_TABLES: tuple[Table, ...] = (
+    "mcp_sessions",
+    "plans",
+    "skills",
+    "workspaces",
+    "approval_tickets",
+    "sandbox_sessions",
+)
 """Tables that schema version 1 gained after ledgers were first written with it.
 
 A store creates the ones an older file or database lacks when it opens it. No event written

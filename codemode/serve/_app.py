@@ -39,7 +39,7 @@ from codemode.engine import (
     run_summary,
     server_index_line,
 )
-from codemode.errors import PlanRefusedError, QuotaExceededError
+from codemode.errors import PlanRefusedError, QuotaExceededError, SandboxError
 from codemode.serve._consent import (
     CLIENT,
     Asker,
@@ -280,6 +280,8 @@ class CodemodeServer:
                     return _error(str(exc))
                 except QuotaExceededError as exc:
                     return quota_refused(exc)
+                except SandboxError as exc:  # no sandbox for it (a session another replica holds…)
+                    return _error(str(exc))
                 offers = await self._offer_skills(channel, result)
             return _call_result(result, offers)
 
@@ -458,6 +460,9 @@ class CodemodeServer:
                 return
             except QuotaExceededError as exc:  # refused before it started: answered as such
                 await pending.events_in.send(quota_refused(exc))
+                return
+            except SandboxError as exc:  # no sandbox for it (a session another replica holds…)
+                await pending.events_in.send(_error(str(exc)))
                 return
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")

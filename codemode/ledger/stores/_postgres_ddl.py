@@ -134,6 +134,7 @@ DDL: tuple[Statement, ...] = (
     _table("skills"),
     _table("workspaces"),
     _table("approval_tickets"),
+    _table("sandbox_sessions"),
     _index("calls_run", "calls", ("run_id", "created_at")),
     _index("calls_state", "calls", ("state",)),
     sql.SQL('CREATE INDEX calls_receipt ON calls ("receipt") WHERE "receipt" IS NOT NULL'),
