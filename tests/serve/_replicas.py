@@ -143,7 +143,7 @@ class Deployment:
         return subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=120, check=False)
 
 
-def _start(name: str, config: Path, env: dict[str, str], timeout: float = 120.0) -> Replica:
+def _launch(name: str, config: Path, env: dict[str, str]) -> Replica:
     log = config.with_suffix(".log")
     command = [sys.executable, "-m", "codemode.cli", "serve", "--transport", "http", "--port", "0"]
     with log.open("wb") as out:
@@ -154,21 +154,24 @@ def _start(name: str, config: Path, env: dict[str, str], timeout: float = 120.0)
             env=env,
             start_new_session=True,  # its own process group: the teardown ends its servers too
         )
-    deadline = time.monotonic() + timeout
-    while True:
-        ready = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("READY ")]
-        if ready:
-            base = ready[0].split()[1].removesuffix("/mcp")
-            break
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"replica {name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.2)
-    return Replica(name, config, process, base, log)
+    return Replica(name, config, process, "", log)
 
 
 def _wait_ready(replica: Replica, timeout: float = 120.0) -> None:
+    """Until the replica says where it listens (``READY <url>`` on stderr), then answers /readyz."""
     deadline = time.monotonic() + timeout
+    while not replica.base:
+        lines = replica.log.read_text(errors="replace").splitlines()
+        ready = [line for line in lines if line.startswith("READY ")]
+        if ready:
+            replica.base = ready[0].split()[1].removesuffix("/mcp")
+            break
+        if replica.process.poll() is not None or time.monotonic() > deadline:
+            tail = "\n".join(lines[-40:])
+            raise RuntimeError(
+                f"replica {replica.name} did not start (exit {replica.process.poll()}):\n{tail}"
+            )
+        time.sleep(0.2)
     while httpx.get(f"{replica.base}/readyz").status_code != 200:
         assert replica.process.poll() is None, replica.log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, f"replica {replica.name} never became ready"
@@ -194,8 +197,8 @@ def two_replicas(directory: Path, postgres: PostgresServer) -> Generator[Deploym
         done = runner.invoke(cli, [*args, "--config", str(deployment.config("serve-a"))])
         assert done.exit_code == 0, done.output
     try:
-        for name in ("serve-a", "serve-b"):
-            deployment.replicas[name] = _start(name, deployment.config(name), env)
+        for name in ("serve-a", "serve-b"):  # both start at once, then both are waited for
+            deployment.replicas[name] = _launch(name, deployment.config(name), env)
         for replica in deployment.replicas.values():
             _wait_ready(replica)
         yield deployment
