@@ -14,6 +14,9 @@ It is the side-effects gate's memory (its execution record):
   digest, the principal and tenant, with an expiry, for any process to find.
 * **Workspaces' metadata** (owner, live version, size, last use) for every replica to list and
   prune alike; their files stay in a directory.
+* **Approval tickets**: calls of ``codemode serve`` runs waiting for an operator, for every
+  replica's console to list and answer (first answer wins); the approval itself is recorded as
+  any other.
 * **MCP sessions** of ``codemode serve`` are bound to the principal and tenant that opened
   them, once, where every replica sharing the ledger reads it.
 * **Tamper-evidence.** Every change is an event in a hash chain; the tables are derived from
@@ -92,6 +95,7 @@ from codemode.ledger._retry import RetryClass, classify_failure
 from codemode.ledger._skills import SkillBook, SkillVersion
 from codemode.ledger._sqlite_ledger import SqliteLedger
 from codemode.ledger._states import CALL_EVENTS, CALL_TRANSITIONS
+from codemode.ledger._tickets import ApprovalTicket, ApprovalTicketBook, TicketClosedError, TicketState
 from codemode.ledger._time import Clock, system_clock
 from codemode.ledger._workspaces import WorkspaceBook, WorkspaceRecord
 from codemode.ledger.stores import (
@@ -121,6 +125,8 @@ __all__ = [
     "ApprovalQuery",
     "ApprovalRecord",
     "ApprovalRefused",
+    "ApprovalTicket",
+    "ApprovalTicketBook",
     "ApprovalUse",
     "ArchiveResult",
     "CallEvidence",
@@ -164,6 +170,8 @@ __all__ = [
     "StoreError",
     "StoreLedger",
     "StoreTransaction",
+    "TicketClosedError",
+    "TicketState",
     "Unresolved",
     "VerifyProblem",
     "VerifyReport",

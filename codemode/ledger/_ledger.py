@@ -40,6 +40,7 @@ from codemode.ledger._plans import PlanRecord
 from codemode.ledger._quotas import QuotaBook
 from codemode.ledger._reads import ReadRecord
 from codemode.ledger._skills import SkillBook
+from codemode.ledger._tickets import ApprovalTicketBook
 from codemode.ledger._time import Clock, to_text
 from codemode.ledger._verify import verify_store
 from codemode.ledger._workspaces import WorkspaceBook
@@ -440,6 +441,12 @@ class StoreLedger:
         """Workspaces' owners, live versions, sizes and last uses; their files stay in a directory
         (see :mod:`codemode.ledger._workspaces`)."""
         return WorkspaceBook(self._ctx)
+
+    @property
+    def approval_tickets(self) -> ApprovalTicketBook:
+        """Calls waiting for an operator's approval, shared by every serve replica on the ledger
+        (see :mod:`codemode.ledger._tickets`)."""
+        return ApprovalTicketBook(self._ctx)
 
     # ── quotas (issue 42) ───────────────────────────────────────────────────────────────────
 

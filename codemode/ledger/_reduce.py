@@ -16,6 +16,7 @@ from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger._skill_states import SKILL_EVENTS, skill_event_problem
 from codemode.ledger._states import CALL_EVENTS, NEW, check_call_event
 from codemode.ledger._states import CALL_TRANSITIONS as CALL_TRANSITIONS  # the old home of the table
+from codemode.ledger._ticket_states import TICKET_EVENTS, ticket_event_problem
 from codemode.ledger._workspace_states import WORKSPACE_EVENTS, workspace_event_problem
 
 Row = dict[str, str | int | None]
@@ -43,6 +44,11 @@ EVENT_KINDS: dict[str, tuple[Table, Op]] = {
     **{
         kind: ("workspaces", "create" if None in sources else "update")
         for kind, sources in WORKSPACE_EVENTS.items()
+    },
+    # Approval tickets: their moves are in _ticket_states.TICKET_EVENTS.
+    **{
+        kind: ("approval_tickets", "create" if source is None else "update")
+        for kind, source in TICKET_EVENTS.items()
     },
 }
 
@@ -155,6 +161,10 @@ def reduce(kind: str, subject: str, fields: Mapping[str, Any], current: Row | No
             raise ReduceError(why)
     elif table == "workspaces":
         why = workspace_event_problem(kind, current, fields, new)
+        if why is not None:
+            raise ReduceError(why)
+    elif table == "approval_tickets":
+        why = ticket_event_problem(kind, current, fields, new)
         if why is not None:
             raise ReduceError(why)
     # mcp_sessions: "create" only, checked above (a second binding of a session is refused).

@@ -1,6 +1,6 @@
 """The ledger's tables, for every store: an append-only event log, its head, and the tables
 derived from the events (``runs``, ``calls``, ``approvals``, ``mcp_sessions``, ``plans``,
-``skills``, ``workspaces``).
+``skills``, ``workspaces``, ``approval_tickets``).
 
 Column lists are defined once here; each store's DDL (:mod:`.stores._sqlite_ddl` for SQLite), the
 reducer's empty rows and ``verify``'s row comparison all come from them, so they cannot drift
@@ -17,7 +17,9 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Table = Literal["runs", "calls", "approvals", "mcp_sessions", "plans", "skills", "workspaces"]
+Table = Literal[
+    "runs", "calls", "approvals", "mcp_sessions", "plans", "skills", "workspaces", "approval_tickets"
+]
 
 # name -> SQL type and constraint. The first column is the primary key.
 RUN_COLUMNS: dict[str, str] = {
@@ -170,6 +172,32 @@ WORKSPACE_COLUMNS: dict[str, str] = {
 ``[workspace] root`` (a digest of tenant, principal and session), ``version`` the folder of its
 live files there (null once removed). The files themselves never enter the ledger."""
 
+# -- approval tickets (issue 42; see codemode/ledger/_tickets.py) -------------------------------
+APPROVAL_TICKET_COLUMNS: dict[str, str] = {
+    "call_id": "TEXT PRIMARY KEY",
+    "run_id": "TEXT NOT NULL",
+    "tenant": "TEXT NOT NULL",
+    "principal": "TEXT NOT NULL",
+    "server": "TEXT NOT NULL",
+    "tool": "TEXT NOT NULL",
+    "risk": "TEXT NOT NULL",
+    "why": "TEXT NOT NULL",
+    "arguments_summary": "TEXT NOT NULL",
+    "args_digest": "TEXT NOT NULL",
+    "expires_at": "TEXT NOT NULL",
+    "replica": "TEXT NOT NULL",
+    "opened_at": "TEXT NOT NULL",
+    "state": "TEXT NOT NULL",
+    "approved": "INTEGER",
+    "answered_by": "TEXT",
+    "answered_on": "TEXT",
+    "closed_at": "TEXT",
+}
+"""A call waiting for a person's approval while its run waits on ``replica``, as every serve
+replica's console shows it; then how it left the desk (``state`` answered, withdrawn or expired,
+``closed_at``) and, when answered, the answer: ``approved`` (1 or 0), by which operator, on which
+replica. A ticket is not an approval: the run's approval flow records that in ``approvals``."""
+
 COLUMNS: dict[Table, dict[str, str]] = {
     "runs": RUN_COLUMNS,
     "calls": CALL_COLUMNS,
@@ -178,6 +206,7 @@ COLUMNS: dict[Table, dict[str, str]] = {
     "plans": PLAN_COLUMNS,
     "skills": SKILL_COLUMNS,
     "workspaces": WORKSPACE_COLUMNS,
+    "approval_tickets": APPROVAL_TICKET_COLUMNS,
 }
 PRIMARY_KEY: dict[Table, str] = {table: next(iter(cols)) for table, cols in COLUMNS.items()}
 
@@ -191,7 +220,7 @@ before held them, so re-deriving those rows gives NULL, which is what the added 
 ``verify`` stays exact, and the version need not change for an addition that loses nothing.
 """
 
-ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills", "workspaces")
+ADDED_TABLES: tuple[Table, ...] = ("mcp_sessions", "plans", "skills", "workspaces", "approval_tickets")
 """Tables that schema version 1 gained after ledgers were first written with it.
 
 A store creates the ones an older file or database lacks when it opens it. No event written

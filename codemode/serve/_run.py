@@ -327,24 +327,29 @@ async def serve_http(
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(CodeMode(config))
         tg = await stack.enter_async_context(anyio.create_task_group())
-        desk = ApprovalDesk() if console else None
-        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
-        server.attach(tg)
-        tg.start_soon(_housekeeping, engine, server)
-        _watch_config(tg, engine, config)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
+        # Sessions are bound only to token holders, and the console needs an operator's token
+        # (checked above): without tokens serve has no use for a ledger connection of its own.
+        ledger = await _serve_ledger(stack, config, environ) if tokens else None
+        desk = None
+        if console and ledger is not None:
+            # [serve] replica, else ServeConfig.replica_name's host:port with the port really bound.
+            replica = config.serve.replica or f"{socket.gethostname()}:{bound_port}"
+            # The desk's tickets are in the ledger: every replica's console lists and answers them.
+            desk = ApprovalDesk(ledger.approval_tickets, replica=replica)
+        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
+        server.attach(tg)
+        tg.start_soon(_housekeeping, engine, server)
+        _watch_config(tg, engine, config)
         url = f"http://{_bracketed(host)}:{bound_port}{config.serve.path}"
         security = transport_security(config, host, bound_port)
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
-        # Sessions are bound only to token holders, and the console needs an operator's token
-        # (checked above): without tokens serve has no use for a ledger connection of its own.
-        ledger = await _serve_ledger(stack, config, environ) if tokens else None
         if ledger is not None:
             app = SessionGuard(app, tokens, LedgerSessionBindings(ledger))
         if metrics:

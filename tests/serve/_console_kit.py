@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import httpx
 
 from codemode.broker import ApprovalRequest
@@ -20,6 +21,7 @@ from codemode.serve._run import transport_security
 from codemode.serve.console._app import Console
 from codemode.serve.console._auth import Sessions
 from codemode.serve.console._desk import ApprovalDesk
+from codemode.serve.console._scope import ALL_TENANTS
 from codemode.stubs import VirtualTree
 from tests.skills._deployment import crm_tree
 
@@ -35,6 +37,10 @@ ACME_OPS = {"Authorization": f"Bearer {ACME_OPS_TOKEN}"}
 """An operator of tenant acme only (principal ``acme-ops``)."""
 GLOBEX_OPS = {"Authorization": f"Bearer {GLOBEX_OPS_TOKEN}"}
 """An operator of tenant globex only (principal ``globex-ops``)."""
+
+
+REPLICA = "a:8765"
+"""The replica name of the kit's desk (and of :func:`desk_on_ledger`'s)."""
 
 
 @dataclass
@@ -78,8 +84,12 @@ class Kit:
 
 
 @asynccontextmanager
-async def console_kit(tmp_path: Path, engine: FakeEngine | None = None) -> AsyncGenerator[Kit]:
-    ledger = open_ledger(tmp_path / "codemode.db")
+async def console_kit(
+    tmp_path: Path, engine: FakeEngine | None = None, *, ledger_at: str | None = None, replica: str = REPLICA
+) -> AsyncGenerator[Kit]:
+    """A console on the ledger ``tmp_path/codemode.db`` (or ``ledger_at``, a PostgreSQL URL);
+    two kits on one ledger are two replicas (name them apart with ``replica``)."""
+    ledger = open_ledger(ledger_at or tmp_path / "codemode.db")
     tokens = TokenMap(
         {
             OPERATOR_TOKEN: Identity("ops", "acme", frozenset({"operator"}), console_tenants=None),
@@ -90,7 +100,7 @@ async def console_kit(tmp_path: Path, engine: FakeEngine | None = None) -> Async
             ALICE_TOKEN: Identity("alice", "acme"),
         }
     )
-    desk = ApprovalDesk()
+    desk = ApprovalDesk(ledger.approval_tickets, replica=replica)
     security = transport_security(config_from_mapping({}), "127.0.0.1", 8765)
     engine = engine or FakeEngine()
     console = Console(ledger, engine, desk, Sessions(tokens), security, ledger.location)
@@ -100,6 +110,23 @@ async def console_kit(tmp_path: Path, engine: FakeEngine | None = None) -> Async
             yield Kit(client, console, desk, ledger, engine)
     finally:
         ledger.close()
+
+
+@contextmanager
+def desk_on_ledger(
+    tmp_path: Path, *, clock: Callable[[], float] = time.time, replica: str = REPLICA
+) -> Generator[ApprovalDesk]:
+    """A desk on a ledger of its own (``tmp_path/codemode.db``), without a console."""
+    with open_ledger(tmp_path / "codemode.db") as ledger:
+        yield ApprovalDesk(ledger.approval_tickets, replica=replica, clock=clock)
+
+
+async def until_pending(desk: ApprovalDesk, count: int = 1) -> None:
+    """Wait until ``count`` tickets are on the desk: a run opens its ticket in a worker thread
+    (a ledger write), so a task waiting for that thread looks blocked before the ticket is there."""
+    with anyio.fail_after(10):
+        while len(await anyio.to_thread.run_sync(desk.pending, ALL_TENANTS)) < count:
+            await anyio.sleep(0.01)
 
 
 def request_for(

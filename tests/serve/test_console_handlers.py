@@ -17,7 +17,18 @@ from codemode.serve.console._data import FilterError, RunFilter
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover, DeskError
 from codemode.serve.console._scope import ALL_TENANTS
 
-from ._console_kit import ALICE, OPERATOR, OPERATOR_TOKEN, ORIGIN, Kit, console_kit, csrf_of, request_for
+from ._console_kit import (
+    ALICE,
+    OPERATOR,
+    OPERATOR_TOKEN,
+    ORIGIN,
+    Kit,
+    console_kit,
+    csrf_of,
+    desk_on_ledger,
+    request_for,
+    until_pending,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -131,7 +142,7 @@ async def approval_waiting(tmp_path: Path) -> AsyncGenerator[tuple[Kit, str, str
     answers: list[ApprovalAnswer] = []
     async with console_kit(tmp_path) as kit, anyio.create_task_group() as tg:
         tg.start_soon(_asking, kit, answers)
-        await anyio.wait_all_tasks_blocked()
+        await until_pending(kit.desk)
         csrf, digest = await _pending(kit)
         yield kit, csrf, digest, answers
 
@@ -150,9 +161,11 @@ async def test_a_change_without_the_csrf_token_or_from_another_origin_is_refused
 
         status, _ = await _answer(kit, "approve", digest, csrf, Origin=ORIGIN)
         assert status == 303
-        await anyio.wait_all_tasks_blocked()
+        with anyio.fail_after(10):  # the waiting run reads the answer off its ticket
+            while not answers:
+                await anyio.sleep(0.01)
+        assert not kit.desk.pending(ALL_TENANTS)
     assert answers == [ApprovalAnswer(True, "console:ops")]
-    assert not kit.desk.pending(ALL_TENANTS)
 
 
 async def test_the_csrf_token_also_works_as_a_header(tmp_path: Path) -> None:
@@ -177,29 +190,33 @@ async def test_an_answer_for_other_arguments_is_refused_and_the_request_stays_op
     assert answers == [ApprovalAnswer(True, "console:ops")]
 
 
-async def test_an_expired_request_cannot_be_answered() -> None:
+async def test_an_expired_request_cannot_be_answered(tmp_path: Path) -> None:
     now = [time.time()]
-    desk = ApprovalDesk(clock=lambda: now[0])
-    request = request_for(ttl=60)
-    ticket = desk.open(request)
-    now[0] += 61
-    assert desk.pending(ALL_TENANTS) == [], "an expired request is not offered"
-    with pytest.raises(DeskError) as refused:
-        desk.answer(request.call_id, request.args_digest, approve=True, operator="ops", scope=ALL_TENANTS)
-    assert refused.value.status == 410 and "expired" in str(refused.value)
-    assert ticket.answer is None
+    with desk_on_ledger(tmp_path, clock=lambda: now[0]) as desk:
+        request = request_for(ttl=60)
+        ticket = desk.open(request)
+        now[0] += 61
+        assert desk.pending(ALL_TENANTS) == [], "an expired request is not offered"
+        with pytest.raises(DeskError) as refused:
+            desk.answer(request.call_id, request.args_digest, approve=True, operator="ops", scope=ALL_TENANTS)
+        assert refused.value.status == 410 and "expired" in str(refused.value)
+        assert ticket.answer is None
 
 
-async def test_nobody_answering_before_expiry_denies_the_call() -> None:
-    desk = ApprovalDesk()
-    with anyio.fail_after(5):
-        answer = await DeskApprover(desk, None).ask(request_for(ttl=0.2))
-    assert answer.approved is False and "expired" in answer.reason
-    assert desk.pending(ALL_TENANTS) == []
+async def test_nobody_answering_before_expiry_denies_the_call(tmp_path: Path) -> None:
+    with desk_on_ledger(tmp_path) as desk:
+        with anyio.fail_after(5):
+            answer = await DeskApprover(desk, None).ask(request_for(ttl=0.2))
+        assert answer.approved is False and "expired" in answer.reason
+        assert desk.pending(ALL_TENANTS) == []
 
 
-async def test_the_client_may_answer_first_and_withdraws_the_desk_ticket() -> None:
-    desk = ApprovalDesk()
+async def test_the_client_may_answer_first_and_withdraws_the_desk_ticket(tmp_path: Path) -> None:
+    with desk_on_ledger(tmp_path) as desk:
+        await _client_answers_first(desk)
+
+
+async def _client_answers_first(desk: ApprovalDesk) -> None:
 
     class Client:
         async def ask(self, request: object) -> ApprovalAnswer:
@@ -211,8 +228,12 @@ async def test_the_client_may_answer_first_and_withdraws_the_desk_ticket() -> No
     assert desk.pending(ALL_TENANTS) == []
 
 
-async def test_the_console_may_answer_first_and_withdraws_the_client_question() -> None:
-    desk = ApprovalDesk()
+async def test_the_console_may_answer_first_and_withdraws_the_client_question(tmp_path: Path) -> None:
+    with desk_on_ledger(tmp_path) as desk:
+        await _console_answers_first(desk)
+
+
+async def _console_answers_first(desk: ApprovalDesk) -> None:
     withdrawn: list[bool] = []
 
     class Client:
@@ -231,7 +252,7 @@ async def test_the_console_may_answer_first_and_withdraws_the_client_question() 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(asking)
-        await anyio.wait_all_tasks_blocked()
+        await until_pending(desk)
         desk.answer(request.call_id, request.args_digest, approve=True, operator="ops", scope=ALL_TENANTS)
     assert answers == [ApprovalAnswer(True, "console:ops")] and withdrawn == [True]
 

@@ -19,7 +19,16 @@ from codemode.serve.console._data import RunFilter, list_runs, run_detail
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover, DeskError
 from codemode.serve.console._scope import ALL_TENANTS, TenantScope
 
-from ._console_kit import ACME_OPS, OPERATOR, Kit, console_kit, csrf_of, request_for
+from ._console_kit import (
+    ACME_OPS,
+    OPERATOR,
+    Kit,
+    console_kit,
+    csrf_of,
+    desk_on_ledger,
+    request_for,
+    until_pending,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -168,7 +177,7 @@ async def test_pending_approvals_are_shown_and_answered_only_within_the_scope(tm
     async with console_kit(tmp_path) as kit, anyio.create_task_group() as tg:
         tg.start_soon(_ask, kit.desk, ACME_CALL, "acme", answers)
         tg.start_soon(_ask, kit.desk, GLOBEX_CALL, "globex", answers)
-        await anyio.wait_all_tasks_blocked()
+        await until_pending(kit.desk, 2)
 
         scoped = (await kit.client.get("/console/live", headers=ACME_OPS)).text
         assert ACME_CALL in scoped and GLOBEX_CALL not in scoped and "globex" not in scoped
@@ -194,8 +203,12 @@ async def test_pending_approvals_are_shown_and_answered_only_within_the_scope(tm
     }
 
 
-async def test_the_desk_filters_by_the_tickets_tenant() -> None:
-    desk = ApprovalDesk()
+async def test_the_desk_filters_by_the_tickets_tenant(tmp_path: Path) -> None:
+    with desk_on_ledger(tmp_path) as desk:
+        _filters_by_tenant(desk)
+
+
+def _filters_by_tenant(desk: ApprovalDesk) -> None:
     desk.open(request_for(ACME_CALL, tenant="acme"))
     desk.open(request_for(GLOBEX_CALL, tenant="globex"))
     acme = TenantScope(frozenset({"acme"}))

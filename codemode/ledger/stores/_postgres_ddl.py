@@ -133,6 +133,7 @@ DDL: tuple[Statement, ...] = (
     _table("plans"),
     _table("skills"),
     _table("workspaces"),
+    _table("approval_tickets"),
     _index("calls_run", "calls", ("run_id", "created_at")),
     _index("calls_state", "calls", ("state",)),
     sql.SQL('CREATE INDEX calls_receipt ON calls ("receipt") WHERE "receipt" IS NOT NULL'),

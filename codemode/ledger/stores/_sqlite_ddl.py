@@ -70,6 +70,7 @@ DDL: tuple[str, ...] = (
     _table_ddl("plans"),
     _table_ddl("skills"),
     _table_ddl("workspaces"),
+    _table_ddl("approval_tickets"),
     "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id, created_at)",
     "CREATE INDEX IF NOT EXISTS calls_state ON calls (state)",
     "CREATE INDEX IF NOT EXISTS calls_receipt ON calls (receipt) WHERE receipt IS NOT NULL",

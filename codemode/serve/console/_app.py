@@ -159,13 +159,14 @@ class Console:
             partial(list_runs, self.ledger, run_filter, scope, with_choices=with_choices)
         )
         query = run_filter.query()
+        pending = await anyio.to_thread.run_sync(self.desk.pending, scope)
         return {
             **self._base(session),
             "filter": query,
             "query": urlencode(query),
             "found": found,
-            "pending": self.desk.pending(scope),
-            "waiting": self.desk.waiting_runs(scope),
+            "pending": pending,
+            "waiting": {ticket.run_id for ticket in pending},
         }
 
     async def index(self, request: Request, session: Session) -> Response:
@@ -187,7 +188,7 @@ class Console:
         if evidence is None:
             # Another tenant's run gets this very answer: the page must not tell that it exists.
             raise AuthError(404, f"the ledger has no run {run_id!r}: pick a run from the list.")
-        pending = [t for t in self.desk.pending(scope) if t.run_id == run_id]
+        pending = [t for t in await anyio.to_thread.run_sync(self.desk.pending, scope) if t.run_id == run_id]
         return {**self._base(session), "evidence": evidence, "run_id": run_id, "pending": pending}
 
     async def run(self, request: Request, session: Session) -> Response:
@@ -297,9 +298,15 @@ class Console:
         call_id, digest, decision = (str(form.get(k) or "") for k in ("call_id", "args_digest", "decision"))
         if decision not in ("approve", "deny") or not call_id or not digest:
             raise AuthError(400, "an answer needs call_id, args_digest and decision=approve|deny.")
-        ticket = self.desk.answer(
-            call_id, digest, approve=decision == "approve", operator=session.operator, scope=session.scope
+        answer = partial(
+            self.desk.answer,
+            call_id,
+            digest,
+            approve=decision == "approve",
+            operator=session.operator,
+            scope=session.scope,
         )
+        ticket = await anyio.to_thread.run_sync(answer)
         done = {
             "answered": ticket.request.call_id,
             "decision": "approved" if decision == "approve" else "denied",

@@ -7,20 +7,37 @@ is withdrawn. The desk never records anything itself: an answer goes back to the
 approval flow, which records and consumes the approval in the ledger exactly as it does for a
 terminal or client answer (bound to the call, its argument digest, its risk and its expiry).
 
+The desk's tickets live in the ledger (``StoreLedger.approval_tickets``), so every replica of
+``codemode serve`` on one ledger lists them all and any replica's console may answer one: the
+answer is written to the ticket (the first answer wins), and the replica whose run asked reads
+it back within :data:`POLL_S`. A ticket is not an approval; the asking run's approval flow
+still records that, and still checks the answer's expiry itself.
+
 An operator sees and answers only the tickets of the tenants in their :class:`TenantScope`; a
 ticket of another tenant is answered exactly like one that is not there.
+
+Every method of :class:`ApprovalDesk` reads or writes the ledger and blocks: call it with
+``anyio.to_thread`` from async code (as :class:`DeskApprover` and the console do).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import cast
 
 import anyio
 
 from codemode.broker import ApprovalAnswer, ApprovalRequest, Approver
+from codemode.config import Risk
+from codemode.ledger import ApprovalTicket, ApprovalTicketBook, TicketClosedError
 from codemode.serve.console._scope import TenantScope
+
+POLL_S = 0.25
+"""How often a run waiting for an approval reads its ticket for an answer given on any replica."""
 
 
 class DeskError(Exception):
@@ -31,13 +48,14 @@ class DeskError(Exception):
         self.status = status
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ticket:
-    """One approval request waiting for an answer."""
+    """One approval request on the desk, as the console shows it."""
 
     request: ApprovalRequest
-    opened_at: float = field(default_factory=time.time)
-    answered: anyio.Event = field(default_factory=anyio.Event)
+    opened_at: float
+    replica: str
+    """The serve replica whose run waits for the answer."""
     answer: ApprovalAnswer | None = None
 
     @property
@@ -46,33 +64,108 @@ class Ticket:
         return self.request.call_id.rsplit("/", 1)[0]
 
 
-class ApprovalDesk:
-    """The open tickets of this server, keyed by call id (a call asks at most once)."""
+def _moment(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._tickets: dict[str, Ticket] = {}
+
+def _answer_of(ticket: ApprovalTicket) -> ApprovalAnswer | None:
+    if ticket.state != "answered" or ticket.answered_by is None:
+        return None
+    approved = bool(ticket.approved)
+    verdict = "" if approved else f"denied by operator {ticket.answered_by} in the console"
+    return ApprovalAnswer(approved, f"console:{ticket.answered_by}", verdict)
+
+
+def _ticket(held: ApprovalTicket) -> Ticket:
+    request = ApprovalRequest(
+        call_id=held.call_id,
+        principal=held.principal,
+        tenant=held.tenant,
+        server=held.server,
+        tool=held.tool,
+        risk=cast("Risk", held.risk),
+        why=held.why,
+        arguments_summary=held.arguments_summary,
+        args_digest=held.args_digest,
+        expires_at=held.expires_at.timestamp(),
+    )
+    return Ticket(request, held.opened_at.timestamp(), held.replica, _answer_of(held))
+
+
+def _not_pending(call_id: str, why: str = "it was answered, it expired or its run ended") -> DeskError:
+    return DeskError(
+        404,
+        f"no approval is pending for call {call_id}: {why}. Reload the console to see what is pending now.",
+    )
+
+
+def _expired(call_id: str) -> DeskError:
+    return DeskError(
+        410,
+        f"the approval request for call {call_id} has expired, so the call is denied. "
+        "The program (or the agent) has to make the call again to ask anew.",
+    )
+
+
+def _closed(call_id: str, ticket: ApprovalTicket | None) -> DeskError:
+    """The refusal of an answer to a ticket that is no longer open (the scope already checked)."""
+    if ticket is None or ticket.state == "withdrawn":
+        return _not_pending(call_id)
+    if ticket.state == "answered":
+        return _not_pending(call_id, f"it was {ticket.describe()}")
+    return _expired(call_id)
+
+
+class ApprovalDesk:
+    """The approval tickets of every replica on the ledger; this replica is ``replica``."""
+
+    def __init__(
+        self, tickets: ApprovalTicketBook, *, replica: str, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._tickets = tickets
+        self.replica = replica
         self._clock = clock
 
     def open(self, request: ApprovalRequest) -> Ticket:
-        ticket = Ticket(request, opened_at=self._clock())
-        self._tickets[request.call_id] = ticket
-        return ticket
+        """Put ``request`` on the desk, held by this replica (a call asks once)."""
+        held = self._tickets.opened(
+            request.call_id,
+            run_id=request.call_id.rsplit("/", 1)[0],
+            tenant=request.tenant,
+            principal=request.principal,
+            server=request.server,
+            tool=request.tool,
+            risk=request.risk,
+            why=request.why,
+            arguments_summary=request.arguments_summary,
+            args_digest=request.args_digest,
+            expires_at=_moment(request.expires_at),
+            replica=self.replica,
+            at=_moment(self._clock()),
+        )
+        return _ticket(held)
 
-    def close(self, ticket: Ticket) -> None:
-        if self._tickets.get(ticket.request.call_id) is ticket:
-            del self._tickets[ticket.request.call_id]
+    def settled(self, call_id: str) -> tuple[bool, ApprovalAnswer | None]:
+        """Whether the ticket of ``call_id`` has left the desk, and the operator's answer if one
+        was given (on any replica)."""
+        held = self._tickets.find(call_id)
+        if held is None:
+            return True, None
+        return held.state != "open", _answer_of(held)
+
+    def close(self, call_id: str, *, expired: bool) -> ApprovalAnswer | None:
+        """Take the ticket of ``call_id`` off the desk: marked expired (nobody answered in time)
+        or withdrawn (the client answered, or the run stopped waiting). An operator's answer
+        written before that stays, and is returned: the ledger decides which answer came first."""
+        at = _moment(self._clock())
+        book = self._tickets
+        held = book.expired(call_id, at=at) if expired else book.withdrawn(call_id, at=at)
+        return None if held is None else _answer_of(held)
 
     def pending(self, scope: TenantScope) -> list[Ticket]:
         """Open tickets of the tenants in ``scope`` that can still be answered, oldest first."""
-        now = self._clock()
-        return sorted(
-            (
-                t
-                for t in self._tickets.values()
-                if t.request.expires_at > now and scope.sees(t.request.tenant)
-            ),
-            key=lambda t: t.opened_at,
-        )
+        held = self._tickets.waiting(at=_moment(self._clock()), tenants=scope.tenants)
+        return [_ticket(t) for t in held if scope.sees(t.tenant)]
 
     def waiting_runs(self, scope: TenantScope) -> set[str]:
         return {ticket.run_id for ticket in self.pending(scope)}
@@ -84,34 +177,30 @@ class ApprovalDesk:
 
         ``args_digest`` is the digest the operator's page showed: an answer given on a page
         about other arguments is refused rather than applied to these. Expiry is checked here
-        only to tell the operator; the approval flow and the ledger check it again. A ticket of
-        a tenant outside ``scope`` is refused first, as if it were not there (no other check may
-        run first and tell the operator it exists).
+        (in the ledger's write, with the first-answer-wins check) only to tell the operator; the
+        approval flow and the ledger check it again. A ticket of a tenant outside ``scope`` is
+        refused first, as if it were not there (no other check may run first and tell the
+        operator it exists).
         """
-        ticket = self._tickets.get(call_id)
-        if ticket is None or ticket.answer is not None or not scope.sees(ticket.request.tenant):
-            raise DeskError(
-                404,
-                f"no approval is pending for call {call_id}: it was answered, it expired or its run "
-                "ended. Reload the console to see what is pending now.",
-            )
-        if ticket.request.args_digest != args_digest:
+        held = self._tickets.find(call_id)
+        if held is None or not scope.sees(held.tenant):
+            raise _not_pending(call_id)
+        if held.state != "open":
+            raise _closed(call_id, held)
+        if held.args_digest != args_digest:
             raise DeskError(
                 409,
                 f"call {call_id} waits for approval of arguments with digest "
-                f"{ticket.request.args_digest}, not {args_digest}: your page is out of date. Reload it "
+                f"{held.args_digest}, not {args_digest}: your page is out of date. Reload it "
                 "and check the arguments again before answering.",
             )
-        if ticket.request.expires_at <= self._clock():
-            raise DeskError(
-                410,
-                f"the approval request for call {call_id} has expired, so the call is denied. "
-                "The program (or the agent) has to make the call again to ask anew.",
+        try:
+            done = self._tickets.answered(
+                call_id, approve=approve, by=operator, on=self.replica, at=_moment(self._clock())
             )
-        verdict = "" if approve else f"denied by operator {operator} in the console"
-        ticket.answer = ApprovalAnswer(approve, f"console:{operator}", verdict)
-        ticket.answered.set()
-        return ticket
+        except TicketClosedError as exc:  # answered on another replica meanwhile, or expired
+            raise _closed(call_id, exc.ticket) from None
+        return _ticket(done)
 
 
 class DeskApprover:
@@ -122,19 +211,27 @@ class DeskApprover:
         self._client = client
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        ticket = self._desk.open(request)
-        answers: list[ApprovalAnswer] = []
+        desk = self._desk
+        await anyio.to_thread.run_sync(desk.open, request)
+        from_operator: list[ApprovalAnswer] = []
+        from_user: list[ApprovalAnswer] = []
+        timed_out = False
+        kept: ApprovalAnswer | None = None
         try:
             async with anyio.create_task_group() as tg:
 
                 async def from_console() -> None:
-                    await ticket.answered.wait()
-                    if ticket.answer is not None:
-                        answers.append(ticket.answer)
-                    tg.cancel_scope.cancel()
+                    # Any replica's console may answer: the answer reaches this run via the ledger.
+                    while True:
+                        await anyio.sleep(POLL_S)
+                        done, answer = await anyio.to_thread.run_sync(desk.settled, request.call_id)
+                        if done:
+                            from_operator.extend([answer] if answer is not None else [])
+                            tg.cancel_scope.cancel()
+                            return
 
                 async def from_client(client: Approver) -> None:
-                    answers.append(await client.ask(request))
+                    from_user.append(await client.ask(request))
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(from_console)
@@ -143,9 +240,14 @@ class DeskApprover:
                 # Nobody answering before the request expires is a denial, as everywhere else.
                 with anyio.move_on_after(max(0.0, request.expires_at - time.time())):
                     await anyio.sleep_forever()
+                timed_out = True
                 tg.cancel_scope.cancel()
         finally:
-            self._desk.close(ticket)
-        if answers:
-            return answers[0]
+            # Other consoles stop showing it; an operator's answer that came first is kept.
+            close = partial(desk.close, request.call_id, expired=timed_out and not from_user)
+            with anyio.CancelScope(shield=True):
+                kept = await anyio.to_thread.run_sync(close)
+        answer = kept or next(iter(from_operator + from_user), None)
+        if answer is not None:
+            return answer
         return ApprovalAnswer(False, "console", "no answer before the approval expired")
