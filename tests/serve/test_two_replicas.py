@@ -172,7 +172,8 @@ def _ticket(web: httpx.Client, console: str, timeout: float = 30.0) -> dict[str,
             assert len(fields) == 3, html
             return fields
         time.sleep(0.2)
-    raise AssertionError(f"no approval request reached the console at {console}")
+    html = web.get(f"{console}/live", headers=OPERATOR).text
+    raise AssertionError(f"no approval request reached the console at {console}:\n{html}")
 
 
 def test_a_call_waiting_on_replica_a_is_approved_on_replica_b_console(deployed: Deployed) -> None:
