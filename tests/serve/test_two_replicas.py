@@ -209,10 +209,14 @@ def test_a_call_waiting_on_replica_a_is_approved_on_replica_b_console(deployed: 
         assert call_record.approval_id is not None
         approval = ledger.get_approval(call_record.approval_id)
         run_record = ledger.get_run(call_record.run_id)
+        ticket = ledger.approval_tickets.find(call_record.call_id)
     finally:
         ledger.close()
     assert approval is not None and approval.approver == "console:ops"
     assert run_record is not None and deployed.replica_of(run_record.owner) == "serve-a", "asked on A"
+    # The shared ticket names both replicas by their [serve] replica names.
+    assert ticket is not None and (ticket.replica, ticket.answered_on) == ("serve-a", "serve-b")
+    assert (ticket.state, ticket.approved, ticket.answered_by) == ("answered", True, "ops"), ticket
 
 
 def _sent_call(deployed: Deployed, server: str, timeout: float = 60.0) -> str:
