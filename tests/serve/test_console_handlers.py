@@ -13,6 +13,7 @@ import pytest
 
 from codemode.broker import ApprovalAnswer
 from codemode.calls import RunBinding
+from codemode.ledger import WindowLimit
 from codemode.serve.console._data import FilterError, RunFilter
 from codemode.serve.console._desk import ApprovalDesk, DeskApprover, DeskError
 from codemode.serve.console._scope import ALL_TENANTS
@@ -272,6 +273,22 @@ def _runs(kit: Kit) -> None:
 
 def _shown(html: str) -> list[str]:
     return [part.split('"')[0] for part in html.split('<tr class="run" data-run="')[1:]]
+
+
+async def test_a_run_refused_by_a_quota_is_listed_without_call_counts(tmp_path: Path) -> None:
+    """A refused run's summary says only why (``{"refused": ...}``): it has no calls to count."""
+    async with console_kit(tmp_path) as kit:
+        binding = RunBinding(run_id=f"run_{'e' * 16}", principal="alice", tenant="acme", trace_id="f" * 32)
+        none_left = WindowLimit(holder="principal", name="alice", measure="runs", window="minute", limit=0)
+        refused = kit.ledger.quotas.begin_run(
+            binding, "0" * 64, windows=[none_left], slots=[], slot_ttl_s=60.0
+        )
+        assert refused is not None
+        page = await kit.client.get("/console/live", headers=OPERATOR)
+        own = await kit.client.get(f"/console/runs/{binding.run_id}", headers=OPERATOR)
+    assert page.status_code == 200, page.text
+    assert f'data-run="{binding.run_id}" data-status="refused"' in page.text
+    assert own.status_code == 200 and "refused" in own.text, own.text
 
 
 async def test_runs_are_filtered_by_principal_tenant_status_and_time(tmp_path: Path) -> None:
