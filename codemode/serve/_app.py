@@ -56,6 +56,7 @@ from codemode.serve._consent import (
     deliver,
 )
 from codemode.serve._drain import InFlight
+from codemode.serve._input_relay import ALREADY_ANSWERED, UNKNOWN_RUN, InputRelay
 from codemode.serve._plan_approval import approve_by_asking
 from codemode.serve._quota import quota_refused
 from codemode.serve._skill_approval import SkillOffer, offer_proposals
@@ -153,6 +154,7 @@ class CodemodeServer:
         default: Identity,
         tokens: TokenMap | None = None,
         desk: ApprovalDesk | None = None,
+        relay: InputRelay | None = None,
     ) -> None:
         self.engine = engine
         self.default = default
@@ -160,6 +162,9 @@ class CodemodeServer:
         self.desk = desk
         """With the operator console on: where runs' approval requests wait for an operator too."""
         self.pending = PendingRuns()
+        self.relay = relay
+        """With several replicas on one ledger: how a stateless client's retry reaches the replica
+        that runs its run (see :mod:`codemode.serve._input_relay`)."""
         self._tg: TaskGroup | None = None
         self._runs = InFlight()
         self.draining = False
@@ -177,6 +182,8 @@ class CodemodeServer:
     def attach(self, task_group: TaskGroup) -> None:
         """Runs that wait for input-required answers live in this task group."""
         self._tg = task_group
+        if self.relay is not None:
+            task_group.start_soon(self.relay.serve, self._next_event)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -394,13 +401,16 @@ class CodemodeServer:
         if state:
             taken = self.pending.take(state, principal, tenant)
             if taken is None:
-                return _error("this run is unknown or has already finished (requestState not recognised)")
+                # Perhaps another replica runs it: relay the answer through the ledger.
+                relayed = None
+                if self.relay is not None:
+                    relayed = await self.relay.forward(state, principal, tenant, ctx.input_responses)
+                return _error(UNKNOWN_RUN) if relayed is None else relayed
             pending, nonce = taken
+            if self.relay is not None and not await self.relay.claim(state):
+                return _error(ALREADY_ANSWERED)
             if not deliver(pending, nonce, ctx.input_responses):
-                return _error(
-                    "this answer is for a question that was already answered (a retry sent twice?); "
-                    "the run goes on with the request that answered it"
-                )
+                return _error(ALREADY_ANSWERED)
         else:
             if self.draining:  # (an answer to a run in flight above is still taken)
                 return _error(DRAINING)
@@ -422,7 +432,7 @@ class CodemodeServer:
                 traceparent_of(ctx),
                 options,
             )
-        return await self._next_event(ctx, pending)
+        return await self._next_event(pending)
 
     async def _background_run(
         self,
@@ -491,7 +501,7 @@ class CodemodeServer:
             return []
 
     async def _next_event(
-        self, ctx: Context, pending: PendingRun
+        self, pending: PendingRun
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         try:
             event = await pending.events_out.receive()
@@ -503,7 +513,10 @@ class CodemodeServer:
         if isinstance(event, mcp_types.CallToolResult):
             self.pending.forget(pending.token)
             return event
-        return asked(pending, event)
+        question = asked(pending, event)
+        if self.relay is not None:  # so that a retry reaching another replica finds it
+            await self.relay.asked(pending, question.request_state or "", event.expires_at)
+        return question
 
 
 def traceparent_of(ctx: Context) -> str | None:

@@ -27,6 +27,7 @@ from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
 from codemode.serve._drain import Drain, RequestsInFlight, serve_until_stopped
 from codemode.serve._health import HealthEndpoints, Readiness
+from codemode.serve._input_relay import InputRelay
 from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
@@ -328,7 +329,13 @@ async def serve_http(
         engine = await stack.enter_async_context(CodeMode(config))
         tg = await stack.enter_async_context(anyio.create_task_group())
         desk = ApprovalDesk() if console else None
-        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
+        # A ledger connection of serve's own: the session bindings, the console, and the input
+        # rounds stateless clients' retries are relayed through between replicas.
+        ledger = await _serve_ledger(stack, config, environ)
+        relay = InputRelay(ledger.input_rounds, config.serve.replica_name)
+        server = CodemodeServer(
+            engine, default=_default_identity(config), tokens=tokens, desk=desk, relay=relay
+        )
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
         _watch_config(tg, engine, config)
@@ -342,10 +349,7 @@ async def serve_http(
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
-        # Sessions are bound only to token holders, and the console needs an operator's token
-        # (checked above): without tokens serve has no use for a ledger connection of its own.
-        ledger = await _serve_ledger(stack, config, environ) if tokens else None
-        if ledger is not None:
+        if tokens:  # sessions are bound only to token holders
             app = SessionGuard(app, tokens, LedgerSessionBindings(ledger))
         if metrics:
             exposed = enable_metrics()
@@ -353,7 +357,7 @@ async def serve_http(
             app = MetricsEndpoint(app, exposed, METRICS_PATH, security)
         if tokens:
             app = BearerAuth(app, tokens)  # /metrics needs a token like /mcp
-        if desk is not None and ledger is not None:
+        if desk is not None:
             console_app = _console_app(ledger, engine, desk, tokens, security)
             app = PathSplit(app, console_app, CONSOLE_PATH)
         pool_size = config.sandbox.pool_size
