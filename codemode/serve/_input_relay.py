@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -50,6 +51,7 @@ HEARTBEAT_S = 2.0
 ``InputRoundBook.holder_stale_s`` without one)."""
 PRUNE_S = 300.0
 """How often the holder forgets rounds nobody has touched for an hour."""
+REMEMBERED_DROPS = 10_000
 MAX_ANSWER_BYTES = 1024 * 1024
 MAX_OUTCOME_BYTES = 4 * 1024 * 1024
 
@@ -131,6 +133,10 @@ class InputRelay:
         """Open rounds of this replica's runs: round key -> the run and its ``requestState``."""
         self._carrying: set[str] = set()
         """Rounds whose relayed answer this replica took and whose outcome it has not posted."""
+        self._dropped: OrderedDict[str, None] = OrderedDict()
+        """Rounds this replica held and let go (their run ended or moved on), latest last: an
+        answer to one gets a word at once. Rounds it never held are left alone, even under its
+        name: they may be another process's that was given the same name by mistake."""
 
     # -- the holder -----------------------------------------------------------------------------
 
@@ -194,12 +200,18 @@ class InputRelay:
             waiting = run.waiting
             if run.scope.cancel_called or waiting is None or state != f"{run.token}.{waiting.nonce}":
                 del self._held[key]
+                self._dropped[key] = None
+                while len(self._dropped) > REMEMBERED_DROPS:
+                    self._dropped.popitem(last=False)
 
     async def _pick_up(self, tg: TaskGroup, next_event: NextEvent) -> None:
         rounds = await anyio.to_thread.run_sync(lambda: self._book.answered(self.replica))
         for found in rounds:
             key = found.key
             held = self._held.pop(key, None)
+            if held is None and key not in self._dropped:
+                continue
+            self._dropped.pop(key, None)
             taken = None if held is None else await anyio.to_thread.run_sync(self._book.take, key)
             if held is None:
                 gone = error_result(

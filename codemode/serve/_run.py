@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import logging
 import os
@@ -334,7 +335,12 @@ async def serve_http(
         ledger = await _serve_ledger(stack, config, environ)
         relay = InputRelay(ledger.input_rounds, config.serve.replica_name)
         server = CodemodeServer(
-            engine, default=_default_identity(config), tokens=tokens, desk=desk, relay=relay
+            engine,
+            default=_default_identity(config),
+            tokens=tokens,
+            desk=desk,
+            relay=relay,
+            request_state_key=_request_state_key(ledger),
         )
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
@@ -344,6 +350,8 @@ async def serve_http(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
+        # Named by the port it listens on (not --port 0), so replicas on one host differ.
+        relay.replica = config.serve.model_copy(update={"port": bound_port}).replica_name
         url = f"http://{_bracketed(host)}:{bound_port}{config.serve.path}"
         security = transport_security(config, host, bound_port)
         app: ASGIApp = server.mcp.streamable_http_app(
@@ -406,6 +414,16 @@ async def _serve_ledger(
     ledger = await anyio.to_thread.run_sync(lambda: open_ledger(location, create=False, recover=False))
     stack.callback(ledger.close)
     return ledger
+
+
+def _request_state_key(ledger: StoreLedger) -> bytes:
+    """The key that seals input rounds' ``requestState``, the same on every replica of one ledger,
+    so a retry may reach any of them. Derived from the ledger's id, which clients never see; the
+    seal is a second wall: what answers a run is the run's token inside the state, which only the
+    client and the holding process know (the ledger keeps a digest), and only for its caller."""
+    with ledger.store.transaction(write=False) as tx:
+        ledger_id = tx.ledger_id() or ""
+    return hashlib.sha256(b"codemode/serve/request-state\x00" + ledger_id.encode()).digest()
 
 
 def _console_app(
