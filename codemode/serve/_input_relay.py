@@ -153,7 +153,8 @@ class InputRelay:
             )
         except Exception:
             log.warning(
-                "could not record an input round in the ledger: only this replica can take its answer"
+                "could not record an input round in the ledger: only this replica can take its answer",
+                exc_info=True,
             )
             return
         self._held[key] = (run, request_state)
