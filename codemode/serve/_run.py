@@ -416,13 +416,15 @@ async def _serve_ledger(
     return ledger
 
 
-def _request_state_key(ledger: StoreLedger) -> bytes:
+def _request_state_key(ledger: StoreLedger) -> bytes | None:
     """The key that seals input rounds' ``requestState``, the same on every replica of one ledger,
     so a retry may reach any of them. Derived from the ledger's id, which clients never see; the
     seal is a second wall: what answers a run is the run's token inside the state, which only the
     client and the holding process know (the ledger keeps a digest), and only for its caller."""
     with ledger.store.transaction(write=False) as tx:
-        ledger_id = tx.ledger_id() or ""
+        ledger_id = tx.ledger_id()
+    if not ledger_id:  # a ledger without its id (damaged): a key of this process only
+        return None
     return hashlib.sha256(b"codemode/serve/request-state\x00" + ledger_id.encode()).digest()
 
 
