@@ -60,6 +60,7 @@ from codemode.ledger._evidence import (
     run_evidence,
     single_call_evidence,
 )
+from codemode.ledger._input_rounds import InputRound, InputRoundBook, round_key
 from codemode.ledger._ledger import DEFAULT_LEASE_S, DEFAULT_MAX_RESULT_BYTES, StoreLedger
 from codemode.ledger._models import (
     CALL_STATES,
@@ -149,6 +150,8 @@ __all__ = [
     "EvidenceLink",
     "Fresh",
     "InFlight",
+    "InputRound",
+    "InputRoundBook",
     "LeaseLostError",
     "Ledger",
     "LedgerEvent",
@@ -199,6 +202,7 @@ __all__ = [
     "plan_digest",
     "reserve_waiting",
     "resolve_with_read_back",
+    "round_key",
     "run_evidence",
     "sandbox_session_key",
     "scoped_key",

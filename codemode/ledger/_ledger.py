@@ -21,6 +21,7 @@ from codemode.ledger._archive_read import ArchiveReader
 from codemode.ledger._chain import genesis_hash
 from codemode.ledger._context import LedgerContext
 from codemode.ledger._deferred import DeferredCompletion, DeferredRecords, write_deferred
+from codemode.ledger._input_rounds import InputRoundBook
 from codemode.ledger._models import (
     ApprovalRecord,
     ApprovalUse,
@@ -461,6 +462,12 @@ class StoreLedger:
     def quotas(self) -> QuotaBook:
         """Quota counters and run slots (see :mod:`codemode.ledger._quotas`)."""
         return QuotaBook(self._ctx)
+
+    @property
+    def input_rounds(self) -> InputRoundBook:
+        """Stateless clients' input rounds, relayed between serve replicas (see
+        :mod:`codemode.ledger._input_rounds`)."""
+        return InputRoundBook(self._ctx)
 
     # ── queries ─────────────────────────────────────────────────────────────────────────────
 

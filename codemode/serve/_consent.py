@@ -318,6 +318,8 @@ class _Question:
     nonce: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     """Names this question in the ``requestState`` it is asked with: an answer counts only for the
     question it was given to, so a replayed retry cannot approve the question asked after it."""
+    expires_at: float = 0.0
+    """When the run stops waiting for the answer (``time.time()``; 0: unknown)."""
 
 
 @dataclass
@@ -362,7 +364,7 @@ class PendingRun:
         self, request: mcp_types.ElicitRequest | mcp_types.CreateMessageRequest, within_s: float
     ) -> mcp_types.InputResponse | None:
         async with self.asking:
-            question = _Question(request)
+            question = _Question(request, expires_at=time.time() + within_s)
             await self.events_in.send(question)
             with anyio.fail_after(within_s):
                 await question.answer.wait()

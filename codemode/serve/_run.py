@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import logging
 import os
@@ -27,6 +28,7 @@ from codemode.errors import ConfigError, PolicyError
 from codemode.serve._app import CodemodeServer, Identity, TokenMap
 from codemode.serve._drain import Drain, RequestsInFlight, serve_until_stopped
 from codemode.serve._health import HealthEndpoints, Readiness
+from codemode.serve._input_relay import InputRelay
 from codemode.serve._sessions import LedgerSessionBindings, SessionGuard, hide_session_ids
 from codemode.serve._watch import ConfigWatch
 from codemode.serve.console._desk import ApprovalDesk
@@ -332,16 +334,23 @@ async def serve_http(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
-        # Sessions are bound only to token holders, and the console needs an operator's token
-        # (checked above): without tokens serve has no use for a ledger connection of its own.
-        ledger = await _serve_ledger(stack, config, environ) if tokens else None
-        desk = None
-        if console and ledger is not None:
-            # [serve] replica, else ServeConfig.replica_name's host:port with the port really bound.
-            replica = config.serve.replica or f"{socket.gethostname()}:{bound_port}"
-            # The desk's tickets are in the ledger: every replica's console lists and answers them.
-            desk = ApprovalDesk(ledger.approval_tickets, replica=replica)
-        server = CodemodeServer(engine, default=_default_identity(config), tokens=tokens, desk=desk)
+        # A ledger connection of serve's own: the session bindings, the console's approval desk,
+        # and the input rounds stateless clients' retries are relayed through between replicas.
+        ledger = await _serve_ledger(stack, config, environ)
+        # [serve] replica, else host:port with the port really bound (not --port 0), so replicas
+        # on one host differ.
+        replica = config.serve.model_copy(update={"port": bound_port}).replica_name
+        relay = InputRelay(ledger.input_rounds, replica)
+        # The desk's tickets are in the ledger: every replica's console lists and answers them.
+        desk = ApprovalDesk(ledger.approval_tickets, replica=replica) if console else None
+        server = CodemodeServer(
+            engine,
+            default=_default_identity(config),
+            tokens=tokens,
+            desk=desk,
+            relay=relay,
+            request_state_key=_request_state_key(ledger),
+        )
         server.attach(tg)
         tg.start_soon(_housekeeping, engine, server)
         _watch_config(tg, engine, config)
@@ -350,7 +359,7 @@ async def serve_http(
         app: ASGIApp = server.mcp.streamable_http_app(
             streamable_http_path=config.serve.path, transport_security=security, host=host
         )
-        if ledger is not None:
+        if tokens:  # sessions are bound only to token holders
             app = SessionGuard(app, tokens, LedgerSessionBindings(ledger))
         if metrics:
             exposed = enable_metrics()
@@ -358,7 +367,7 @@ async def serve_http(
             app = MetricsEndpoint(app, exposed, METRICS_PATH, security)
         if tokens:
             app = BearerAuth(app, tokens)  # /metrics needs a token like /mcp
-        if desk is not None and ledger is not None:
+        if desk is not None:
             console_app = _console_app(ledger, engine, desk, tokens, security)
             app = PathSplit(app, console_app, CONSOLE_PATH)
         pool_size = config.sandbox.pool_size
@@ -407,6 +416,18 @@ async def _serve_ledger(
     ledger = await anyio.to_thread.run_sync(lambda: open_ledger(location, create=False, recover=False))
     stack.callback(ledger.close)
     return ledger
+
+
+def _request_state_key(ledger: StoreLedger) -> bytes | None:
+    """The key that seals input rounds' ``requestState``, the same on every replica of one ledger,
+    so a retry may reach any of them. Derived from the ledger's id, which clients never see; the
+    seal is a second wall: what answers a run is the run's token inside the state, which only the
+    client and the holding process know (the ledger keeps a digest), and only for its caller."""
+    with ledger.store.transaction(write=False) as tx:
+        ledger_id = tx.ledger_id()
+    if not ledger_id:  # a ledger without its id (damaged): a key of this process only
+        return None
+    return hashlib.sha256(b"codemode/serve/request-state\x00" + ledger_id.encode()).digest()
 
 
 def _console_app(

@@ -52,8 +52,10 @@ from codemode.ledger._schema import ADDED_COLUMNS, ADDED_TABLES, SCHEMA_VERSION
 from codemode.ledger.stores._commit_signal import CommitSignal
 from codemode.ledger.stores._postgres_ddl import (
     DDL,
+    INPUT_ROUND_TABLES,
     QUOTA_TABLES,
     added_columns,
+    added_input_round_tables,
     added_quota_tables,
     added_tables,
 )
@@ -340,10 +342,11 @@ class PostgresStore:
                     "SELECT tablename FROM pg_tables "
                     "WHERE schemaname = current_schema() AND tablename = ANY(%s)"
                 ),
-                ([*ADDED_TABLES, *QUOTA_TABLES],),
+                ([*ADDED_TABLES, *QUOTA_TABLES, *INPUT_ROUND_TABLES],),
             )
         }
-        for statement in [*added_tables(present), *added_quota_tables(present)]:
+        added = [*added_tables(present), *added_quota_tables(present), *added_input_round_tables(present)]
+        for statement in added:
             tx.fetch(statement)
 
     def _add_columns(self, tx: PostgresTransaction) -> None:

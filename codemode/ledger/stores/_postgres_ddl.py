@@ -99,6 +99,31 @@ def added_quota_tables(present: set[str]) -> list[Statement]:
 
 # -- end of quotas ------------------------------------------------------------------------------
 
+# -- input rounds (issue 42) ----------------------------------------------------------------------
+# A waiting run's open question and its answer, relayed between serve replicas: outside the hash
+# chain (it changes on every heartbeat and is pruned), so verify ignores it.
+INPUT_ROUND_TABLES: dict[str, tuple[Statement, ...]] = {
+    "input_rounds": (
+        sql.SQL(
+            'CREATE TABLE input_rounds (round_key TEXT COLLATE "C" PRIMARY KEY, principal TEXT COLLATE "C" '
+            'NOT NULL, tenant TEXT COLLATE "C" NOT NULL, replica TEXT COLLATE "C" NOT NULL, '
+            'state TEXT COLLATE "C" NOT NULL, asked_at TEXT COLLATE "C" NOT NULL, '
+            'expires_at TEXT COLLATE "C" NOT NULL, heartbeat_at TEXT COLLATE "C" NOT NULL, '
+            "answer_json TEXT, outcome_json TEXT)"
+        ),
+        _index("input_rounds_replica", "input_rounds", ("replica", "state")),
+        _index("input_rounds_heartbeat", "input_rounds", ("heartbeat_at",)),
+    ),
+}
+
+
+def added_input_round_tables(present: set[str]) -> list[Statement]:
+    """The statements creating the input-round table when it is not in ``present``."""
+    return [s for table, ddl in INPUT_ROUND_TABLES.items() if table not in present for s in ddl]
+
+
+# -- end of input rounds --------------------------------------------------------------------------
+
 DDL: tuple[Statement, ...] = (
     sql.SQL('CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL)'),
     # seq is assigned by the writer (head + 1), never by a sequence: a gap then means a deleted
@@ -154,6 +179,7 @@ DDL: tuple[Statement, ...] = (
     _index("runs_started", "runs", ("started_at",)),
     *_COLUMN_INDEXES.values(),
     *added_quota_tables(set()),
+    *added_input_round_tables(set()),
 )
 
 

@@ -18,6 +18,7 @@ from codemode.ledger._reduce import Row
 from codemode.ledger._schema import COLUMNS, PRIMARY_KEY, Table
 from codemode.ledger.stores._postgres_ddl import APPEND_ONLY_TRIGGERS, GUARD_INDEXES, INSERT_ORDER, Statement
 from codemode.ledger.stores._protocol import (
+    INPUT_ROUND_COLUMNS,
     QUOTA_SLOT_COLUMNS,
     RUN_FACETS,
     ApprovalQuery,
@@ -54,6 +55,7 @@ _INSERT = {
     for t, c in COLUMNS.items()
 }
 _SELECT_EVENTS = sql.SQL("SELECT {} FROM events").format(_names(_EVENT_COLUMNS))
+_ROUND_SELECT = sql.SQL("SELECT {} FROM input_rounds").format(_names(INPUT_ROUND_COLUMNS))
 
 
 def _where(statement: Statement, query: RunQuery) -> tuple[Statement, list[Any]]:
@@ -324,6 +326,39 @@ class PostgresTransaction:
             self.fetch(sql.SQL("DELETE FROM quota_slots WHERE run_id = ANY(%s::text[])"), (list(run_ids),))
 
     # -- end of quotas ----------------------------------------------------------------------------
+
+    # -- input rounds (issue 42) ----------------------------------------------------------------
+
+    def input_round(self, key: str) -> Row | None:
+        found = self.fetch(sql.SQL("{} WHERE round_key = %s").format(_ROUND_SELECT), (key,))
+        return found[0] if found else None
+
+    def input_rounds(self, replica: str, state: str) -> list[Row]:
+        statement = sql.SQL("{} WHERE replica = %s AND state = %s").format(_ROUND_SELECT)
+        return self.fetch(statement, (replica, state))
+
+    def save_input_round(self, row: Mapping[str, str | None]) -> None:
+        columns = [sql.Identifier(c) for c in INPUT_ROUND_COLUMNS]
+        statement = sql.SQL(
+            "INSERT INTO input_rounds ({}) VALUES ({}) ON CONFLICT (round_key) DO UPDATE SET ({}) = ({})"
+        ).format(
+            sql.SQL(", ").join(columns),
+            sql.SQL(", ").join(sql.Placeholder() for _ in columns),
+            sql.SQL(", ").join(columns[1:]),
+            sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(c) for c in columns[1:]),
+        )
+        self.fetch(statement, [row[c] for c in INPUT_ROUND_COLUMNS])
+
+    def touch_input_rounds(self, keys: Sequence[str], at: str) -> None:
+        if keys:
+            statement = sql.SQL("UPDATE input_rounds SET heartbeat_at = %s WHERE round_key = ANY(%s::text[])")
+            self.fetch(statement, (at, list(keys)))
+
+    def drop_input_rounds(self, before: str) -> int:
+        statement = sql.SQL("DELETE FROM input_rounds WHERE heartbeat_at < %s RETURNING round_key")
+        return len(self.fetch(statement, (before,)))
+
+    # -- end of input rounds --------------------------------------------------------------------
 
     def integrity_problems(self) -> list[str]:
         # PostgreSQL checks its own pages; what can go missing here is a guard rail (an index

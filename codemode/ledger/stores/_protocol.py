@@ -111,6 +111,20 @@ machine (SQLite) or the server (PostgreSQL) may lose the last few (``normal``); 
 QUOTA_SLOT_COLUMNS = ("run_id", "principal", "tenant", "owner", "expires_at")
 """A concurrent-run slot of ``[policy.quotas]`` (quotas, issue 42), as a store keeps it."""
 
+INPUT_ROUND_COLUMNS = (
+    "round_key",
+    "principal",
+    "tenant",
+    "replica",
+    "state",
+    "asked_at",
+    "expires_at",
+    "heartbeat_at",
+    "answer_json",
+    "outcome_json",
+)
+"""An input round of a stateless client's run (``codemode.ledger._input_rounds``), as a store keeps it."""
+
 RunFacet = Literal["principal", "tenant", "status"]
 RUN_FACETS: tuple[RunFacet, ...] = ("principal", "tenant", "status")
 """The run columns :meth:`StoreTransaction.run_values` lists (the only ones it accepts)."""
@@ -236,6 +250,29 @@ class StoreTransaction(Protocol):
         ...
 
     # ── end of quotas ──
+
+    # ── input rounds (issue 42): a waiting run's questions relayed between serve replicas ──
+    def input_round(self, key: str) -> Row | None:
+        """The round ``key`` (every column of :data:`INPUT_ROUND_COLUMNS`), or None."""
+        ...
+
+    def input_rounds(self, replica: str, state: str) -> list[Row]:
+        """The rounds held by ``replica`` in ``state``."""
+        ...
+
+    def save_input_round(self, row: Mapping[str, str | None]) -> None:
+        """Insert the round, or replace every column of the one with its key."""
+        ...
+
+    def touch_input_rounds(self, keys: Sequence[str], at: str) -> None:
+        """Set ``heartbeat_at`` of these rounds (the replica holding them is alive)."""
+        ...
+
+    def drop_input_rounds(self, before: str) -> int:
+        """Delete the rounds whose last heartbeat is before ``before``; how many."""
+        ...
+
+    # ── end of input rounds ──
 
     def integrity_problems(self) -> list[str]:
         """What the store's own consistency check finds (empty: nothing)."""

@@ -36,6 +36,7 @@ from codemode.ledger._reduce import Row
 from codemode.ledger._schema import ADDED_COLUMNS, COLUMNS, PRIMARY_KEY, SCHEMA_VERSION, Table
 from codemode.ledger.stores._commit_signal import CommitSignal
 from codemode.ledger.stores._protocol import (
+    INPUT_ROUND_COLUMNS,
     QUOTA_SLOT_COLUMNS,
     RUN_FACETS,
     ApprovalQuery,
@@ -49,6 +50,7 @@ from codemode.ledger.stores._protocol import (
 from codemode.ledger.stores._sqlite_ddl import (
     APPEND_ONLY_DELETE,
     DDL,
+    INPUT_ROUND_DDL,
     QUOTA_DDL,
     added_columns,
     added_tables,
@@ -56,6 +58,7 @@ from codemode.ledger.stores._sqlite_ddl import (
 from codemode.ledger.stores._sqlite_gate import WriterGate
 
 MEMORY = ":memory:"
+_ROUND = ", ".join(INPUT_ROUND_COLUMNS)
 _PRIVATE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", ".lock")
 
@@ -359,6 +362,34 @@ class SqliteTransaction:
 
     # -- end of quotas ----------------------------------------------------------------------------
 
+    # -- input rounds (issue 42) ----------------------------------------------------------------
+
+    def input_round(self, key: str) -> Row | None:
+        found = self._all(f"SELECT {_ROUND} FROM input_rounds WHERE round_key = ?", (key,))  # noqa: S608
+        return found[0] if found else None
+
+    def input_rounds(self, replica: str, state: str) -> list[Row]:
+        query = f"SELECT {_ROUND} FROM input_rounds WHERE replica = ? AND state = ?"  # noqa: S608
+        return self._all(query, (replica, state))
+
+    def save_input_round(self, row: Mapping[str, str | None]) -> None:
+        marks = ", ".join("?" for _ in INPUT_ROUND_COLUMNS)
+        self.execute(
+            f"INSERT OR REPLACE INTO input_rounds ({_ROUND}) VALUES ({marks})",  # noqa: S608
+            [row[c] for c in INPUT_ROUND_COLUMNS],
+        )
+
+    def touch_input_rounds(self, keys: Sequence[str], at: str) -> None:
+        if keys:
+            marks = ", ".join("?" for _ in keys)
+            query = f"UPDATE input_rounds SET heartbeat_at = ? WHERE round_key IN ({marks})"  # noqa: S608
+            self.execute(query, [at, *keys])
+
+    def drop_input_rounds(self, before: str) -> int:
+        return self.execute("DELETE FROM input_rounds WHERE heartbeat_at < ?", (before,)).rowcount
+
+    # -- end of input rounds --------------------------------------------------------------------
+
     def integrity_problems(self) -> list[str]:
         quick = [str(r[0]) for r in self.execute("PRAGMA quick_check").fetchall()]
         return [] if quick == ["ok"] else ["SQLite integrity check: " + "; ".join(quick[:5])]
@@ -530,7 +561,7 @@ class SqliteStore:
                         tx.execute(statement)
                 for statement in added_tables():
                     tx.execute(statement)
-                for statement in QUOTA_DDL:  # quotas (issue 42)
+                for statement in (*QUOTA_DDL, *INPUT_ROUND_DDL):  # quotas, input rounds (issue 42)
                     tx.execute(statement)
 
     def close(self) -> None:

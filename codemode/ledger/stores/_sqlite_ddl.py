@@ -35,6 +35,19 @@ QUOTA_DDL: tuple[str, ...] = (
 """Created with a new ledger and, in place, in an older one (every statement is IF NOT EXISTS)."""
 # -- end of quotas ------------------------------------------------------------------------------
 
+# -- input rounds (issue 42) ----------------------------------------------------------------------
+# A waiting run's open question and its answer, relayed between serve replicas: transport state
+# outside the hash chain (it changes on every heartbeat and is pruned), so verify ignores it.
+INPUT_ROUND_DDL: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS input_rounds (round_key TEXT PRIMARY KEY, principal TEXT NOT NULL, "
+    "tenant TEXT NOT NULL, replica TEXT NOT NULL, state TEXT NOT NULL, asked_at TEXT NOT NULL, "
+    "expires_at TEXT NOT NULL, heartbeat_at TEXT NOT NULL, answer_json TEXT, outcome_json TEXT)",
+    "CREATE INDEX IF NOT EXISTS input_rounds_replica ON input_rounds (replica, state)",
+    "CREATE INDEX IF NOT EXISTS input_rounds_heartbeat ON input_rounds (heartbeat_at)",
+)
+"""Created with a new ledger and, in place, in an older one (every statement is IF NOT EXISTS)."""
+# -- end of input rounds --------------------------------------------------------------------------
+
 APPEND_ONLY_DELETE = (
     "CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'ledger events are append-only'); END"
@@ -86,6 +99,7 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
     *_COLUMN_INDEXES.values(),
     *QUOTA_DDL,
+    *INPUT_ROUND_DDL,
 )
 
 
