@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/batch_bench.py --items 2000 --backends process
     .venv/bin/python benchmarks/batch_bench.py --memory 500,5000,50000 --backends process
     .venv/bin/python benchmarks/batch_bench.py --json
+    .venv/bin/python benchmarks/batch_bench.py --backends docker --image codemode-sandbox:dev
     .venv/bin/python benchmarks/batch_bench.py --engine ray --items 300 --concurrency 4
 
 ``--engine ray`` compares, in one run, the local engine with the Ray engine on a cluster of 1
@@ -47,6 +48,7 @@ from codemode.host import McpHost  # noqa: E402
 from codemode.testing import approved_pins  # noqa: E402
 
 CRM = ROOT / "examples" / "servers" / "crm_server.py"
+IMAGE = "codemode-sandbox:latest"
 PROGRAM = (
     'from servers.crm import add_note\nadd_note(customer_id=INPUT["c"], text=INPUT["t"])["receipt_id"]\n'
 )
@@ -75,7 +77,7 @@ class PeakRss:
         self._thread.join()
 
 
-async def one_job(backend: str, items: int, concurrency: int) -> dict[str, Any]:
+async def one_job(backend: str, items: int, concurrency: int, image: str = IMAGE) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="codemode-batch-bench-") as tmp:
         root = Path(tmp)
         config = config_from_mapping(
@@ -88,7 +90,7 @@ async def one_job(backend: str, items: int, concurrency: int) -> dict[str, Any]:
                         "env": {"CRM_STATE_DIR": str(root / "crm")},
                     }
                 },
-                "sandbox": {"backend": backend, "pool_size": concurrency},
+                "sandbox": {"backend": backend, "pool_size": concurrency, "image": image},
                 "policy": {"consent": {"never": ["crm/add_note"]}},
             },
             base_dir=root,
@@ -153,6 +155,7 @@ def main() -> None:
     parser.add_argument("--backends", default="process,docker")
     parser.add_argument("--memory", default="", help="item counts for the memory series, e.g. 500,5000,50000")
     parser.add_argument("--engine", choices=["local", "ray"], default="local")
+    parser.add_argument("--image", default=IMAGE, help="the Docker backend's sandbox image")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.engine == "ray":
@@ -169,12 +172,12 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for backend in args.backends.split(","):
         for concurrency in (int(c) for c in args.concurrency.split(",")):
-            rows.append(anyio.run(one_job, backend, args.items, concurrency))
+            rows.append(anyio.run(one_job, backend, args.items, concurrency, args.image))
             if not args.json:
                 print(json.dumps(rows[-1]), flush=True)
     memory: list[dict[str, Any]] = []
     for count in (int(c) for c in args.memory.split(",") if c):
-        memory.append(anyio.run(one_job, args.backends.split(",")[0], count, 8))
+        memory.append(anyio.run(one_job, args.backends.split(",")[0], count, 8, args.image))
         if not args.json:
             print(json.dumps(memory[-1]), flush=True)
     if args.json:

@@ -168,6 +168,8 @@ def bwrap_argv(
         "LANG": "C.UTF-8",
         # glibc reserves 64 MiB of address space per malloc arena; RLIMIT_AS counts it.
         "MALLOC_ARENA_MAX": "2",
+        # The sandbox's own tmpfs mounts (the working directory is /tmp): a fresh run finds them empty.
+        wire.SCRATCH_DIRS_ENV: os.pathsep.join((SANDBOX_TMP, SANDBOX_SHM)),
     }
     if channel_dir is not None:
         env[wire.CHANNEL_DIR_ENV] = CHANNEL_MOUNT

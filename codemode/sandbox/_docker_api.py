@@ -235,7 +235,7 @@ class DockerApi:
                     network_disabled=True,
                     working_dir="/tmp",  # noqa: S108 - the container's private tmpfs
                     hostname="sandbox",
-                    environment={wire.WORKSPACE_DIR_ENV: wire.WORKSPACE_DIR} if spec.workspace else {},
+                    environment=_environment(spec),
                 ),
             )
         except self._errors as exc:
@@ -306,6 +306,14 @@ class DockerApi:
             labels = cast(dict[str, Any], item.get("Labels") or {})
             out.append((str(item["Id"]), {str(k): str(v) for k, v in labels.items()}))
         return out
+
+
+def _environment(spec: ContainerSpec) -> dict[str, str]:
+    # /tmp and /dev/shm are this container's own mounts: a fresh run finds them empty.
+    env = {wire.SCRATCH_DIRS_ENV: "/tmp:/dev/shm"}  # noqa: S108
+    if spec.workspace is not None:
+        env[wire.WORKSPACE_DIR_ENV] = wire.WORKSPACE_DIR
+    return env
 
 
 def _tmpfs_mounts(spec: ContainerSpec) -> dict[str, str]:

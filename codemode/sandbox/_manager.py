@@ -42,7 +42,8 @@ class SandboxManager:
     else the weaker process backend; :attr:`backend` says which and why), removes sandboxes left
     behind by a host process that died, and starts filling the warm pool. Each :meth:`run` takes a
     ready sandbox (or starts one), runs the program, and destroys the sandbox in the background:
-    a sandbox never serves two runs, except within one explicit :meth:`open_session`. Leaving the
+    a sandbox never serves two runs, except within one explicit :meth:`open_session` (where a
+    ``fresh`` program starts clean, see :attr:`Program.fresh`: a batch worker's). Leaving the
     context destroys every sandbox and waits until they are gone.
 
     :attr:`pool_id` labels every container this manager starts (``codemode.pool=<id>``): a fresh

@@ -289,6 +289,10 @@ class ProcessBackend:
             # glibc reserves 64 MiB of address space per malloc arena; RLIMIT_AS counts it.
             "MALLOC_ARENA_MAX": "2",
             wire.CHANNEL_DIR_ENV: str(launch.channel_dir),
+            # The private working directory, or the private tmpfs on /tmp (which /var/tmp, /dev/shm
+            # and /run/lock are bound to): the sandbox's own, so a fresh run finds it empty. The
+            # host's /tmp without a mount namespace is shared, and is never named here.
+            wire.SCRATCH_DIRS_ENV: plan.workdir,
         }
         if self._workspace is not None:
             workspace = launch.root / WORKSPACE_NAME

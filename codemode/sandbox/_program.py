@@ -51,7 +51,10 @@ class Program:
     wall_time_s: float | None = None
     """The run's wall-time limit; None: the sandbox configuration's ``wall_time_s``."""
     fresh: bool = False
-    """Start from an empty namespace in a reused (session) sandbox; a new sandbox always does."""
+    """Start clean in a reused (session) sandbox, as a new one always does: an empty namespace,
+    the sandbox's scratch directories (``/tmp``, ``/dev/shm``, the working directory) emptied,
+    every process of earlier runs killed, modules and the environment as before the first run.
+    The run's own processes are killed when it ends (a batch item's)."""
     workspace: WorkspaceFiles | None = None
     """Written to the sandbox's workspace before the code runs; the outcome then says what the
     workspace held at the end. None: the run has no workspace."""

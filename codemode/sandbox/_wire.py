@@ -64,6 +64,10 @@ WORKSPACE_DIR: Final = "/workspace"
 WORKSPACE_DIR_ENV: Final = "CODEMODE_WORKSPACE_DIR"
 """The workspace directory, set by a backend that gives one; programs see it as :data:`WORKSPACE_ENV`."""
 WORKSPACE_ENV: Final = "CODEMODE_WORKSPACE"
+SCRATCH_DIRS_ENV: Final = "CODEMODE_SCRATCH_DIRS"
+"""The directories that are the sandbox's own (``os.pathsep``-separated: its private ``/tmp``,
+``/dev/shm``, its working directory), which the runtime empties before a fresh run. Set by the
+backend only for directories no one else uses; without it nothing is emptied."""
 SOCKET_NAME: Final = "channel.sock"
 SECRET_NAME: Final = "secret"  # noqa: S105 - a file name
 

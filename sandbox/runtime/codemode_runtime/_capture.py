@@ -8,9 +8,12 @@ import os
 import sys
 import threading
 import types
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import _wire as wire
+
+if TYPE_CHECKING:
+    from ._fresh import Baseline
 
 
 class Capture(Protocol):
@@ -128,7 +131,9 @@ class Session:
     registers_main = True
     """Whether the program's module becomes ``sys.modules["__main__"]``."""
 
-    def __init__(self) -> None:
+    def __init__(self, baseline: Baseline | None = None) -> None:
+        self.baseline = baseline
+        """How to start a fresh run clean (None: only its namespace is new, the test runtime's)."""
         self.module = self.fresh_module()
         self.count = 0
         self.out: Capture | None = None

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from . import _client
 from . import _wire as wire
+from ._fresh import remember
 from ._values import CallFailed
 
 
@@ -36,6 +37,7 @@ class HostLoader(importlib.abc.Loader):
         module.__file__ = self._filename
         code = compile(self._source, self._filename, "exec", dont_inherit=True)
         exec(code, module.__dict__)  # noqa: S102 - a stub module served by the host
+        remember(module)
 
     def get_source(self, fullname: str) -> str:
         return self._source

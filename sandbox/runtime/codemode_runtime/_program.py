@@ -139,7 +139,10 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
         isinstance(k, str) and k.isidentifier() for k in cast(dict[Any, Any], bindings)
     ):
         raise ValueError("run: 'bindings' must map identifiers to JSON values")
-    if params.get("fresh"):
+    fresh = bool(params.get("fresh"))
+    if fresh:
+        if session.baseline is not None:
+            session.baseline.reset()  # a ResetError answers the request with an error: no run
         session.fresh_module()
     session.module.__dict__.update(cast(dict[str, Any], bindings))
     has_workspace = _workspace.prepare(params.get("workspace"))
@@ -168,6 +171,9 @@ def run(session: Session, params: dict[str, Any], runtime_pid: int) -> wire.RunR
             # A child forked by the program reached the end of the program: it must not answer.
             flush_std()
             os._exit(0 if error is None else 1)
+    if fresh and session.baseline is not None:
+        # Before the capture ends: a killed child no longer holds its pipe open.
+        session.baseline.end_of_run()
     flush_std()
     stdout, stdout_truncated = out.finish()
     stderr, stderr_truncated = err.finish()

@@ -9,6 +9,7 @@ from typing import Any, cast
 from . import _client
 from . import _wire as wire
 from ._capture import Session, snapshot
+from ._fresh import Baseline, scratch_dirs
 from ._imports import ServersFinder
 from ._program import run, without_output
 from ._workspace import configure as configure_workspace
@@ -19,6 +20,7 @@ def serve() -> None:
     channel = _client.connect(os.environ.get(wire.CHANNEL_DIR_ENV, wire.CHANNEL_DIR))
     _client.install(channel)
     workspace = os.environ.get(wire.WORKSPACE_DIR_ENV)
+    scratch = scratch_dirs()
     # Nothing of the launch configuration is left for the program to find.
     for name in [key for key in os.environ if key.startswith("CODEMODE_")]:
         del os.environ[name]
@@ -26,7 +28,8 @@ def serve() -> None:
     # Programs import this package as ``codemode`` too (the name the docs and tracebacks use).
     sys.modules["codemode"] = sys.modules[__package__ or "codemode_runtime"]
     sys.meta_path.insert(0, ServersFinder())
-    answer(channel, Session())
+    # Taken last: what a fresh run goes back to is the runtime ready to run its first program.
+    answer(channel, Session(Baseline(scratch)))
 
 
 def answer(channel: _client.Channel, session: Session) -> None:
