@@ -1,4 +1,4 @@
-"""How often a booting Docker sandbox's container is inspected while the channel waits for it."""
+"""Docker API calls a sandbox costs the host: inspects while a container boots, and each call's set-up."""
 
 from __future__ import annotations
 
@@ -51,3 +51,34 @@ async def test_the_engine_is_asked_at_growing_gaps_and_a_dead_container_is_still
     clock[0] += longest
     reason = await sandbox.exit_reason()
     assert reason is not None and "exited with status 3 before connecting" in reason
+
+
+class _Session:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.trust_env = True
+
+
+class _Client:
+    def __init__(self, base_url: str) -> None:
+        self.api = _Session(base_url)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "from_environment"),
+    [("http+docker://localhost", False), ("https://docker.example:2376", True)],
+)
+def test_a_local_engine_s_api_calls_skip_the_environment_s_proxy_and_netrc_lookups(
+    base_url: str, from_environment: bool, monkeypatch: pytest.MonkeyPatch
+):
+    # Every Docker API call of a run looked up proxies and ~/.netrc again; none applies to a socket.
+    import docker
+
+    client = _Client(base_url)
+
+    def from_env(**_: object) -> _Client:
+        return client
+
+    monkeypatch.setattr(docker, "from_env", from_env)
+    DockerApi()
+    assert client.api.trust_env is from_environment
