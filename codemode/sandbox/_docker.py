@@ -219,8 +219,10 @@ class DockerSandbox:
         self._destroyed = False
         self.meter: UsageMeter = NoMeter()
         """Set once the container's cgroup is found (see ``DockerBackend.spawn``)."""
-        self._next_inspect = 0.0
+        # Spawn inspects the container right after this (for its cgroup): the first ask of
+        # exit_reason waits one gap.
         self._inspect_gap_s = INSPECT_GAP_S[0]
+        self._next_inspect = _now() + self._inspect_gap_s
 
     @property
     def sandbox_id(self) -> str:

@@ -38,6 +38,8 @@ async def test_the_engine_is_asked_at_growing_gaps_and_a_dead_container_is_still
     monkeypatch.setattr(_docker, "_now", lambda: clock[0])
     api = _Api()
     sandbox = _sandbox(api, tmp_path)
+    assert await sandbox.exit_reason() is None
+    assert api.inspects == 0  # spawn has just inspected it for its cgroup
     asked: list[Any] = []
     # The channel asks every 0.1 s: 40 asks over 4 s of boot.
     for _ in range(40):
