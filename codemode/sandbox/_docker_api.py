@@ -89,6 +89,10 @@ class DockerApi:
             raise SandboxUnavailableError(f"no Docker engine answers: {_short(exc)}") from exc
         self._client: Any = client
         self._api: Any = client.api
+        if str(self._api.base_url).startswith("http+docker://"):
+            # A local socket: no proxy, netrc or CA bundle from the environment can apply, yet
+            # requests looks them all up again on every API call (a run makes several).
+            self._api.trust_env = False
         self._errors = _docker_errors()
 
     def close(self) -> None:

@@ -49,6 +49,8 @@ _DETAIL_LEVELS: Final = frozenset(get_args(DetailLevel))
 
 RUNTIME_STUB: Final = "codemode_runtime.pyi"
 _EXPORT_MARKER: Final = ".codemode-tree"
+_MAX_PACKAGES: Final = 4096
+"""Package indexes a rendering keeps for reuse (later ones are rendered per view, as before)."""
 
 
 class TreePathError(CodemodeError, KeyError):
@@ -98,6 +100,19 @@ class _Shared:
         self.tool_count = sum(len(s.tools) for s in servers)
         self.lock = lock
         self._indexes = ViewIndexes(semantic, previous._indexes if previous is not None else None)
+        # Package indexes already rendered, by everything their text depends on. Every run gets a
+        # view of its own (its principal's tools, its skills), and rendering and AST-checking the
+        # same ``__init__.py`` files again for each was ~5 ms of serve's CPU per run.
+        self._packages: dict[tuple[object, ...], str] = {}
+
+    def package(self, key: tuple[object, ...], render: Callable[[], str]) -> str:
+        """What ``render()`` gives (and gave for an equal ``key``); called under ``lock``."""
+        source = self._packages.get(key)
+        if source is None:
+            source = render()  # raises before anything is kept if the module cannot be rendered
+            if len(self._packages) < _MAX_PACKAGES:  # as many as views with distinct tool sets
+                self._packages[key] = source
+        return source
 
     def index(
         self, visible: frozenset[str] | None = None, extra: tuple[SearchDocument, ...] = ()
@@ -216,7 +231,7 @@ class VirtualTree:
             index_lines.append((server.ident, summary))
             base = f"servers/{server.ident}"
             # The tool list of the index module is built when it is first rendered, not per view.
-            init = Lazy(functools.partial(_render_server_init, server, tools, *shown), lock)
+            init = Lazy(functools.partial(_render_server_init, self._shared, server, tools, *shown), lock)
             entries = [
                 self._add_file(
                     f"{base}/__init__.py", init, f"servers.{server.ident}", f"index: {summary}", True
@@ -249,7 +264,8 @@ class VirtualTree:
                 )
             self._children[base] = entries
             root_dirs.append(TreeEntry(base, server.ident, "directory", f"servers.{server.ident}", summary))
-        root = Lazy(functools.partial(render_root, index_lines), lock)
+        root_key = ("servers", *index_lines)
+        root = Lazy(functools.partial(self._shared.package, root_key, lambda: render_root(index_lines)), lock)
         init_entry = self._add_file("servers/__init__.py", root, "servers", "index of all servers", True)
         self._children["servers"] = [init_entry, *root_dirs]
         runtime = TreeEntry(
@@ -465,16 +481,19 @@ class VirtualTree:
         return directory
 
 
-def _render_server_init(server: Server, tools: Sequence[Tool], resources: int, prompts: int) -> str:
+def _render_server_init(
+    shared: _Shared, server: Server, tools: Sequence[Tool], resources: int, prompts: int
+) -> str:
     catalog = server.catalog
-    return render_server_init(
-        catalog.server,
-        server.ident,
-        [ServerInitTool(t.ident, t.summary) for t in tools],
-        resources=resources,
-        prompts=prompts,
-        # Hidden in this view, left out for a name clash, or excluded by the catalog.
-        excluded=len(catalog.excluded) + len(catalog.tools) - len(tools),
+    listed = [ServerInitTool(t.ident, t.summary) for t in tools]
+    # Hidden in this view, left out for a name clash, or excluded by the catalog.
+    excluded = len(catalog.excluded) + len(catalog.tools) - len(tools)
+    key = ("server", catalog.server, server.ident, *listed, resources, prompts, excluded)
+    return shared.package(
+        key,
+        lambda: render_server_init(
+            catalog.server, server.ident, listed, resources=resources, prompts=prompts, excluded=excluded
+        ),
     )
 
 

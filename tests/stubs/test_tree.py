@@ -174,6 +174,27 @@ def test_a_view_that_hides_a_whole_server_drops_it_from_the_index(tree: VirtualT
     assert view.module_source("servers.tickets") is None
 
 
+def test_views_with_the_same_tools_share_their_package_indexes_and_others_do_not(
+    catalogs: list[ServerCatalog],
+):
+    # serve makes a view per run: its package indexes are rendered and checked once, not per run,
+    # and a view that shows fewer tools never gets another view's index.
+    tree = render_tree(catalogs)
+    some = tree.restrict(lambda spec: spec.name != "delete_customer")
+    same = tree.restrict(lambda spec: spec.name != "delete_customer")
+    for module in ("servers", "servers.crm", "servers.tickets"):
+        first, second = some.module_source(module), same.module_source(module)
+        assert first is not None and second is not None
+        assert first.source is second.source
+    fewer = tree.restrict(lambda spec: spec.name not in ("delete_customer", "get_customer"))
+    index = fewer.read("servers/crm/__init__.py")
+    assert "get_customer" not in index and "2 more tools of this server are not exposed" in index
+    assert "get_customer" in same.read("servers/crm/__init__.py")
+    no_tickets = tree.restrict(lambda spec: spec.server != "tickets")
+    assert "tickets" not in no_tickets.read("servers/__init__.py")
+    assert "tickets" in same.read("servers/__init__.py")
+
+
 def test_restrictions_compose(tree: VirtualTree):
     view = tree.restrict(lambda s: s.server == "crm").restrict(lambda s: s.name.startswith("get"))
     assert [spec.name for spec in view.tools()] == ["get_customer"]
