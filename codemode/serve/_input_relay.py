@@ -164,12 +164,16 @@ class InputRelay:
         False when another replica's retry answered it first. A ledger out of reach does not stop
         the in-memory answer: the relayed one then cannot be taken either."""
         key = round_key(request_state)
-        self._held.pop(key, None)
         try:
-            return await anyio.to_thread.run_sync(lambda: self._book.claim(key))
+            claimed = await anyio.to_thread.run_sync(lambda: self._book.claim(key))
         except Exception:
             log.warning("could not close an input round in the ledger; answering it in memory", exc_info=True)
-            return True
+            claimed = True
+        # Lost to a relayed answer, the round stays held: _pick_up takes that answer to the run.
+        # Dropping it here would leave the first answer untaken and the run waiting to expiry.
+        if claimed:
+            self._held.pop(key, None)
+        return claimed
 
     async def serve(self, next_event: NextEvent) -> None:
         """Take answers relayed to this replica's runs and post their outcomes, until cancelled."""
@@ -209,11 +213,13 @@ class InputRelay:
         rounds = await anyio.to_thread.run_sync(lambda: self._book.answered(self.replica))
         for found in rounds:
             key = found.key
-            held = self._held.pop(key, None)
+            held = self._held.get(key)
             if held is None and key not in self._dropped:
                 continue
             self._dropped.pop(key, None)
             taken = None if held is None else await anyio.to_thread.run_sync(self._book.take, key)
+            # Only once taken: a take that failed (the ledger out of reach) is tried next round.
+            self._held.pop(key, None)
             if held is None:
                 gone = error_result(
                     f"replica {self.replica!r} no longer has this run waiting for the answer (it "
@@ -235,6 +241,10 @@ class InputRelay:
         try:
             outcome = await next_event(run)
             await self._post(key, outcome)
+        except Exception:
+            # This task runs in serve's own task group: an error here must not end the replica.
+            # The relaying replica stops waiting once this round's heartbeat stops.
+            log.warning("could not post a relayed input round's outcome to the ledger", exc_info=True)
         finally:
             self._carrying.discard(key)
 

@@ -145,6 +145,68 @@ async def test_a_retry_reaching_the_holder_closes_the_round_to_the_other_replica
         group.cancel_scope.cancel()
 
 
+async def test_a_relayed_answer_that_won_still_reaches_the_run_when_the_retry_also_reaches_the_holder(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    a, b = replicas
+    run = a.runs.create("alice", "acme", client_can_elicit=True)
+    answers: list[object] = []
+    relayed: list[object] = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(two_questions_then_done(run, answers))
+            first = await a.next_event(run)
+            assert isinstance(first, mcp_types.InputRequiredResult)
+            state = first.request_state or ""
+
+            async def through_b() -> None:
+                relayed.append(await b.relay.forward(state, "alice", "acme", YES))
+
+            group.start_soon(through_b)
+            while (found := a.ledger.input_rounds.get(round_key(state))) is None or found.state == "open":
+                await anyio.sleep(0.01)
+            # The same retry, sent again, reaches A too: B's answer came first and A's loses...
+            assert not await a.relay.claim(state)
+            # ...yet the answer B took still goes to the run, and B returns what came of it.
+            group.start_soon(a.relay.serve, a.next_event)
+            while not relayed:
+                await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+    assert isinstance(relayed[0], mcp_types.InputRequiredResult), relayed[0]
+    assert [getattr(x, "action", x) for x in answers] == ["accept"]
+
+
+async def test_an_outcome_the_ledger_refuses_is_logged_and_the_replica_serves_on(
+    replicas: tuple[Replica, Replica], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = replicas
+    run = a.runs.create("alice", "acme", client_can_elicit=True)
+    answers: list[object] = []
+    posts: list[str] = []
+
+    def refused(self: object, key: str, text: str, *, lost: bool = False) -> None:
+        posts.append(key)
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(type(a.ledger.input_rounds), "post", refused)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(two_questions_then_done(run, answers))
+            first = await a.next_event(run)
+            assert isinstance(first, mcp_types.InputRequiredResult)
+
+            async def through_b() -> None:
+                await b.relay.forward(first.request_state or "", "alice", "acme", YES)
+
+            group.start_soon(a.relay.serve, a.next_event)
+            group.start_soon(through_b)
+            while not posts:
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.2)  # an error escaping the relay would end this task group now
+            group.cancel_scope.cancel()
+    assert [getattr(x, "action", x) for x in answers] == ["accept"]
+
+
 async def test_an_answer_after_the_question_expired_is_refused_at_once(
     replicas: tuple[Replica, Replica], clock: FakeClock
 ) -> None:
