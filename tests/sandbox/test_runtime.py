@@ -202,3 +202,27 @@ async def test_the_runtime_is_importable_as_codemode_and_forked_children_cannot_
     outcome = await run_program(code)
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [True, "stub calls are not available in a forked child process"]
+
+
+@pytest.mark.integration
+def test_killing_a_runs_processes_never_waits_on_a_child_it_did_not_kill(staged: Path) -> None:
+    """A child forked after the runtime listed its descendants (by a thread the run left) is not
+    killed in that round: reaping must not block on it, or the runtime would hang for ever."""
+    code = (
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(staged)!r})\n"
+        "from codemode_runtime import _fresh\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "_fresh._reap(pid)\n"
+        "os.kill(pid, 0)  # still there: reaping returned without waiting for it to exit\n"
+        "assert _fresh.kill_descendants(), 'the sleeping child is killed in the next round'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -23,6 +23,7 @@ import operator
 import os
 import signal
 import sys
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,9 @@ _PR_SET_CHILD_SUBREAPER = 36
 _KILL_ROUNDS = 50
 """How often the runtime lists its descendants and kills them before it gives up (a process that
 forks faster than it is killed): the run is then refused and the host discards the sandbox."""
+_REAP_S = 0.5
+"""How long the runtime waits for a killed child to become reapable (SIGKILL is not instant for a
+process inside a system call); one not reaped by then is looked at again in the next round."""
 _OWN_PACKAGES = ("codemode_runtime", "codemode")
 """Modules whose state is the runtime's own (the channel, the run state): never rolled back."""
 
@@ -91,13 +95,33 @@ def kill_descendants() -> bool:
             except OSError:
                 continue
         # Direct children (and, through the subreaper, orphans of killed parents) are reaped here;
-        # a zombie would otherwise stay listed as a child for ever.
+        # a zombie would otherwise stay listed as a child for ever. Only the ones just killed,
+        # and never blocking: a child forked after the listing (by a thread) would not die, and a
+        # blocking wait on it would hang the runtime; the next round lists and kills it.
+        killed = set(everyone)
         for pid in _children(me):
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                continue
+            if pid in killed:
+                _reap(pid)
     return not _descendants(me)
+
+
+def _reap(pid: int) -> None:
+    deadline = time.monotonic() + _REAP_S
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() > deadline:
+            return
+        time.sleep(0.001)
+
+
+def _lists_children() -> bool:
+    """Whether the kernel lists a task's children (``CONFIG_PROC_CHILDREN``): without it every
+    listing is empty, and a reset would find no process left when some are."""
+    me = os.getpid()
+    return os.path.exists(f"/proc/{me}/task/{me}/children")
 
 
 def _empty(directory: str) -> None:
@@ -130,7 +154,7 @@ class Baseline:
 
     def __init__(self, scratch: list[str]) -> None:
         self.scratch = scratch
-        self.reaps = _set_subreaper()
+        self.reaps = _set_subreaper() and _lists_children()
         self.cwd = os.getcwd()
         self.modules = dict(sys.modules)
         self.attributes = {
@@ -157,7 +181,8 @@ class Baseline:
         if not self.reaps:
             raise ResetError(
                 "this sandbox cannot keep its programs' processes in its own tree (prctl "
-                "PR_SET_CHILD_SUBREAPER was refused), so it cannot start a run clean"
+                "PR_SET_CHILD_SUBREAPER was refused, or the kernel does not list a process's "
+                "children in /proc), so it cannot start a run clean"
             )
         if not kill_descendants():
             raise ResetError("processes left by an earlier run could not all be killed")
