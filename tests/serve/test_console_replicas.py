@@ -160,6 +160,24 @@ async def test_a_client_answer_on_the_asking_replica_withdraws_the_ticket_everyw
         assert a.ledger.verify().ok
 
 
+async def test_a_client_refusal_wins_over_an_operator_approval_given_at_the_same_moment(
+    tmp_path: Path, ledger_at: str
+) -> None:
+    got: list[ApprovalAnswer] = []
+
+    async with two_replicas(tmp_path, ledger_at) as (a, b):
+
+        class Client:
+            async def ask(self, request: object) -> ApprovalAnswer:
+                await until_pending(b.desk)
+                # An operator on B approves just before the user's "no" reaches A.
+                assert (await _post_answer(b, OPERATOR, ACME_CALL))[0] == 303
+                return ApprovalAnswer(False, "mcp-client", "the user chose decline")
+
+        got.append(await DeskApprover(a.desk, Client()).ask(request_for(ACME_CALL)))
+    assert got == [ApprovalAnswer(False, "mcp-client", "the user chose decline")]
+
+
 async def test_a_dead_replicas_ticket_is_not_listed_or_answerable_after_its_expiry(tmp_path: Path) -> None:
     now = [time.time()]
     request = request_for(ACME_CALL, ttl=60)

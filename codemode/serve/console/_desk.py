@@ -247,7 +247,11 @@ class DeskApprover:
             close = partial(desk.close, request.call_id, expired=timed_out and not from_user)
             with anyio.CancelScope(shield=True):
                 kept = await anyio.to_thread.run_sync(close)
-        answer = kept or next(iter(from_operator + from_user), None)
-        if answer is not None:
-            return answer
+        answers = [a for a in (kept, *from_operator, *from_user) if a is not None]
+        # The client here and an operator on another replica may answer at once: a "no" from
+        # either wins, so a call runs only when nobody who answered refused it. (A client that
+        # could not be asked has not refused anything.)
+        refusals = [a for a in answers if not a.approved and not a.unreachable]
+        if answers:
+            return (refusals or answers)[0]
         return ApprovalAnswer(False, "console", "no answer before the approval expired")
