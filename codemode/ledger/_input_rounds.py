@@ -137,7 +137,8 @@ class InputRoundBook:
             row = tx.input_round(key)
             if row is None or row["state"] != "answered":
                 return None
-            tx.save_input_round(_moved(row, state="taken"))
+            # The answer (a form's content, a completion) goes to the run; the ledger keeps none.
+            tx.save_input_round(_moved(row, state="taken", answer_json=None))
         return _round(row)
 
     def post(self, key: str, outcome_json: str, *, lost: bool = False) -> None:
@@ -193,6 +194,12 @@ class InputRoundBook:
             return "gone", None
         found, now = _round(row), self._ctx.now()
         if found.state in ("done", "lost"):
+            if found.outcome_json is not None:
+                # Read by the one replica relaying it: the run's result need not stay in the ledger.
+                with self._ctx.write(durable=False) as tx:
+                    again = tx.input_round(key)
+                    if again is not None:
+                        tx.save_input_round(_moved(again, outcome_json=None))
             return "done", found
         if found.state == "answered" and found.expires_at <= now:
             with self._ctx.write(durable=False) as tx:

@@ -40,6 +40,10 @@ def test_a_round_answered_on_another_client_is_taken_once_and_its_outcome_posted
     holder.input_rounds.post(KEY, '{"outcome":1}')
     state, found = relay.input_rounds.progress(KEY)
     assert state == "done" and found is not None and found.outcome_json == '{"outcome":1}'
+    kept = holder.input_rounds.get(KEY)
+    assert kept is not None and (kept.answer_json, kept.outcome_json) == (None, None), (
+        "neither the answer nor the result stays in the ledger once passed on"
+    )
     assert holder.verify().ok, "the rounds are outside the hash chain"
 
 
