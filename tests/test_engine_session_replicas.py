@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from codemode import CodeMode
+from codemode.engine._sessions import SessionReplica
 from codemode.errors import SandboxError
-from codemode.ledger import open_ledger
+from codemode.ledger import SandboxSessionRecord, SessionClaim, open_ledger
+from codemode.sandbox import Session
 from codemode.testing import in_process_sandbox, memory_ledger
 from tests.test_engine_in_memory import approved_in_memory_crm
 
@@ -90,3 +94,47 @@ async def test_a_private_in_memory_ledger_claims_nothing(tmp_path: Path) -> None
         assert (await engine.run("x", session_id="mine")).result == 1
         await engine.close_session("mine")
     assert not [e for e in ledger.events() if e.kind.startswith("sandbox_session")], "no one to share it"
+
+
+class _TakenOver:
+    """A ledger in which another replica holds every session."""
+
+    def claim(
+        self, tenant: str, principal: str, session_id: str, *, replica: str, hold_s: float
+    ) -> SessionClaim:
+        now = datetime.now(UTC)
+        holder = SandboxSessionRecord(
+            tenant=tenant,
+            principal=principal,
+            session_id=session_id,
+            replica="other:1",
+            owner="other-host:1:0:x",
+            opened_at=now,
+            last_used=now,
+            lease_expires_at=now,
+            closed_at=None,
+        )
+        return SessionClaim(claimed=False, holder=holder)
+
+    def release(self, tenant: str, principal: str, session_id: str, *, replica: str) -> bool:
+        return False
+
+
+class _Copy:
+    def __init__(self, busy: bool) -> None:
+        self.busy = busy
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("busy", [True, False])
+async def test_a_stale_copy_is_closed_only_once_no_run_is_in_it(busy: bool) -> None:
+    """A run that outlasted this replica's lease finishes in its copy (killing it would leave its
+    writes unknown); an idle stale copy is closed. Either way the new run is refused by name."""
+    copy = _Copy(busy)
+    replica = SessionReplica(_TakenOver(), "this:1")
+    with pytest.raises(SandboxError, match="held by replica 'other:1'"):
+        await replica.claim(cast(Session, copy), ("alice", "acme", "analysis"), 60.0)
+    assert copy.closed is not busy

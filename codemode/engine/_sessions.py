@@ -77,7 +77,10 @@ class SessionReplica:
         got = await anyio.to_thread.run_sync(claim, tenant, principal, session_id)
         if got.claimed:
             return
-        if session is not None:  # our lease ran out and another replica opened it: ours is stale
+        # Our lease ran out and another replica opened it: ours is stale. Closed once idle; a run
+        # in it (one that outlasted the lease) finishes, since killing it would leave its writes
+        # unknown.
+        if session is not None and not session.busy:
             await session.aclose()
         raise SandboxError(
             f"sandbox session {session_id!r} is held by replica {got.holder.replica!r} (opened "
