@@ -56,7 +56,7 @@ from codemode.serve._consent import (
     deliver,
 )
 from codemode.serve._drain import InFlight
-from codemode.serve._input_relay import ALREADY_ANSWERED, UNKNOWN_RUN, InputRelay
+from codemode.serve._input_relay import ALREADY_ANSWERED, UNKNOWN_RUN, InputRelay, error_result
 from codemode.serve._plan_approval import approve_by_asking
 from codemode.serve._quota import quota_refused
 from codemode.serve._skill_approval import SkillOffer, offer_proposals
@@ -138,10 +138,6 @@ class RunOptions(TypedDict):
 
     plan_id: str | None
     verify: str | None
-
-
-def _error(text: str) -> mcp_types.CallToolResult:
-    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], is_error=True)
 
 
 class CodemodeServer:
@@ -263,14 +259,14 @@ class CodemodeServer:
             try:
                 who = self.identity(ctx)
             except PermissionError as exc:
-                return _error(str(exc))
+                return error_result(str(exc))
             if plan:
                 return await self._plan(who, code, with_plan, verify, traceparent_of(ctx), can_elicit(ctx))
             options: RunOptions = {"plan_id": with_plan, "verify": verify}
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await self._run_modern(ctx, who, code, session_id, options)
             if self.draining:
-                return _error(DRAINING)
+                return error_result(DRAINING)
             principal = who.principal or self.engine.config.policy.default_principal
             channel = BackChannel(ctx, answerer(CLIENT, principal, who.tenant))
             with self._runs.counted():
@@ -291,11 +287,11 @@ class CodemodeServer:
                         **options,
                     )
                 except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
-                    return _error(str(exc))
+                    return error_result(str(exc))
                 except QuotaExceededError as exc:
                     return quota_refused(exc)
                 except SandboxError as exc:  # no sandbox for it (a session another replica holds…)
-                    return _error(str(exc))
+                    return error_result(str(exc))
                 offers = await self._offer_skills(channel, result)
             return _call_result(result, offers)
 
@@ -336,9 +332,9 @@ class CodemodeServer:
         answer at once with the plan. A person approves it on the host, or (``client_asks``: the
         client can elicit) at the client when the same code runs with ``with_plan``."""
         if with_plan is not None or verify is not None:
-            return _error("plan=true makes a plan: give with_plan or verify to a run, not to a dry run")
+            return error_result("plan=true makes a plan: give with_plan or verify to a run, not to a dry run")
         if self.draining:
-            return _error(DRAINING)
+            return error_result(DRAINING)
         with self._runs.counted():
             try:
                 made = await self.engine.plan(
@@ -367,10 +363,10 @@ class CodemodeServer:
         try:
             who = self.identity(ctx)
         except PermissionError as exc:
-            return _error(str(exc))
+            return error_result(str(exc))
         reply = await dispatch(self.engine, name, arguments, principal=who.principal, tenant=who.tenant)
         if reply.is_error:
-            return _error(reply.text)
+            return error_result(reply.text)
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=reply.text)])
 
     def _progress(self, ctx: Context) -> RunProgress:
@@ -414,17 +410,17 @@ class CodemodeServer:
                 relayed = None
                 if self.relay is not None:
                     relayed = await self.relay.forward(state, principal, tenant, ctx.input_responses)
-                return _error(UNKNOWN_RUN) if relayed is None else relayed
+                return error_result(UNKNOWN_RUN) if relayed is None else relayed
             pending, nonce = taken
             if self.relay is not None and not await self.relay.claim(state):
-                return _error(ALREADY_ANSWERED)
+                return error_result(ALREADY_ANSWERED)
             if not deliver(pending, nonce, ctx.input_responses):
-                return _error(ALREADY_ANSWERED)
+                return error_result(ALREADY_ANSWERED)
         else:
             if self.draining:  # (an answer to a run in flight above is still taken)
-                return _error(DRAINING)
+                return error_result(DRAINING)
             if self._tg is None:
-                return _error("codemode serve is not running its background task group")
+                return error_result("codemode serve is not running its background task group")
             pending = self.pending.create(
                 principal, tenant, client_can_elicit=can_elicit(ctx), client_can_sample=can_sample(ctx)
             )
@@ -473,13 +469,13 @@ class CodemodeServer:
                     **options,
                 )
             except PlanRefusedError as exc:  # the plan named cannot serve this run: nothing ran
-                await pending.events_in.send(_error(str(exc)))
+                await pending.events_in.send(error_result(str(exc)))
                 return
             except QuotaExceededError as exc:  # refused before it started: answered as such
                 await pending.events_in.send(quota_refused(exc))
                 return
             except SandboxError as exc:  # no sandbox for it (a session another replica holds…)
-                await pending.events_in.send(_error(str(exc)))
+                await pending.events_in.send(error_result(str(exc)))
                 return
             except Exception as exc:  # report, don't crash the server
                 log.exception("background run failed")
@@ -501,7 +497,7 @@ class CodemodeServer:
         if plan_id is None:
             return None
         refused = await approve_by_asking(self.engine, asker, code, plan_id, who.principal, who.tenant)
-        return None if refused is None else _error(refused)
+        return None if refused is None else error_result(refused)
 
     async def _offer_skills(self, asker: Asker, result: RunResult) -> list[SkillOffer]:
         """Offer the run's skill proposals to the client's user (see :mod:`._skill_approval`). A
