@@ -213,7 +213,7 @@ def _filters_by_tenant(desk: ApprovalDesk) -> None:
     desk.open(request_for(GLOBEX_CALL, tenant="globex"))
     acme = TenantScope(frozenset({"acme"}))
     assert [t.request.call_id for t in desk.pending(acme)] == [ACME_CALL]
-    assert desk.waiting_runs(acme) == {"run_00000000000000aa"}
+    assert {t.run_id for t in desk.pending(acme)} == {"run_00000000000000aa"}
     assert desk.pending(TenantScope(frozenset())) == [], "an identity without a scope sees nothing"
     assert len(desk.pending(ALL_TENANTS)) == 2
     with pytest.raises(DeskError) as refused:

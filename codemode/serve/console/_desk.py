@@ -145,13 +145,11 @@ class ApprovalDesk:
         )
         return _ticket(held)
 
-    def settled(self, call_id: str) -> tuple[bool, ApprovalAnswer | None]:
-        """Whether the ticket of ``call_id`` has left the desk, and the operator's answer if one
-        was given (on any replica)."""
+    def settled(self, call_id: str) -> bool:
+        """Whether the ticket of ``call_id`` has left the desk (answered on any replica, or
+        closed); :meth:`close` then says what the answer was."""
         held = self._tickets.find(call_id)
-        if held is None:
-            return True, None
-        return held.state != "open", _answer_of(held)
+        return held is None or held.state != "open"
 
     def close(self, call_id: str, *, expired: bool) -> ApprovalAnswer | None:
         """Take the ticket of ``call_id`` off the desk: marked expired (nobody answered in time)
@@ -164,11 +162,8 @@ class ApprovalDesk:
 
     def pending(self, scope: TenantScope) -> list[Ticket]:
         """Open tickets of the tenants in ``scope`` that can still be answered, oldest first."""
-        held = self._tickets.waiting(at=_moment(self._clock()), tenants=scope.tenants)
-        return [_ticket(t) for t in held if scope.sees(t.tenant)]
-
-    def waiting_runs(self, scope: TenantScope) -> set[str]:
-        return {ticket.run_id for ticket in self.pending(scope)}
+        # The ledger lists only the scope's tenants (all of them for ``scope.tenants`` None).
+        return [_ticket(t) for t in self._tickets.waiting(at=_moment(self._clock()), tenants=scope.tenants)]
 
     def answer(
         self, call_id: str, args_digest: str, *, approve: bool, operator: str, scope: TenantScope
@@ -213,7 +208,6 @@ class DeskApprover:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         desk = self._desk
         await anyio.to_thread.run_sync(desk.open, request)
-        from_operator: list[ApprovalAnswer] = []
         from_user: list[ApprovalAnswer] = []
         timed_out = False
         kept: ApprovalAnswer | None = None
@@ -224,9 +218,7 @@ class DeskApprover:
                     # Any replica's console may answer: the answer reaches this run via the ledger.
                     while True:
                         await anyio.sleep(POLL_S)
-                        done, answer = await anyio.to_thread.run_sync(desk.settled, request.call_id)
-                        if done:
-                            from_operator.extend([answer] if answer is not None else [])
+                        if await anyio.to_thread.run_sync(desk.settled, request.call_id):
                             tg.cancel_scope.cancel()
                             return
 
@@ -243,11 +235,12 @@ class DeskApprover:
                 timed_out = True
                 tg.cancel_scope.cancel()
         finally:
-            # Other consoles stop showing it; an operator's answer that came first is kept.
+            # Other consoles stop showing it; an operator's answer that came first is kept, and
+            # returned: the ticket is where the operator's answer is read, once.
             close = partial(desk.close, request.call_id, expired=timed_out and not from_user)
             with anyio.CancelScope(shield=True):
                 kept = await anyio.to_thread.run_sync(close)
-        answers = [a for a in (kept, *from_operator, *from_user) if a is not None]
+        answers = [a for a in (kept, *from_user) if a is not None]
         # The client here and an operator on another replica may answer at once: a "no" from
         # either wins, so a call runs only when nobody who answered refused it. (A client that
         # could not be asked has not refused anything.)
