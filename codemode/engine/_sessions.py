@@ -28,15 +28,7 @@ from codemode.errors import CodemodeError, SandboxError
 from codemode.ledger import Ledger, SessionClaim, StoreLedger
 from codemode.sandbox import SandboxManager, Session
 
-__all__ = [
-    "EngineSessions",
-    "SessionLedger",
-    "SessionReplica",
-    "close_session",
-    "close_sessions",
-    "expire_idle_sessions",
-    "session_for",
-]
+__all__ = ["EngineSessions", "SessionLedger", "SessionReplica"]
 
 log = logging.getLogger("codemode")
 
@@ -115,23 +107,6 @@ async def expire_idle_sessions(
     for session in stale:
         await _close(session, replica)
     return len(stale)
-
-
-async def close_sessions(sandboxes: SandboxManager, replica: SessionReplica | None) -> None:
-    """Close every session (the drain at shutdown), releasing each claim: shielded from the
-    shutdown's cancellation for a while, so other replicas need not wait for the leases to end."""
-    with anyio.move_on_after(CLOSE_ALL_S, shield=True):
-        for session in sandboxes.sessions:
-            await _close(session, replica)
-
-
-async def close_session(
-    sandboxes: SandboxManager, replica: SessionReplica | None, *, principal: str, tenant: str, session_id: str
-) -> None:
-    """Close the session of (principal, tenant, id) if this replica has it open."""
-    found = sandboxes.find_session(principal=principal, tenant=tenant, session_id=session_id)
-    if found is not None:
-        await _close(found, replica)
 
 
 async def session_for(
@@ -231,13 +206,16 @@ class EngineSessions:
         return await expire_idle_sessions(self.sandboxes, self.config.serve.session_idle_s, self.replica)
 
     async def close(self, binding: RunBinding, session_id: str) -> None:
-        await close_session(
-            self.sandboxes,
-            self.replica,
-            principal=binding.principal,
-            tenant=binding.tenant,
-            session_id=session_id,
+        """Close the binding's session ``session_id`` if this replica has it open."""
+        found = self.sandboxes.find_session(
+            principal=binding.principal, tenant=binding.tenant, session_id=session_id
         )
+        if found is not None:
+            await _close(found, self.replica)
 
     async def close_all(self) -> None:
-        await close_sessions(self.sandboxes, self.replica)
+        """Close every session (the drain at shutdown), releasing each claim: shielded from the
+        shutdown's cancellation for a while, so other replicas need not wait for the leases to end."""
+        with anyio.move_on_after(CLOSE_ALL_S, shield=True):
+            for session in self.sandboxes.sessions:
+                await _close(session, self.replica)
