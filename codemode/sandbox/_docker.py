@@ -52,10 +52,10 @@ RUNTIME_LABEL = "codemode.runtime"
 POOL_LABEL = "codemode.pool"
 MACHINE_LABEL = "codemode.machine"
 POOL_ENV = "CODEMODE_POOL_ID"
+"""Names the pool label instead of a fresh id per manager (a test suite labels all its runs)."""
 INSPECT_GAP_S = (0.2, 0.8)
 """The first and the longest gap between inspects of a container that has not connected yet."""
 _now = time.monotonic  # a test's clock replaces it
-"""Names the pool label instead of a fresh id per manager (a test suite labels all its runs)."""
 
 
 def new_pool_id() -> str:
